@@ -1,0 +1,53 @@
+"""jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
+
+NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over padded batches
+(`heft_batch`, `simulate_batch`), workload generators and schedule metrics.
+"""
+
+from jaxsched.batch import PaddedProblem, ProblemBatch, pad_problem, pad_problems
+from jaxsched.generate import random_dag
+from jaxsched.heft import heft, upward_rank
+from jaxsched.kernels import ScheduleArrays, heft_batch, heft_padded, simulate_batch, simulate_padded
+from jaxsched.metrics import (
+    average_turnaround,
+    average_waiting,
+    critical_path_min,
+    efficiency,
+    makespan,
+    slr,
+    speedup,
+    summary,
+)
+from jaxsched.problem import Problem, Schedule, load_problem, load_schedule, save_problem, save_schedule, validate
+from jaxsched.simulate import simulate
+
+__all__ = [
+    "PaddedProblem",
+    "Problem",
+    "ProblemBatch",
+    "Schedule",
+    "ScheduleArrays",
+    "average_turnaround",
+    "average_waiting",
+    "critical_path_min",
+    "efficiency",
+    "heft",
+    "heft_batch",
+    "heft_padded",
+    "load_problem",
+    "load_schedule",
+    "makespan",
+    "pad_problem",
+    "pad_problems",
+    "random_dag",
+    "save_problem",
+    "save_schedule",
+    "simulate",
+    "simulate_batch",
+    "simulate_padded",
+    "slr",
+    "speedup",
+    "summary",
+    "upward_rank",
+    "validate",
+]

@@ -1,0 +1,332 @@
+"""Scheduling problems and schedules: a DAG of tasks with per-processor execution times.
+
+A `Problem` stores the DAG as edge arrays (never a dense T x T matrix: the paper's largest instance
+has 84,654 tasks) and validates itself on construction, so every algorithm downstream can trust it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Optional
+
+import numpy as np
+
+_FEATURES = ("task_arrival", "task_priority", "task_memory", "proc_cores", "proc_frequency", "proc_memory")
+
+
+def _as_float_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise ValueError(f"{name} must be finite, got {array[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    if np.any(array < 0):
+        bad = np.argwhere(array < 0)[0]
+        raise ValueError(f"{name} must be non-negative, got {array[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    array.setflags(write=False)
+    return array
+
+
+def _as_index_array(name: str, value) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        if not np.all(array == np.round(array)):
+            raise ValueError(f"{name} must hold integer task indices, got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    array.setflags(write=False)
+    return array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Problem:
+    """A static DAG-scheduling instance on heterogeneous processors.
+
+    Attributes:
+      comp: [T, P] execution time of task t on processor p.
+      src, dst: [E] edge endpoints; task `dst` needs the output of task `src`.
+      data: [E] communication time of each edge when its tasks run on different processors
+        (divided by `bandwidth[p, q]` when given; zero on the same processor).
+      bandwidth: optional [P, P] relative link speed between processors (diagonal ignored).
+      task_arrival: optional [T] release time: a task never starts before it (default 0).
+      task_priority, task_memory: optional [T] task features for the neural scheduler.
+      proc_cores, proc_frequency, proc_memory: optional [P] processor features.
+
+    Raises ValueError on construction for wrong shapes, negative/NaN/inf costs, edge indices out of
+    range, self loops, duplicate edges and cycles (naming one cycle).
+    """
+
+    comp: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    data: np.ndarray
+    bandwidth: Optional[np.ndarray] = None
+    task_arrival: Optional[np.ndarray] = None
+    task_priority: Optional[np.ndarray] = None
+    task_memory: Optional[np.ndarray] = None
+    proc_cores: Optional[np.ndarray] = None
+    proc_frequency: Optional[np.ndarray] = None
+    proc_memory: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        comp = np.asarray(self.comp, dtype=np.float64)
+        if comp.ndim != 2 or comp.shape[0] < 1 or comp.shape[1] < 1:
+            raise ValueError(f"comp must have shape [T, P] with T, P >= 1, got {comp.shape}")
+        num_tasks, num_procs = comp.shape
+        set_ = functools.partial(object.__setattr__, self)
+        set_("comp", _as_float_array("comp", comp, comp.shape))
+        src, dst = _as_index_array("src", self.src), _as_index_array("dst", self.dst)
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst must have the same shape, got {src.shape} and {dst.shape}")
+        set_("src", src)
+        set_("dst", dst)
+        set_("data", _as_float_array("data", self.data, src.shape))
+        for name, index in (("src", src), ("dst", dst)):
+            out = (index < 0) | (index >= num_tasks)
+            if out.any():
+                e = int(np.argmax(out))
+                raise ValueError(f"{name}[{e}] = {index[e]} is out of range for {num_tasks} tasks")
+        loops = src == dst
+        if loops.any():
+            e = int(np.argmax(loops))
+            raise ValueError(f"edge {e} is a self loop on task {src[e]}")
+        keys = src * num_tasks + dst
+        unique, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            dup = unique[counts > 1][0]
+            raise ValueError(f"duplicate edge {dup // num_tasks} -> {dup % num_tasks}")
+        if self.bandwidth is not None:
+            bandwidth = np.array(self.bandwidth, dtype=np.float64)
+            if bandwidth.shape != (num_procs, num_procs):
+                raise ValueError(f"bandwidth must have shape {(num_procs, num_procs)}, got {bandwidth.shape}")
+            np.fill_diagonal(bandwidth, 1.0)
+            bandwidth = _as_float_array("bandwidth", bandwidth, bandwidth.shape)
+            if np.any(bandwidth == 0):
+                raise ValueError("bandwidth must be positive between distinct processors")
+            set_("bandwidth", bandwidth)
+        for name in _FEATURES:
+            value = getattr(self, name)
+            if value is not None:
+                length = num_tasks if name.startswith("task_") else num_procs
+                set_(name, _as_float_array(name, value, (length,)))
+        _ = self.topological_order  # raises on cycles
+
+    @property
+    def num_tasks(self) -> int:
+        return self.comp.shape[0]
+
+    @property
+    def num_procs(self) -> int:
+        return self.comp.shape[1]
+
+    @property
+    def num_edges(self) -> int:
+        return self.src.shape[0]
+
+    @functools.cached_property
+    def arrival(self) -> np.ndarray:
+        """[T] release times (zeros when the problem has none)."""
+        if self.task_arrival is None:
+            return np.zeros(self.num_tasks)
+        return self.task_arrival
+
+    @functools.cached_property
+    def inverse_bandwidth(self) -> np.ndarray:
+        """[P, P] factor turning `data` into a transfer time; zero on the diagonal."""
+        factor = 1.0 - np.eye(self.num_procs)
+        if self.bandwidth is None:
+            return factor
+        return factor / self.bandwidth
+
+    @functools.cached_property
+    def in_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR of incoming edges: edges of task t are `order[ptr[t]:ptr[t+1]]` (indices into src/dst/data)."""
+        return _csr(self.dst, self.num_tasks)
+
+    @functools.cached_property
+    def out_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR of outgoing edges, as `in_edges`."""
+        return _csr(self.src, self.num_tasks)
+
+    @functools.cached_property
+    def levels(self) -> np.ndarray:
+        """[T] topological level: 0 for entry tasks, else 1 + max level of the predecessors."""
+        return self._kahn[1]
+
+    @functools.cached_property
+    def edges_by_src_level(self) -> list[np.ndarray]:
+        """Edge indices grouped by the level of their source task: entry L holds level L's out-edges."""
+        return _group(self.levels[self.src], int(self.levels.max()) + 1)
+
+    @functools.cached_property
+    def edges_by_dst_level(self) -> list[np.ndarray]:
+        """Edge indices grouped by the level of their destination task."""
+        return _group(self.levels[self.dst], int(self.levels.max()) + 1)
+
+    @functools.cached_property
+    def tasks_by_level(self) -> list[np.ndarray]:
+        """Task indices grouped by level."""
+        return _group(self.levels, int(self.levels.max()) + 1)
+
+    @functools.cached_property
+    def topological_order(self) -> np.ndarray:
+        """[T] the canonical topological order: by level, then by task index.
+
+        Every algorithm here breaks ties by position in this order, which keeps tie-breaking
+        deterministic and consistent with precedence.
+        """
+        return self._kahn[0]
+
+    @functools.cached_property
+    def _kahn(self) -> tuple[np.ndarray, np.ndarray]:
+        indegree = np.bincount(self.dst, minlength=self.num_tasks)
+        out_ptr, out_order = self.out_edges
+        succ = self.dst[out_order]
+        level = np.full(self.num_tasks, -1, dtype=np.int64)
+        frontier = np.flatnonzero(indegree == 0)
+        depth = 0
+        while frontier.size:
+            level[frontier] = depth
+            starts, ends = out_ptr[frontier], out_ptr[frontier + 1]
+            if starts.size == 1:
+                children = succ[starts[0]:ends[0]]
+            else:
+                children = succ[_ranges(starts, ends)]
+            np.subtract.at(indegree, children, 1)
+            frontier = np.unique(children[indegree[children] == 0])
+            depth += 1
+        if (level < 0).any():
+            raise ValueError(f"the task graph has a cycle: {' -> '.join(map(str, self._find_cycle(level < 0)))}")
+        order = np.lexsort((np.arange(self.num_tasks), level))
+        return order, level
+
+    def _find_cycle(self, remaining: np.ndarray) -> list[int]:
+        """Walks predecessors inside the unsorted remainder (each has one there) until a task repeats."""
+        in_ptr, in_order = self.in_edges
+        task = int(np.flatnonzero(remaining)[0])
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        while task not in seen:
+            seen[task] = len(path)
+            path.append(task)
+            preds = self.src[in_order[in_ptr[task]:in_ptr[task + 1]]]
+            task = int(preds[remaining[preds]][0])
+        cycle = path[seen[task]:][::-1]
+        return cycle + [cycle[0]]
+
+
+def _csr(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=size), out=ptr[1:])
+    return ptr, order
+
+
+def _group(keys: np.ndarray, size: int) -> list[np.ndarray]:
+    """Indices of `keys` grouped by key value 0..size-1."""
+    order = np.argsort(keys, kind="stable")
+    return np.split(order, np.searchsorted(keys[order], np.arange(1, size)))
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, e) for each pair, without a Python loop."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(total) + offsets
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Schedule:
+    """A schedule: processor, start and finish time of every task."""
+
+    proc: np.ndarray  # [T] int
+    start: np.ndarray  # [T]
+    finish: np.ndarray  # [T]
+
+    @property
+    def makespan(self) -> float:
+        return float(self.finish.max()) if self.finish.size else 0.0
+
+
+def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> None:
+    """Raises ValueError naming the first violated constraint of `schedule` on `problem`.
+
+    Checks, in this order: shapes and that every task is scheduled on a real processor, durations
+    (finish - start == comp[t, proc[t]]), release times, precedence with communication delay, and that
+    no two tasks overlap on one processor (zero-length tasks occupy no time). Tolerances are relative to
+    the makespan, so schedules computed in float32 validate too when `rtol` is loosened.
+    """
+    num_tasks = problem.num_tasks
+    proc = np.asarray(schedule.proc)
+    start = np.asarray(schedule.start, dtype=np.float64)
+    finish = np.asarray(schedule.finish, dtype=np.float64)
+    for name, array in (("proc", proc), ("start", start), ("finish", finish)):
+        if array.shape != (num_tasks,):
+            raise ValueError(f"schedule.{name} must have shape ({num_tasks},), got {array.shape}")
+    unscheduled = (proc < 0) | (proc >= problem.num_procs) | ~np.isfinite(start) | ~np.isfinite(finish)
+    if unscheduled.any():
+        t = int(np.argmax(unscheduled))
+        raise ValueError(f"task {t} is unscheduled (proc={proc[t]}, start={start[t]}, finish={finish[t]})")
+    proc = proc.astype(np.int64)
+    tol = rtol * max(1.0, float(np.abs(finish).max()))
+    duration = problem.comp[np.arange(num_tasks), proc]
+    bad = np.abs(finish - start - duration) > tol
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise ValueError(
+            f"task {t} runs {finish[t] - start[t]} on processor {proc[t]} but takes {duration[t]} there"
+        )
+    early = start < problem.arrival - tol
+    if early.any():
+        t = int(np.argmax(early))
+        raise ValueError(f"task {t} starts at {start[t]} before its arrival {problem.arrival[t]}")
+    comm = problem.data * problem.inverse_bandwidth[proc[problem.src], proc[problem.dst]]
+    late = start[problem.dst] < finish[problem.src] + comm - tol
+    if late.any():
+        e = int(np.argmax(late))
+        u, v = int(problem.src[e]), int(problem.dst[e])
+        raise ValueError(
+            f"precedence violated on edge {u} -> {v}: task {v} starts at {start[v]} but task {u} finishes "
+            f"at {finish[u]} and the transfer takes {comm[e]}"
+        )
+    busy = finish - start > tol
+    order = np.lexsort((start, proc))
+    order = order[busy[order]]
+    same = proc[order[1:]] == proc[order[:-1]]
+    overlap = same & (start[order[1:]] < finish[order[:-1]] - tol)
+    if overlap.any():
+        i = int(np.argmax(overlap))
+        a, b = int(order[i]), int(order[i + 1])
+        raise ValueError(
+            f"tasks {a} [{start[a]}, {finish[a]}) and {b} [{start[b]}, {finish[b]}) overlap on processor {proc[a]}"
+        )
+
+
+def save_problem(path: str | os.PathLike, problem: Problem) -> None:
+    """Writes `problem` to an .npz file (optional fields only when present)."""
+    arrays = {f.name: getattr(problem, f.name) for f in dataclasses.fields(Problem)}
+    np.savez_compressed(path, **{k: v for k, v in arrays.items() if v is not None})
+
+
+def load_problem(path: str | os.PathLike) -> Problem:
+    """Reads a problem written by `save_problem` (validated again on construction)."""
+    with np.load(path) as npz:
+        return Problem(**{k: npz[k] for k in npz.files})
+
+
+def save_schedule(path: str | os.PathLike, schedule: Schedule) -> None:
+    """Writes `schedule` to an .npz file."""
+    np.savez_compressed(path, proc=schedule.proc, start=schedule.start, finish=schedule.finish)
+
+
+def load_schedule(path: str | os.PathLike) -> Schedule:
+    """Reads a schedule written by `save_schedule`."""
+    with np.load(path) as npz:
+        return Schedule(proc=npz["proc"], start=npz["start"], finish=npz["finish"])
