@@ -1,0 +1,285 @@
+"""The graph-rewriting RL environment of the thesis (section 3.3), with fixed-shape observations.
+
+An action is `(xfer, location)`; xfer id `X = len(rules)` is the NO-OP that ends the episode. The
+observation holds the graph as a `jraph.GraphsTuple` whose nodes live in fixed slots (removed nodes
+free their slot, new nodes take the lowest free one), plus `xfer_mask [X + 1]`, `location_mask [X, L]`
+and `location_nodes [X, L, M]` (the node slots of each location, for pointer-style location heads).
+Array shapes never change during an episode, so one compiled agent serves every step; the slot layout
+is the one a fixed-capacity, fully jitted environment would keep on device.
+
+A step re-matches rules only around the rewrite (`LocationIndex.update`), updates the cost from the
+touched nodes (`cost_change`) and rewrites only the touched rows of the observation arrays.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Any, NamedTuple, Sequence
+
+import jraph
+import numpy as np
+
+from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change, node_cost
+from jaxgraph.graph import Delta, Graph, Node
+from jaxgraph.locations import LocationIndex
+from jaxgraph.ops import ACTIVATIONS, OP_TYPES
+from jaxgraph.rules import RULES, Rule
+
+NODE_FEATURES = len(OP_TYPES) + len(ACTIVATIONS) + 13
+EDGE_FEATURES = 6
+GLOBAL_FEATURES = 4
+
+
+class Observation(NamedTuple):
+    """What the agent sees. Padding: node slot C (the last row) is a permanent dummy node; free edge
+    slots connect it to itself. Masked-out rows are zero."""
+
+    graph: jraph.GraphsTuple  # nodes [C + 1, NODE_FEATURES], edges [E, EDGE_FEATURES], globals [1, GLOBAL_FEATURES]
+    node_mask: np.ndarray  # [C + 1] bool: slot holds a node
+    edge_mask: np.ndarray  # [E] bool: slot holds an edge
+    xfer_mask: np.ndarray  # [X + 1] bool: xfer has a location (and room to apply); the NO-OP (last) always
+    location_mask: np.ndarray  # [X, L] bool: location id is valid for the xfer
+    location_nodes: np.ndarray  # [X, L, M] int32: node slots of each location, padded with C
+
+
+def _log2(x: float) -> float:
+    return math.log2(1.0 + x)
+
+
+def node_features(node: Node, op_cost: float) -> np.ndarray:
+    """[NODE_FEATURES]: op one-hot, fused activation one-hot, constness, output shape, window, cost."""
+    row = np.zeros(NODE_FEATURES, np.float32)
+    row[OP_TYPES.index(node.op)] = 1.0
+    base = len(OP_TYPES)
+    if "activation" in node.attrs:
+        row[base + ACTIVATIONS.index(node.attrs["activation"])] = 1.0
+    base += len(ACTIVATIONS)
+    shape = node.shape
+    row[base] = float(node.constant)
+    row[base + 1:base + 1 + min(len(shape), 4)] = [_log2(d) for d in shape[:4]]
+    row[base + 5] = len(shape) / 4.0
+    row[base + 6] = _log2(math.prod(shape)) / 8.0
+    row[base + 7] = len(node.shapes) / 4.0
+    kernel = node.attrs.get("kernel", ())
+    stride = node.attrs.get("stride", ())
+    row[base + 8:base + 8 + len(kernel)] = kernel
+    row[base + 10:base + 10 + len(stride)] = stride
+    row[base + 12] = _log2(1e3 * op_cost)  # microseconds
+    return row
+
+
+def edge_features(shape: tuple[int, ...], position: int) -> np.ndarray:
+    """[EDGE_FEATURES]: tensor shape (log2), size (log2) and input position."""
+    row = np.zeros(EDGE_FEATURES, np.float32)
+    row[:min(len(shape), 4)] = [_log2(d) for d in shape[:4]]
+    row[4] = _log2(math.prod(shape)) / 8.0
+    row[5] = position / 4.0
+    return row
+
+
+class _Slots:
+    """Fixed-capacity node and edge arrays with free lists; node slot `capacity` is the dummy node."""
+
+    def __init__(self, graph: Graph, node_capacity: int, edge_capacity: int, model: CostModel) -> None:
+        self.capacity, self.model = node_capacity, model
+        self.node_of_slot = np.full(node_capacity, -1, np.int64)
+        self.slot: dict[int, int] = {}
+        self.edge_slots: dict[int, list[int]] = {}
+        self.free_nodes = list(range(node_capacity))
+        self.free_edges = list(range(edge_capacity))
+        self.nodes = np.zeros((node_capacity + 1, NODE_FEATURES), np.float32)
+        self.node_mask = np.zeros(node_capacity + 1, bool)
+        self.edges = np.zeros((edge_capacity, EDGE_FEATURES), np.float32)
+        self.senders = np.full(edge_capacity, node_capacity, np.int32)
+        self.receivers = np.full(edge_capacity, node_capacity, np.int32)
+        self.edge_mask = np.zeros(edge_capacity, bool)
+        if len(graph) > node_capacity or sum(len(n.inputs) for n in graph.nodes.values()) > edge_capacity:
+            raise ValueError(f"graph with {len(graph)} nodes does not fit node/edge capacity "
+                             f"{node_capacity}/{edge_capacity}")
+        for node_id in graph.order:
+            self._place(graph, node_id)
+        for node_id in graph.order:
+            self._connect(graph, node_id)
+
+    def _place(self, graph: Graph, node_id: int) -> None:
+        slot = heapq.heappop(self.free_nodes)
+        self.slot[node_id] = slot
+        self.node_of_slot[slot] = node_id
+        self.node_mask[slot] = True
+        self._describe(graph, node_id)
+
+    def _describe(self, graph: Graph, node_id: int) -> None:
+        self.nodes[self.slot[node_id]] = node_features(graph.nodes[node_id], node_cost(self.model, graph, node_id))
+
+    def _connect(self, graph: Graph, node_id: int) -> None:
+        """(Re)write the incoming edges of a node, reusing its edge slots."""
+        node = graph.nodes[node_id]
+        slots = self.edge_slots.setdefault(node_id, [])
+        while len(slots) < len(node.inputs):
+            slots.append(heapq.heappop(self.free_edges))
+        for position, (edge, ref) in enumerate(zip(slots, node.inputs)):
+            self.senders[edge] = self.slot[ref.node]
+            self.receivers[edge] = self.slot[node_id]
+            self.edges[edge] = edge_features(graph.shape(ref), position)
+            self.edge_mask[edge] = True
+
+    def _forget(self, node_id: int) -> None:
+        slot = self.slot.pop(node_id)
+        self.node_of_slot[slot] = -1
+        self.nodes[slot] = 0.0
+        self.node_mask[slot] = False
+        heapq.heappush(self.free_nodes, slot)
+        for edge in self.edge_slots.pop(node_id, []):
+            self.senders[edge] = self.receivers[edge] = self.capacity
+            self.edges[edge] = 0.0
+            self.edge_mask[edge] = False
+            heapq.heappush(self.free_edges, edge)
+
+    def update(self, graph: Graph, delta: Delta) -> None:
+        for node_id in delta.removed:
+            self._forget(node_id)
+        for node_id in sorted(delta.added):
+            self._place(graph, node_id)
+        for node_id in delta.rewired:
+            self._describe(graph, node_id)  # constness may change with the inputs
+        for node_id in delta.added | delta.rewired:
+            self._connect(graph, node_id)
+
+    def copy(self) -> _Slots:
+        clone = object.__new__(_Slots)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                value = value.copy()
+            elif isinstance(value, list):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+            setattr(clone, name, value)
+        return clone
+
+
+class Env:
+    """Gym-style environment over one graph: `reset() -> obs`, `step((xfer, location)) -> obs, reward,
+    terminated, truncated, info`.
+
+    reward = cost before - cost after (the thesis's R(t-1) - R(t), in cost-model milliseconds).
+    The episode terminates on the NO-OP or when no rewrite applies, and is truncated after `max_steps`.
+    Masked-out actions raise `ValueError` (an agent that samples from the masks never sends one).
+    `node_capacity` defaults to twice the graph (TASO's size bound), `edge_capacity` likewise; an xfer is
+    masked out when its worst-case growth would not fit.
+    """
+
+    def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = RULES,
+                 cost_model: CostModel | None = None, node_capacity: int | None = None,
+                 edge_capacity: int | None = None, max_location_size: int = 8,
+                 max_steps: int | None = None) -> None:
+        if max_locations < 1 or max_location_size < 1:
+            raise ValueError(f"max_locations and max_location_size must be positive, got {max_locations}, "
+                             f"{max_location_size}")
+        self.rules = tuple(rules)
+        self.model = cost_model or DEFAULT_COST_MODEL
+        self.max_locations, self.max_location_size, self.max_steps = max_locations, max_location_size, max_steps
+        edges = sum(len(n.inputs) for n in graph.nodes.values())
+        self.node_capacity = node_capacity or 2 * len(graph)
+        self.edge_capacity = edge_capacity or 2 * edges
+        self.initial_graph = graph
+        self.initial_cost = cost(graph, self.model)
+        self._initial_index = LocationIndex.build(self.rules, graph)
+        self._initial_slots = _Slots(graph, self.node_capacity, self.edge_capacity, self.model)
+        self._initial_locations = self._location_arrays(self._initial_index, self._initial_slots)
+        self._episode_over = True
+
+    @property
+    def num_xfers(self) -> int:
+        """X; the NO-OP is xfer id X."""
+        return len(self.rules)
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def cost(self) -> float:
+        return self._cost
+
+    def reset(self) -> Observation:
+        self._graph, self._cost, self._steps = self.initial_graph, self.initial_cost, 0
+        self._index = self._initial_index
+        self._slots = self._initial_slots.copy()
+        self._location_mask, self._location_nodes = (a.copy() for a in self._initial_locations)
+        self._episode_over = False
+        return self._observe()
+
+    def step(self, action: tuple[int, int]) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        if self._episode_over:
+            raise ValueError("the episode is over; call reset() first")
+        xfer, location_id = (int(a) for a in action)
+        if xfer == self.num_xfers:
+            self._episode_over = True
+            return self._observe(), 0.0, True, False, {"cost": self._cost, "rule": "NO-OP", "location": None}
+        self._check_action(xfer, location_id)
+        rule = self.rules[xfer]
+        location = self._index.locations(xfer)[location_id]
+        before = self._graph
+        self._graph, delta = rule.rewrite(before, location, check=False)
+        reward = -cost_change(self.model, before, self._graph, delta)
+        self._cost -= reward
+        previous = self._index
+        self._index = self._index.update(self._graph, delta)
+        self._slots.update(self._graph, delta)
+        changed = [x for x in range(self.num_xfers) if self._index.by_rule[x] is not previous.by_rule[x]]
+        self._fill_locations(self._index, self._slots, changed, self._location_mask, self._location_nodes)
+        self._steps += 1
+        obs = self._observe()
+        terminated = not obs.xfer_mask[:-1].any()
+        truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
+        self._episode_over = terminated or truncated
+        return obs, float(reward), terminated, truncated, {"cost": self._cost, "rule": rule.name, "location": location}
+
+    def _check_action(self, xfer: int, location_id: int) -> None:
+        if not 0 <= xfer <= self.num_xfers:
+            raise ValueError(f"xfer id {xfer} out of range 0..{self.num_xfers} ({self.num_xfers} = NO-OP)")
+        if not self._xfer_mask()[xfer]:
+            raise ValueError(f"xfer {xfer} ({self.rules[xfer].name}) is masked out: "
+                             f"{self._index.count(xfer)} locations, or no room for it in the node/edge capacity")
+        if not 0 <= location_id < self.max_locations or not self._location_mask[xfer, location_id]:
+            raise ValueError(f"location {location_id} is masked out for xfer {xfer} ({self.rules[xfer].name}), "
+                             f"which has {min(self._index.count(xfer), self.max_locations)} valid locations")
+
+    def _xfer_mask(self) -> np.ndarray:
+        slots = self._slots
+        mask = np.zeros(self.num_xfers + 1, bool)
+        for xfer, rule in enumerate(self.rules):
+            mask[xfer] = (self._index.count(xfer) > 0 and len(slots.free_nodes) >= rule.max_node_growth
+                          and len(slots.free_edges) >= rule.max_edge_growth)
+        mask[-1] = True
+        return mask
+
+    def _location_arrays(self, index: LocationIndex, slots: _Slots) -> tuple[np.ndarray, np.ndarray]:
+        mask = np.zeros((self.num_xfers, self.max_locations), bool)
+        nodes = np.full((self.num_xfers, self.max_locations, self.max_location_size), slots.capacity, np.int32)
+        self._fill_locations(index, slots, range(self.num_xfers), mask, nodes)
+        return mask, nodes
+
+    def _fill_locations(self, index: LocationIndex, slots: _Slots, xfers, mask: np.ndarray,
+                        nodes: np.ndarray) -> None:
+        for xfer in xfers:
+            locations = index.locations(xfer)[:self.max_locations]
+            mask[xfer] = False
+            mask[xfer, :len(locations)] = True
+            nodes[xfer] = slots.capacity
+            for row, location in enumerate(locations):
+                members = [slots.slot[i] for i in location[:self.max_location_size]]
+                nodes[xfer, row, :len(members)] = members
+
+    def _observe(self) -> Observation:
+        s = self._slots
+        globals_ = np.array([[self._cost, self.initial_cost, self._cost / self.initial_cost,
+                              len(s.slot) / self.node_capacity]], np.float32)
+        graph = jraph.GraphsTuple(
+            nodes=s.nodes.copy(), edges=s.edges.copy(), senders=s.senders.copy(), receivers=s.receivers.copy(),
+            globals=globals_, n_node=np.array([self.node_capacity + 1], np.int32),
+            n_edge=np.array([self.edge_capacity], np.int32))
+        return Observation(graph, s.node_mask.copy(), s.edge_mask.copy(), self._xfer_mask(),
+                           self._location_mask.copy(), self._location_nodes.copy())
