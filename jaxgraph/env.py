@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any, NamedTuple, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import jraph
 import numpy as np
@@ -24,7 +25,7 @@ from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change, node
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
-from jaxgraph.rules import RULES, Rule
+from jaxgraph.rules import RULES, Location, Rule
 
 NODE_FEATURES = len(OP_TYPES) + len(ACTIVATIONS) + 13
 EDGE_FEATURES = 6
@@ -203,6 +204,16 @@ class Env:
     def cost(self) -> float:
         return self._cost
 
+    @property
+    def node_slots(self) -> Mapping[int, int]:
+        """Node id -> row of the observation's node array."""
+        return MappingProxyType(self._slots.slot)
+
+    def location(self, xfer: int, location_id: int) -> Location:
+        """The node ids behind action (xfer, location_id)."""
+        self._check_action(xfer, location_id)
+        return self._index.locations(xfer)[location_id]
+
     def reset(self) -> Observation:
         self._graph, self._cost, self._steps = self.initial_graph, self.initial_cost, 0
         self._index = self._initial_index
@@ -218,9 +229,8 @@ class Env:
         if xfer == self.num_xfers:
             self._episode_over = True
             return self._observe(), 0.0, True, False, {"cost": self._cost, "rule": "NO-OP", "location": None}
-        self._check_action(xfer, location_id)
+        location = self.location(xfer, location_id)
         rule = self.rules[xfer]
-        location = self._index.locations(xfer)[location_id]
         before = self._graph
         self._graph, delta = rule.rewrite(before, location, check=False)
         reward = -cost_change(self.model, before, self._graph, delta)
@@ -238,8 +248,9 @@ class Env:
         return obs, float(reward), terminated, truncated, {"cost": self._cost, "rule": rule.name, "location": location}
 
     def _check_action(self, xfer: int, location_id: int) -> None:
-        if not 0 <= xfer <= self.num_xfers:
-            raise ValueError(f"xfer id {xfer} out of range 0..{self.num_xfers} ({self.num_xfers} = NO-OP)")
+        if not 0 <= xfer < self.num_xfers:
+            raise ValueError(f"xfer id {xfer} is not a rewrite: rewrites are 0..{self.num_xfers - 1}, "
+                             f"{self.num_xfers} is the NO-OP")
         if not self._xfer_mask()[xfer]:
             raise ValueError(f"xfer {xfer} ({self.rules[xfer].name}) is masked out: "
                              f"{self._index.count(xfer)} locations, or no room for it in the node/edge capacity")

@@ -235,8 +235,12 @@ class Graph:
             node = self.nodes[node_id]
             if node.op in ("input", "weight"):
                 continue
-            again = make_node(node.op, node.inputs, node.attrs, self.nodes.__getitem__, node.name or f"#{node_id}")
-            if again.shapes != node.shapes or again.constant != node.constant:
+            producers = [self.nodes[r.node] for r in node.inputs]
+            try:
+                shapes = OPS[node.op].infer(node.attrs, [p.shapes[r.index] for r, p in zip(node.inputs, producers)])
+            except (ValueError, IndexError) as error:
+                raise ValueError(f"node {node.name or node_id} ({node.op}): {error}") from None
+            if shapes != node.shapes or node.constant != all(p.constant for p in producers):
                 raise ValueError(f"node {node.name or node_id} ({node.op}) has stale shapes or constness")
         for node_id, uses in self._uses.items():
             for use in uses:

@@ -34,8 +34,11 @@ def _activate(y: np.ndarray, activation: str) -> np.ndarray:
 def _windows(x: np.ndarray, kernel, stride, pads, fill: float) -> np.ndarray:
     """[N, C, H, W] -> [N, C, Ho, Wo, kh, kw] views of the padded input."""
     pt, pl, pb, pr = pads
-    padded = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
-    return sliding_window_view(padded, tuple(kernel), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
+    if pt or pl or pb or pr:
+        padded = np.full(x.shape[:2] + (x.shape[2] + pt + pb, x.shape[3] + pl + pr), fill, x.dtype)
+        padded[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]] = x
+        x = padded
+    return sliding_window_view(x, tuple(kernel), axis=(2, 3))[:, :, ::stride[0], ::stride[1]]
 
 
 def _channel(v: np.ndarray, rank: int) -> np.ndarray:
@@ -43,12 +46,14 @@ def _channel(v: np.ndarray, rank: int) -> np.ndarray:
 
 
 def _conv2d(a, x, w, b=None):
+    """im2col: [N, g, Ho*Wo, c*kh*kw] @ [g, c*kh*kw, o/g] per group."""
     n, c = x.shape[:2]
     o, groups = w.shape[0], a["groups"]
     win = _windows(x, w.shape[2:], a["stride"], a["pads"], 0.0)
-    win = win.reshape((n, groups, c // groups) + win.shape[2:])
-    y = np.einsum("ngchwij,gocij->ngohw", win, w.reshape((groups, o // groups) + w.shape[1:]), optimize=True)
-    y = y.reshape((n, o) + y.shape[3:])
+    ho, wo = win.shape[2:4]
+    cols = win.reshape(n, groups, c // groups, ho, wo, -1).transpose(0, 1, 3, 4, 2, 5).reshape(n, groups, ho * wo, -1)
+    kernels = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)
+    y = np.matmul(cols, kernels).transpose(0, 1, 3, 2).reshape(n, o, ho, wo)
     return _activate(y if b is None else y + _channel(b, 4), a["activation"])
 
 

@@ -47,7 +47,7 @@ def greedy(graph: Graph, rules: Sequence[Rule] = RULES, cost_model: CostModel | 
     initial = current = cost(graph, model)
     changes: dict[tuple[int, Location], float] = {}
     history: list[tuple[int, Location]] = []
-    bar = tqdm(desc="greedy", disable=not progress, unit="step")
+    bar = tqdm(desc="greedy", disable=not progress, unit="step", mininterval=0.5)
     while max_steps is None or len(history) < max_steps:
         best = None
         for xfer, location in index.matches():
@@ -65,7 +65,7 @@ def greedy(graph: Graph, rules: Sequence[Rule] = RULES, cost_model: CostModel | 
         current += change
         history.append((xfer, location))
         bar.update()
-        bar.set_postfix(cost=f"{current:.4f}")
+        bar.set_postfix(cost=f"{current:.4f}", refresh=False)
     bar.close()
     return SearchResult(graph, cost(graph, model), initial, tuple(history), len(history), time.perf_counter() - start)
 
@@ -95,7 +95,7 @@ def taso_search(graph: Graph, alpha: float = 1.05, budget: int = 1000, rules: Se
     queue = [(initial, next(order), graph, LocationIndex.build(rules, graph), None, ())]
     seen = {graph.structure_hash}
     explored = 0
-    bar = tqdm(total=budget, desc="taso search", disable=not progress, unit="graph")
+    bar = tqdm(total=budget, desc="taso search", disable=not progress, unit="graph", mininterval=0.5)
     while queue and explored < budget:
         current_cost, _, parent, parent_index, rewrite, history = heapq.heappop(queue)
         if rewrite is None:
@@ -118,7 +118,7 @@ def taso_search(graph: Graph, alpha: float = 1.05, budget: int = 1000, rules: Se
             if child_cost < alpha * best_cost:
                 heapq.heappush(queue, (child_cost, next(order), current, index, (xfer, location),
                                        history + ((xfer, location),)))
-        bar.set_postfix(best=f"{best_cost:.4f}", queue=len(queue))
+        bar.set_postfix(best=f"{best_cost:.4f}", queue=len(queue), refresh=False)
     bar.close()
     return SearchResult(best_graph, cost(best_graph, model), initial, best_history, explored,
                         time.perf_counter() - start)

@@ -1,0 +1,137 @@
+"""The RL environment: masks are exact, rewards are cost decreases, observations have fixed shapes and
+describe the current graph, episodes end as specified."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxgraph import RULES, Env, cost
+from jaxgraph.cost import node_cost
+from jaxgraph.env import EDGE_FEATURES, GLOBAL_FEATURES, NODE_FEATURES, node_features
+
+from .conftest import small_model
+
+
+def random_action(obs, rng):
+    xfers = np.flatnonzero(obs.xfer_mask[:-1])
+    xfer = int(rng.choice(xfers))
+    return xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))
+
+
+def check_observation_describes_graph(env, obs):
+    graph, slots = env.graph, env.node_slots
+    capacity = env.node_capacity
+    chex.assert_shape(obs.graph.nodes, (capacity + 1, NODE_FEATURES))
+    chex.assert_shape(obs.graph.edges, (env.edge_capacity, EDGE_FEATURES))
+    chex.assert_shape(obs.graph.globals, (1, GLOBAL_FEATURES))
+    chex.assert_shape(obs.xfer_mask, (len(RULES) + 1,))
+    chex.assert_shape(obs.location_mask, (len(RULES), env.max_locations))
+    assert obs.node_mask.sum() == len(graph) and not obs.node_mask[capacity]
+    assert sorted(slots.values()) == sorted(np.flatnonzero(obs.node_mask))
+    for node_id, slot in slots.items():
+        expected = node_features(graph.nodes[node_id], node_cost(env.model, graph, node_id))
+        np.testing.assert_allclose(obs.graph.nodes[slot], expected)
+    edges = sorted((slots[r.node], slots[i]) for i, n in graph.nodes.items() for r in n.inputs)
+    mask = obs.edge_mask
+    assert sorted(zip(obs.graph.senders[mask].tolist(), obs.graph.receivers[mask].tolist())) == edges
+    assert (obs.graph.senders[~mask] == capacity).all() and (obs.graph.receivers[~mask] == capacity).all()
+    assert obs.graph.globals[0, 0] == pytest.approx(cost(graph), rel=1e-5)
+    assert obs.xfer_mask[-1]
+
+
+def test_masks_are_exact_and_rewards_are_cost_decreases():
+    env = Env(small_model("squeezenet1_1"), max_locations=8)
+    rng = np.random.default_rng(0)
+    obs = env.reset()
+    total = 0.0
+    for step in range(6):
+        check_observation_describes_graph(env, obs)
+        for xfer in range(len(RULES)):
+            for location_id in range(env.max_locations):
+                if obs.location_mask[xfer, location_id]:
+                    assert obs.xfer_mask[xfer]
+                    location = env.location(xfer, location_id)  # masked in: it matches and applies
+                    RULES[xfer].apply(env.graph, location)
+                    slots = [env.node_slots[i] for i in location]
+                    assert obs.location_nodes[xfer, location_id, :len(slots)].tolist() == slots
+                else:
+                    before = env.graph
+                    with pytest.raises(ValueError, match="masked out"):
+                        env.step((xfer, location_id))
+                    assert env.graph is before
+        previous = env.cost
+        obs, reward, terminated, truncated, info = env.step(random_action(obs, rng))
+        assert reward == pytest.approx(previous - cost(env.graph)) and info["cost"] == pytest.approx(env.cost)
+        total += reward
+        assert not truncated
+    assert total == pytest.approx(env.initial_cost - cost(env.graph))
+
+
+@pytest.mark.parametrize("name", ["inception_v3", "bert"])
+def test_random_episodes_keep_the_observation_consistent(name):
+    env = Env(small_model(name))
+    rng = np.random.default_rng(1)
+    obs = env.reset()
+    first = obs
+    done, steps = False, 0
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(random_action(obs, rng))
+        done, steps = terminated or truncated, steps + 1
+        if steps % 10 == 0:
+            check_observation_describes_graph(env, obs)
+    check_observation_describes_graph(env, obs)
+    assert terminated and not obs.xfer_mask[:-1].any()  # no rewrite applies any more
+    with pytest.raises(ValueError, match="episode is over"):
+        env.step((len(RULES), 0))
+    again = env.reset()
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_noop_ends_the_episode_and_max_steps_truncates():
+    env = Env(small_model("resnet18"), max_steps=2)
+    obs = env.reset()
+    _, reward, terminated, truncated, info = env.step((env.num_xfers, 0))
+    assert (reward, terminated, truncated, info["rule"]) == (0.0, True, False, "NO-OP")
+    obs = env.reset()
+    rng = np.random.default_rng(0)
+    obs, *_ = env.step(random_action(obs, rng))
+    _, _, terminated, truncated, _ = env.step(random_action(obs, rng))
+    assert truncated and not terminated
+    env.reset()
+    with pytest.raises(ValueError, match="not a rewrite"):
+        env.step((env.num_xfers + 1, 0))
+
+
+def test_capacity_masks_out_growing_rewrites():
+    graph = small_model("squeezenet1_1")
+    with pytest.raises(ValueError, match="does not fit"):
+        Env(graph, node_capacity=len(graph) - 1)
+    env = Env(graph, node_capacity=len(graph), edge_capacity=2 * len(graph))
+    obs = env.reset()
+    for xfer, rule in enumerate(RULES):
+        if rule.max_node_growth > 0:
+            assert not obs.xfer_mask[xfer]
+    assert obs.xfer_mask[0]  # conv + relu fusion shrinks the graph
+
+
+def test_one_compiled_function_serves_every_step():
+    """Observation shapes never change, so a jitted consumer (a GNN-like segment sum) traces once."""
+    env = Env(small_model("bert"))
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def message_pass(nodes, senders, receivers, edge_mask, node_mask):
+        messages = jnp.where(edge_mask[:, None], nodes[senders], 0.0)
+        summed = jax.ops.segment_sum(messages, receivers, num_segments=nodes.shape[0])
+        return jnp.sum(jnp.where(node_mask[:, None], summed, 0.0))
+
+    rng = np.random.default_rng(0)
+    obs, done = env.reset(), False
+    while not done:
+        g = obs.graph
+        message_pass(g.nodes, g.senders, g.receivers, obs.edge_mask, obs.node_mask)
+        obs, _, terminated, truncated, _ = env.step(random_action(obs, rng))
+        done = terminated or truncated

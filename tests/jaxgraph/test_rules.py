@@ -1,0 +1,184 @@
+"""Every substitution preserves outputs: both sides run on random inputs (NumPy float64 and JAX float32).
+
+This is the numerical counterpart of TASO's Z3 verification. Each rule has a minimal graph where it
+applies, hand-made negative cases where it must not, and every rewrite it makes on the five models is
+checked too.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from jaxgraph import RULES, GraphBuilder, LocationIndex, execute, execute_reference, greedy, random_inputs
+from jaxgraph.rules import (AssociateMatmul, ConcatOfRelus, FuseConvBatchNorm, FuseConvMul, FuseConvRelu,
+                            MergeConvs, MergeConvsIntoAdd, MergeGroupConvs, MergeMatmuls, SplitConcat)
+
+from .conftest import SMALL, assert_same_outputs, small_model
+
+RNG = np.random.default_rng(1)
+
+
+def weight(b, name, shape):
+    return b.weight(name, RNG.uniform(-1, 1, shape).astype(np.float32))
+
+
+def conv(b, x, name, out, kernel, stride=1, pads=None, bias=True, activation="none", groups=1):
+    cin = b.shape(x)[1]
+    pads = pads if pads is not None else ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2) * 2
+    inputs = [x, weight(b, f"{name}.w", (out, cin // groups) + kernel)] + ([weight(b, f"{name}.b", (out,))] if bias else [])
+    return b.add("conv2d", inputs, name, stride=(stride, stride), pads=pads, activation=activation, groups=groups)
+
+
+def pads_for(padding):
+    return (1, 1, 1, 1) if padding == "SAME" else (0, 0, 0, 0)
+
+
+def example(rule):
+    """A small graph on which `rule` applies exactly once."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 9, 9))
+    if isinstance(rule, FuseConvRelu):
+        y = b.add("relu", [conv(b, x, "c", 6, (3, 3), rule.stride, pads_for(rule.padding))])
+    elif isinstance(rule, FuseConvBatchNorm):
+        c = conv(b, x, "c", 6, (3, 3), rule.stride, pads_for(rule.padding), bias=rule.stride == 1)
+        y = b.add("batchnorm", [c] + [b.weight(f"bn{i}", RNG.uniform(0.5, 1.5, 6).astype(np.float32))
+                                      for i in range(4)], eps=1e-3)
+    elif isinstance(rule, FuseConvMul):
+        c = conv(b, x, "c", 6, (3, 3), rule.stride, pads_for(rule.padding), bias=rule.padding == "SAME")
+        factor = weight(b, "factor", (6, 1, 1) if rule.stride == 1 else (1,))
+        y = b.add("mul", [factor, c] if rule.padding == "SAME" else [c, factor])
+    elif isinstance(rule, MergeConvs):
+        second = (3, 3) if not rule.enlarge else (1, 3)
+        y = [conv(b, x, "a", 5, (3, 3), activation=rule.activation, stride=2 if rule.enlarge else 1),
+             conv(b, x, "b", 3, second, activation=rule.activation, stride=2 if rule.enlarge else 1)]
+    elif isinstance(rule, MergeGroupConvs):
+        y = conv(b, x, "g", 8, (3, 3), rule.stride, pads_for("SAME"), activation=rule.activation, groups=4)
+    elif isinstance(rule, MergeConvsIntoAdd):
+        x2 = b.add("tanh", [x])
+        y = b.add("add", [conv(b, x, "a", 6, (3, 3)), conv(b, x2, "b", 6, (3, 3))])
+    elif isinstance(rule, (MergeMatmuls, AssociateMatmul)):
+        x = b.input("m", (3, 5, 6))
+        if isinstance(rule, MergeMatmuls):
+            y = [b.add("matmul", [x, weight(b, "A", (6, 4))], activation="tanh"),
+                 b.add("matmul", [x, weight(b, "B", (6, 2))], activation="tanh")]
+        else:
+            y = b.add("matmul", [b.add("matmul", [x, weight(b, "A", (6, 4))]), weight(b, "B", (4, 7))],
+                      activation="relu")
+    elif isinstance(rule, ConcatOfRelus):
+        parts = [b.add("relu", [conv(b, x, f"c{i}", 2 + i, (1, 1))]) for i in range(3)]
+        y = b.add("concat", parts, axis=1)
+    elif isinstance(rule, SplitConcat):
+        parts = b.outputs("split", [b.add("tanh", [x])], axis=2, sizes=(4, 5))
+        y = b.add("concat", list(parts), axis=-2)
+    else:
+        raise AssertionError(f"no example for {rule}")
+    outputs = y if isinstance(y, list) else [y]
+    return b.build({f"y{i}": r for i, r in enumerate(outputs)})
+
+
+@pytest.mark.parametrize("xfer", range(len(RULES)), ids=[r.name for r in RULES])
+def test_rule_preserves_outputs(xfer):
+    rule = RULES[xfer]
+    graph = example(rule)
+    locations = rule.find(graph)
+    assert len(locations) == 1, locations
+    rewritten = rule.apply(graph, locations[0])
+    rewritten.validate()
+    assert rewritten.structure_hash != graph.structure_hash
+    x = random_inputs(graph, seed=xfer)
+    assert_same_outputs(execute_reference(rewritten, x), execute_reference(graph, x), rtol=1e-9)
+    assert_same_outputs(execute(rewritten, x, jit=False), execute_reference(graph, x))
+    assert locations[0] not in rule.find(rewritten)  # the matched nodes are gone
+
+
+def test_taso_ids():
+    """xfer ids 0-17 are TASO's hand-written xfers in TASO's order; every claimed id is a real, distinct one."""
+    for xfer in range(18):
+        assert xfer in RULES[xfer].taso_ids
+    claimed = [i for rule in RULES for i in rule.taso_ids]
+    assert len(claimed) == len(set(claimed)) and all(0 <= i <= 150 for i in claimed)
+    assert len({r.name for r in RULES}) == len(RULES)
+
+
+def build(fn):
+    b = GraphBuilder()
+    outputs = fn(b, b.input("x", (1, 4, 8, 8)))
+    return b.build({f"y{i}": r for i, r in enumerate(outputs)})
+
+
+def matmuls_with_computed_weight(b, x):
+    rows = b.add("reshape", [x], shape=(32, 8))
+    computed = b.add("reshape", [b.add("tanh", [x])], shape=(8, 32))
+    return [b.add("matmul", [rows, weight(b, "A", (8, 2))]), b.add("matmul", [rows, computed])]
+
+
+@pytest.mark.parametrize("rule, make", [
+    # the conv output has a second consumer
+    (FuseConvRelu(1, "SAME"), lambda b, x: [b.add("relu", [c := conv(b, x, "c", 4, (3, 3))]), c]),
+    # stride and padding classes must match the instance
+    (FuseConvRelu(2, "SAME"), lambda b, x: [b.add("relu", [conv(b, x, "c", 4, (3, 3))])]),
+    (FuseConvBatchNorm(1, "VALID"), lambda b, x: [b.add("batchnorm", [conv(b, x, "c", 4, (3, 3))]
+                                                        + [weight(b, f"p{i}", (4,)) for i in range(4)])]),
+    # an activation already fused, or a computed (non-constant) factor
+    (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3), activation="relu"),
+                                                         weight(b, "f", (4, 1, 1))])]),
+    (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3)), b.add("tanh", [x])])]),
+    # a per-position factor is not a per-channel scale; a weight computed from the input is not constant
+    (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3)), weight(b, "f", (8, 8))])]),
+    # enlarging needs centred padding; equal kernels need equal padding
+    (MergeConvs("none", True), lambda b, x: [conv(b, x, "a", 4, (3, 3), pads=(0, 0, 0, 0)), conv(b, x, "b", 4, (1, 1))]),
+    (MergeConvs("none", False), lambda b, x: [conv(b, x, "a", 4, (3, 3)), conv(b, x, "b", 4, (3, 3), pads=(0,) * 4)]),
+    (MergeConvs("relu", False), lambda b, x: [conv(b, x, "a", 4, (3, 3)), conv(b, x, "b", 4, (3, 3))]),
+    (MergeMatmuls(), lambda b, x: matmuls_with_computed_weight(b, x)),
+    # the inner product has a second consumer; the split parts are rejoined out of order
+    (AssociateMatmul(), lambda b, x: [m := b.add("matmul", [b.add("reshape", [x], shape=(32, 8)), weight(b, "A", (8, 8))]),
+                                      b.add("matmul", [m, weight(b, "B", (8, 2))])]),
+    (SplitConcat(), lambda b, x: [b.add("concat", list(reversed(b.outputs("split", [x], axis=1, sizes=(2, 2)))), axis=1)]),
+    (ConcatOfRelus(), lambda b, x: [b.add("concat", [b.add("relu", [x]), b.add("tanh", [x])], axis=1)]),
+])
+def test_rule_does_not_apply(rule, make):
+    graph = build(make)
+    assert rule.find(graph) == []
+
+
+def test_apply_rejects_a_location_that_does_not_match():
+    graph = example(FuseConvRelu(1, "SAME"))
+    (location,) = FuseConvRelu(1, "SAME").find(graph)
+    with pytest.raises(ValueError, match="does not apply"):
+        FuseConvRelu(2, "SAME").apply(graph, location)
+    with pytest.raises(ValueError, match="does not apply"):
+        FuseConvRelu(1, "SAME").apply(graph, (123456,))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_rewrite_of_every_model_preserves_outputs(name):
+    """Every location in each model; every step of greedy descent; a random walk to a graph where no
+    rule applies (checked every few steps and at the end)."""
+    graph = small_model(name)
+    x = random_inputs(graph)
+    expected = execute_reference(graph, x)
+
+    def check(g):
+        g.validate()
+        assert_same_outputs(execute_reference(g, x), expected)
+
+    for rule in RULES:
+        for location in rule.find(graph):
+            check(rule.apply(graph, location))
+    for xfer, location in greedy(graph).history:
+        graph = RULES[xfer].apply(graph, location)
+        check(graph)
+    rng = np.random.default_rng(0)
+    graph = small_model(name)
+    index = LocationIndex.build(RULES, graph)
+    for step in itertools.count():
+        matches = index.matches()
+        if not matches:
+            break
+        xfer, location = matches[rng.integers(len(matches))]
+        graph, delta = RULES[xfer].rewrite(graph, location)
+        index = index.update(graph, delta)
+        if step % 4 == 0:
+            check(graph)
+    check(graph)

@@ -1,0 +1,74 @@
+"""Search: never increases cost, reaches the known optimum of a toy graph, preserves outputs."""
+
+import numpy as np
+import pytest
+
+from jaxgraph import RULES, GraphBuilder, Roofline, cost, execute_reference, greedy, random_inputs, taso_search
+
+from .conftest import SMALL, assert_same_outputs, small_model
+
+
+def conv_bn_relu_chain(layers=3):
+    """conv -> batchnorm -> relu, repeated: the optimum fuses each triple into one conv."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6))
+    for i in range(layers):
+        w = b.weight(f"w{i}", rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.3)
+        c = b.add("conv2d", [x, w], pads=(1, 1, 1, 1))
+        params = [b.weight(f"bn{i}.{k}", rng.uniform(0.5, 1.5, 4).astype(np.float32)) for k in range(4)]
+        x = b.add("relu", [b.add("batchnorm", [c] + params)])
+    return b.build({"y": x})
+
+
+@pytest.mark.parametrize("search", [greedy, lambda g: taso_search(g, budget=50, progress=False)])
+def test_toy_graph_reaches_the_known_optimum(search):
+    graph = conv_bn_relu_chain()
+    result = search(graph)
+    assert result.graph.op_counts == {"conv2d": 3}
+    assert all(n.attrs["activation"] == "relu" for n in result.graph.nodes.values() if n.op == "conv2d")
+    assert result.cost == pytest.approx(cost(result.graph)) and result.cost < result.initial_cost
+    x = random_inputs(graph)
+    assert_same_outputs(execute_reference(result.graph, x), execute_reference(graph, x))
+
+
+def test_history_replays_to_the_result():
+    graph = small_model("squeezenet1_1")
+    result = taso_search(graph, budget=30, progress=False)
+    replayed = graph
+    for xfer, location in result.history:
+        replayed = RULES[xfer].apply(replayed, location)
+    assert replayed.structure_hash == result.graph.structure_hash
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_search_never_increases_cost_and_preserves_outputs(name):
+    graph = small_model(name)
+    x = random_inputs(graph)
+    expected = execute_reference(graph, x)
+    model = Roofline()
+    for result in (greedy(graph, cost_model=model), taso_search(graph, budget=15, cost_model=model, progress=False)):
+        assert result.cost <= result.initial_cost == pytest.approx(cost(graph, model))
+        assert len(result.graph) < 2 * len(graph)
+        assert_same_outputs(execute_reference(result.graph, x), expected)
+
+
+def test_taso_search_visits_in_budget_and_rejects_bad_arguments():
+    graph = small_model("bert")
+    visited = []
+    result = taso_search(graph, budget=5, progress=False, on_visit=lambda g, c: visited.append(c))
+    assert result.explored == len(visited) == 5 and visited[0] == pytest.approx(result.initial_cost)
+    with pytest.raises(ValueError, match="alpha"):
+        taso_search(graph, alpha=0.9)
+    with pytest.raises(ValueError, match="budget"):
+        taso_search(graph, budget=0)
+
+
+def test_bert_merges_qkv_projections():
+    """The BERT gain: Q/K/V projections of one input merge into one matmul, and each layer's output
+    projection folds into the next layer's merged projection ((x @ Wo) @ Wqkv = x @ (Wo @ Wqkv))."""
+    result = greedy(small_model("bert"))  # 3 layers
+    counts = result.graph.op_counts
+    assert counts["matmul"] == 3 * 2 + 3 + 1  # scores and context per layer, 3 merged QKV, the last output projection
+    assert counts["split"] == 3 * 2
+    assert [RULES[x].name for x, _ in result.history].count("AssociateMatmul()") == 2
