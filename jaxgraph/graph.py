@@ -80,7 +80,7 @@ def make_node(op: str, inputs: Sequence[Ref], attrs: Mapping[str, Any], lookup, 
         if spec is None:
             raise ValueError(f"unknown op {op!r}")
         attrs = normalize_attrs(op, attrs)
-        inputs = tuple(Ref(*r) for r in inputs)
+        inputs = tuple(r if type(r) is Ref else Ref(*r) for r in inputs)
         high = spec.max_inputs if spec.max_inputs is not None else len(inputs)
         if not spec.min_inputs <= len(inputs) <= high:
             raise ValueError(f"takes {spec.min_inputs}..{spec.max_inputs or 'any'} inputs, got {len(inputs)}")
@@ -356,7 +356,7 @@ class Patch:
     def commit(self) -> tuple[Graph, Delta]:
         """Apply the patch: O(size of the change) besides one shallow copy of the node table."""
         g = self.graph
-        nodes = dict(g.nodes)
+        nodes = g.nodes.copy()  # copy() of a mappingproxy is a fast dict copy
         uses: dict[int, list[Use]] = {}  # consumer lists that change, copied on first touch
         structure = g.structure_hash - hash(g.outputs)
 
@@ -412,7 +412,7 @@ class Patch:
                 raise ValueError(f"patch removes node {node_id} whose outputs are still used")
             del uses[node_id]
 
-        all_uses = dict(g._uses)
+        all_uses = g._uses.copy()
         for node_id in removed:
             all_uses.pop(node_id, None)
         all_uses.update((k, tuple(v)) for k, v in uses.items())

@@ -66,7 +66,7 @@ class LocationIndex:
     def update(self, graph: Graph, delta: Delta) -> LocationIndex:
         """The index of `graph`, which a rewrite described by `delta` made from this index's graph."""
         by_rule = list(self.by_rule)
-        by_node = dict(self._by_node)
+        by_node = self._by_node.copy()
         changed: dict[int, set[Location]] = {}
 
         def rule_set(xfer: int) -> set[Location]:

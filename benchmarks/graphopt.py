@@ -1,0 +1,193 @@
+"""jaxgraph benchmark: search results, environment speed, measured runtimes and cost-model ranking.
+
+    flock /tmp/bench.lock python benchmarks/graphopt.py [--models bert,squeezenet1_1] [--budget 1000]
+
+For each of the five full-size graphs (batch 1) it prints: op count; roofline cost before and after
+greedy descent and TASO search, with search times; the RL environment's step time (random agent:
+find all locations of all rules + apply + observation); the measured runtime of the original and the
+TASO-optimized graph in JAX (jit) and onnxruntime (CPU; with its own graph optimizations and with them
+disabled); and how well the additive cost ranks graphs against their measured end-to-end runtime
+(Spearman over graphs the search visited plus random rewrites). Runtimes of two graphs are timed in
+alternation so machine load affects both alike; report ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from jaxgraph import (MODELS, RULES, Env, LocationIndex, MeasuredCost, Roofline, cost, greedy, random_inputs,
+                      spearman, taso_search, to_onnx)
+from jaxgraph.execute import runner
+
+# Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
+# baseline, and the thesis's TensorFlow -> TASO inference times (RTX 2070).
+TASO_PAPER = {"inception_v3": 1.1, "squeezenet1_1": 1.3, "bert": 1.5}
+THESIS_MS = {"squeezenet1_1": (4.60, 3.22), "resnet18": (12.20, 11.35), "resnet50": (26.70, 24.96),
+             "inception_v3": (17.60, 13.80), "bert": (4.10, 2.03)}
+
+
+def interleaved_ms(functions, repeats: int) -> list[float]:
+    """Median wall time (ms) of each zero-argument function, called in alternation after a warm-up."""
+    for fn in functions:
+        jax.block_until_ready(fn())
+    times = [[] for _ in functions]
+    for _ in range(repeats):
+        for fn, bucket in zip(functions, times):
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            bucket.append(time.perf_counter() - start)
+    return [1e3 * statistics.median(b) for b in times]
+
+
+def ort_runner(graph, inputs, optimize: bool):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if not optimize:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(to_onnx(graph).SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, inputs)
+
+
+def env_step_ms(graph, episodes: int, seed: int) -> np.ndarray:
+    """Step times of a uniformly random agent (valid actions only) over full episodes."""
+    env, rng, times = Env(graph), np.random.default_rng(seed), []
+    for _ in range(episodes):
+        obs, done = env.reset(), False
+        while not done:
+            xfer = rng.choice(np.flatnonzero(obs.xfer_mask[:-1]))
+            action = (xfer, rng.choice(np.flatnonzero(obs.location_mask[xfer])))
+            start = time.perf_counter()
+            obs, _, terminated, truncated, _ = env.step(action)
+            times.append(time.perf_counter() - start)
+            done = terminated or truncated
+    return 1e3 * np.asarray(times)
+
+
+def random_rewrites(graph, steps: int, seed: int):
+    """`graph` after `steps` uniformly random rewrites (cost may go up: enlarge-and-merge, concat of relus)."""
+    rng, index = np.random.default_rng(seed), LocationIndex.build(RULES, graph)
+    for _ in range(steps):
+        matches = index.matches()
+        if not matches:
+            break
+        xfer, location = matches[rng.integers(len(matches))]
+        graph, delta = RULES[xfer].rewrite(graph, location, check=False)
+        index = index.update(graph, delta)
+    return graph
+
+
+def bench_model(name: str, args) -> dict:
+    graph = MODELS[name]()
+    roofline = Roofline()
+    row: dict = {"model": name, "ops": graph.num_ops, "nodes": len(graph), "cost": cost(graph, roofline)}
+    g = greedy(graph, cost_model=roofline)
+    row.update(greedy_cost=g.cost, greedy_s=g.seconds)
+    visited = []
+    t = taso_search(graph, args.alpha, args.budget, cost_model=roofline, progress=args.progress,
+                    on_visit=lambda graph_, cost_: visited.append(graph_))
+    row.update(taso_cost=t.cost, taso_s=t.seconds, explored=t.explored, rewrites=len(t.history))
+    steps = env_step_ms(graph, args.episodes, seed=0)
+    row.update(env_steps=len(steps), env_median_ms=float(np.median(steps)), env_mean_ms=float(steps.mean()),
+               env_p90_ms=float(np.percentile(steps, 90)))
+    print(f"  {name}: searched and stepped", flush=True)
+
+    inputs = random_inputs(graph)
+    if not args.skip_runtime:
+        jax_ms = interleaved_ms([runner(graph, inputs), runner(t.graph, inputs)], args.repeats)
+        ort_ms = interleaved_ms([ort_runner(graph, inputs, True), ort_runner(t.graph, inputs, True)], args.repeats)
+        raw_ms = interleaved_ms([ort_runner(graph, inputs, False), ort_runner(t.graph, inputs, False)], args.repeats)
+        row.update(jax_ms=jax_ms, ort_ms=ort_ms, ort_raw_ms=raw_ms)
+        print(f"  {name}: timed", flush=True)
+
+    if args.rank_graphs:
+        step = max(1, len(visited) // args.rank_graphs)
+        candidates = [graph, g.graph, t.graph] + visited[step::step][:args.rank_graphs]
+        candidates += [random_rewrites(graph, k, seed=k) for k in (5, 20, 60)]
+        unique = list({c.structure_hash: c for c in candidates}.values())
+        measured = MeasuredCost()
+        costs = [cost(c, roofline) for c in unique]
+        op_costs = [cost(c, measured) for c in unique]
+        ort_raw = [interleaved_ms([ort_runner(c, inputs, False)], args.repeats)[0] for c in unique]
+        rank = dict(graphs=len(unique), roofline_vs_ort=spearman(costs, ort_raw),
+                    measured_vs_ort=spearman(op_costs, ort_raw))
+        if args.rank_jax:
+            jax_subset = unique[:args.rank_jax]
+            jax_e2e = [interleaved_ms([runner(c, inputs)], args.repeats)[0] for c in jax_subset]
+            rank.update(jax_graphs=len(jax_subset), roofline_vs_jax=spearman(costs[:len(jax_subset)], jax_e2e),
+                        measured_vs_jax=spearman(op_costs[:len(jax_subset)], jax_e2e))
+        row["rank"] = rank
+        print(f"  {name}: ranked", flush=True)
+    return row
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor())
+    return (f"{model}, {os.cpu_count()} cores; jax {jax.__version__} on {jax.devices()[0].platform}; "
+            f"load average {os.getloadavg()[0]:.1f} at start")
+
+
+def print_tables(rows: list[dict], args) -> None:
+    print(f"\nTASO search: alpha {args.alpha}, budget {args.budget} graphs; costs are roofline ms (batch 1)\n")
+    print("| model | ops | cost | greedy | TASO | TASO ratio | paper TASO | thesis TF->TASO | greedy s | TASO s "
+          "| env step median / mean / p90 ms (steps) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tf, taso = THESIS_MS[r["model"]]
+        print(f"| {r['model']} | {r['ops']} | {r['cost']:.2f} | {r['greedy_cost']:.2f} | {r['taso_cost']:.2f} "
+              f"| {r['cost'] / r['taso_cost']:.3f}x | {TASO_PAPER.get(r['model'], '-')}{'x' if r['model'] in TASO_PAPER else ''} "
+              f"| {tf / taso:.2f}x | {r['greedy_s']:.2f} | {r['taso_s']:.1f} "
+              f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} ({r['env_steps']}) |")
+    if not args.skip_runtime:
+        print("\nMeasured runtime, original -> TASO-optimized (median ms, timed in alternation)\n")
+        print("| model | JAX jit | ratio | onnxruntime | ratio | onnxruntime, graph opts off | ratio |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            cells = [f"{a:.2f} -> {b:.2f} | {a / b:.3f}x" for a, b in (r["jax_ms"], r["ort_ms"], r["ort_raw_ms"])]
+            print(f"| {r['model']} | " + " | ".join(cells) + " |")
+    if args.rank_graphs:
+        print("\nRanking: Spearman correlation of additive cost with measured end-to-end runtime\n")
+        print("| model | graphs | roofline vs ORT | per-op JAX timings vs ORT | graphs (JAX) | roofline vs JAX "
+              "| per-op JAX timings vs JAX |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            k = r["rank"]
+            jax_cells = (f"{k['jax_graphs']} | {k['roofline_vs_jax']:.2f} | {k['measured_vs_jax']:.2f}"
+                         if "jax_graphs" in k else "- | - | -")
+            print(f"| {r['model']} | {k['graphs']} | {k['roofline_vs_ort']:.2f} | {k['measured_vs_ort']:.2f} | {jax_cells} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--alpha", type=float, default=1.05)
+    parser.add_argument("--budget", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--rank-graphs", type=int, default=8, help="visited graphs per model in the ranking (0: skip)")
+    parser.add_argument("--rank-jax", type=int, default=5, help="of those, how many to also time end to end in JAX")
+    parser.add_argument("--skip-runtime", action="store_true")
+    parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    print(f"machine: {machine()}", flush=True)
+    rows = [bench_model(name, args) for name in args.models.split(",")]
+    print_tables(rows, args)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
