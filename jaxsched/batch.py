@@ -40,13 +40,17 @@ ProblemBatch = PaddedProblem  # the same pytree with a leading batch axis on eve
 
 def pad_problem(
     problem: Problem,
-    num_tasks: int,
-    num_procs: int,
-    max_in_degree: int,
-    num_edges: int,
+    num_tasks: int | None = None,
+    num_procs: int | None = None,
+    max_in_degree: int | None = None,
+    num_edges: int | None = None,
     dtype=np.float32,
 ) -> PaddedProblem:
-    """Pads `problem` to the given sizes; raises ValueError if it does not fit."""
+    """Pads `problem` to the given sizes (default: its own); raises ValueError if it does not fit."""
+    num_tasks = num_tasks or problem.num_tasks
+    num_procs = num_procs or problem.num_procs
+    max_in_degree = max_in_degree or max(1, _max_in_degree(problem))
+    num_edges = num_edges or max(1, problem.num_edges)
     sizes = {
         "tasks": (problem.num_tasks, num_tasks),
         "processors": (problem.num_procs, num_procs),

@@ -1,0 +1,92 @@
+import numpy as np
+import pytest
+
+from jaxsched import heft, validate
+from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 8])
+def test_gaussian_elimination_shape(m):
+    problem = gaussian_elimination(m, 3, seed=m)
+    assert problem.num_tasks == (m * m + m - 2) // 2
+    assert problem.levels.max() + 1 == 2 * m - 2  # pivot and update levels alternate
+    assert np.sum(~np.isin(np.arange(problem.num_tasks), problem.dst)) == 1  # one entry task
+
+
+@pytest.mark.parametrize("points", [2, 4, 8, 16])
+def test_fft_shape(points):
+    problem = fft(points, 2, seed=0)
+    stages = int(np.log2(points))
+    assert problem.num_tasks == 2 * points - 1 + points * stages
+    assert problem.levels.max() + 1 == stages + 1 + stages  # call tree depth, then butterflies
+
+
+def test_fork_join_shape():
+    problem = fork_join(width=4, stages=3, num_procs=2, seed=0)
+    assert problem.num_tasks == 1 + 3 * 5
+    assert np.bincount(problem.dst).max() == 4  # each join waits for the whole fork
+
+
+def test_random_dag_follows_its_parameters():
+    v, alpha, beta, ccr = 2000, 1.0, 0.5, 2.0
+    problem = random_dag(v, 4, alpha=alpha, out_degree=3, ccr=ccr, beta=beta, seed=0)
+    assert problem.num_tasks == v
+    assert problem.levels.max() + 1 == round(np.sqrt(v) / alpha)
+    spread = problem.comp.max(axis=1) / problem.comp.min(axis=1)
+    assert spread.max() <= (1 + beta / 2) / (1 - beta / 2) + 1e-9
+    assert problem.data.mean() / problem.comp.mean() == pytest.approx(ccr, rel=0.1)
+    assert 2.0 < problem.num_edges / v < 3.5  # mean out-degree about 3, minus duplicates and exit tasks
+
+
+def test_generators_are_seeded():
+    a, b, c = (random_dag(60, 3, seed=s) for s in (7, 7, 8))
+    np.testing.assert_array_equal(a.comp, b.comp)
+    np.testing.assert_array_equal(a.src, b.src)
+    assert not np.array_equal(a.comp, c.comp)
+
+
+def test_cloudsim_has_the_paper_features():
+    problem = cloudsim(100, 8, seed=0)
+    for name in ("task_arrival", "task_priority", "task_memory", "proc_cores", "proc_frequency", "proc_memory"):
+        assert getattr(problem, name) is not None
+    assert problem.arrival.min() == 0 and set(problem.task_priority) <= {1, 2, 3, 4, 5}
+    fastest = np.argmax(problem.proc_frequency * problem.proc_cores)
+    slowest = np.argmin(problem.proc_frequency * problem.proc_cores)
+    no_penalty = (problem.task_memory <= problem.proc_memory[[fastest, slowest]].min())
+    assert np.all(problem.comp[no_penalty, fastest] <= problem.comp[no_penalty, slowest])
+    validate(problem, heft(problem))
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_integer_costs(integer):
+    problem = random_dag(50, 3, integer=integer, seed=1)
+    assert np.all(problem.comp == np.round(problem.comp)) == integer
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: gaussian_elimination(1, 2), "matrix_size"),
+        (lambda: fft(6, 2), "power of two"),
+        (lambda: fork_join(0, 1, 2), "width and stages"),
+        (lambda: random_dag(10, 2, beta=3.0), "beta"),
+        (lambda: random_dag(0, 2), "num_tasks"),
+    ],
+)
+def test_bad_generator_arguments(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_wfcommons_recipes():
+    from jaxsched.workflows import wfcommons_problem
+
+    problem = wfcommons_problem("epigenomics", 100, 4, seed=0)
+    assert 90 <= problem.num_tasks <= 110 and problem.num_edges > 0
+    again = wfcommons_problem("epigenomics", 100, 4, seed=0)
+    np.testing.assert_array_equal(problem.comp, again.comp)
+    validate(problem, heft(problem))
+    with pytest.raises(ValueError, match="unknown recipe"):
+        wfcommons_problem("rnaseq", 100, 4)
+    with pytest.raises(ValueError, match="cannot build recipe 'montage' with 10 tasks"):
+        wfcommons_problem("montage", 10, 4)

@@ -1,0 +1,75 @@
+import re
+
+import numpy as np
+import pytest
+
+from jaxsched import Problem, Schedule, load_problem, load_schedule, save_problem, save_schedule
+from tests.jaxsched.problems import random_problem
+
+GOOD = dict(comp=np.ones((3, 2)), src=[0, 1], dst=[1, 2], data=[1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(comp=np.ones(3)), r"comp must have shape \[T, P\]"),
+        (dict(comp=-np.ones((3, 2))), r"comp must be non-negative, got -1.0 at index \(0, 0\)"),
+        (dict(comp=np.array([[1, 1], [np.nan, 1], [1, 1]])), r"comp must be finite, got nan at index \(1, 0\)"),
+        (dict(data=[1.0, np.inf]), r"data must be finite"),
+        (dict(data=[1.0]), r"data must have shape \(2,\)"),
+        (dict(dst=[1]), r"src and dst must have the same shape"),
+        (dict(dst=[1, 3]), r"dst\[1\] = 3 is out of range for 3 tasks"),
+        (dict(src=[-1, 1]), r"src\[0\] = -1 is out of range"),
+        (dict(src=[0, 2]), r"edge 1 is a self loop on task 2"),
+        (dict(src=[0, 0, 1], dst=[1, 1, 2], data=[1.0, 1.0, 1.0]), r"duplicate edge 0 -> 1"),
+        (dict(src=[0.5, 1], dst=[1, 2]), r"src must hold integer task indices"),
+        (dict(bandwidth=np.ones((3, 3))), r"bandwidth must have shape \(2, 2\)"),
+        (dict(bandwidth=np.array([[1.0, 0.0], [1.0, 1.0]])), r"bandwidth must be positive"),
+        (dict(task_arrival=[0.0, 1.0]), r"task_arrival must have shape \(3,\)"),
+        (dict(proc_cores=[1.0, -2.0]), r"proc_cores must be non-negative"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(change, message):
+    with pytest.raises(ValueError, match=message):
+        Problem(**{**GOOD, **change})
+
+
+def test_a_cycle_is_named():
+    with pytest.raises(ValueError, match="cycle") as error:
+        Problem(np.ones((5, 1)), src=[0, 1, 2, 3, 2], dst=[1, 2, 3, 1, 4], data=np.ones(5))
+    cycle = [int(t) for t in re.findall(r"\d+", str(error.value).split(":")[-1])]
+    edges = {(1, 2), (2, 3), (3, 1)}
+    assert cycle[0] == cycle[-1] and len(cycle) == 4
+    assert {(a, b) for a, b in zip(cycle, cycle[1:])} == edges
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_topological_order_and_levels_respect_every_edge(seed):
+    problem = random_problem(seed, max_tasks=30)
+    position = np.empty(problem.num_tasks, int)
+    position[problem.topological_order] = np.arange(problem.num_tasks)
+    assert sorted(problem.topological_order) == list(range(problem.num_tasks))
+    assert np.all(position[problem.src] < position[problem.dst])
+    assert np.all(problem.levels[problem.src] < problem.levels[problem.dst])
+    entry = np.setdiff1d(np.arange(problem.num_tasks), problem.dst)
+    assert np.all(problem.levels[entry] == 0)
+
+
+def test_problem_and_schedule_round_trip(tmp_path):
+    problem = Problem(
+        **GOOD,
+        bandwidth=np.array([[1.0, 2.0], [3.0, 1.0]]),
+        task_arrival=[0.0, 1.0, 2.0],
+        task_priority=[1.0, 2.0, 3.0],
+        proc_memory=[4.0, 8.0],
+    )
+    save_problem(tmp_path / "p.npz", problem)
+    loaded = load_problem(tmp_path / "p.npz")
+    for name in ("comp", "src", "dst", "data", "bandwidth", "task_arrival", "task_priority", "proc_memory"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(problem, name))
+    assert loaded.task_memory is None and loaded.proc_cores is None
+    schedule = Schedule(np.array([0, 1, 0]), np.array([0.0, 2.0, 5.0]), np.array([1.0, 3.0, 6.0]))
+    save_schedule(tmp_path / "s.npz", schedule)
+    back = load_schedule(tmp_path / "s.npz")
+    np.testing.assert_array_equal(back.start, schedule.start)
+    assert back.makespan == 6.0
