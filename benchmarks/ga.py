@@ -81,8 +81,8 @@ def main():
     print("| implementation | time per generation (s) | speed-up | same fitness |")
     print("|---|---|---|---|")
     print(f"| NumPy (loop of simulate) | {numpy_s:.3f} | 1.0x | |")
-    label = f"capacity {capacity}" if capacity else "capacity T"
-    print(f"| JAX (jit + vmap, {label}, compile {compile_s:.1f} s once) | {jax_s:.4f} | {numpy_s / jax_s:.1f}x | {same and not overflow} |")
+    label = f"JAX (jit + vmap, capacity {capacity or 'T'}, compile {compile_s:.1f} s once)"
+    print(f"| {label} | {jax_s:.4f} | {numpy_s / jax_s:.1f}x | {same and not overflow} |")
 
 
 if __name__ == "__main__":

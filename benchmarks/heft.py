@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import platform
 import time
 
@@ -124,10 +125,11 @@ def compare_python(sizes, repeats):
     print("|---|---|---|---|---|---|")
     for num_tasks, num_procs in sizes:
         problem = random_dag(num_tasks, num_procs, seed=num_tasks)
-        fast, schedule = _time(lambda: jaxsched.heft(problem), repeats)
-        slow, makespan = _time(lambda: python_heft(problem), 1 if num_tasks > 20_000 else repeats)
+        fast, schedule = _time(functools.partial(jaxsched.heft, problem), repeats)
+        slow, makespan = _time(functools.partial(python_heft, problem), 1 if num_tasks > 20_000 else repeats)
         same = makespan == schedule.makespan
-        print(f"| {num_tasks} x {num_procs} | {problem.num_edges} | {fast:.4f} | {slow:.3f} | {slow / fast:.1f}x | {same} |")
+        edges = problem.num_edges
+        print(f"| {num_tasks} x {num_procs} | {edges} | {fast:.4f} | {slow:.3f} | {slow / fast:.1f}x | {same} |")
 
 
 def compare_batched(batch_size, num_tasks, num_procs, repeats):
@@ -152,7 +154,8 @@ def compare_batched(batch_size, num_tasks, num_procs, repeats):
     print("| method | time (s) | DAGs/s | speed-up | equal schedules |")
     print("|---|---|---|---|---|")
     print(f"| NumPy heft, loop | {loop:.3f} | {batch_size / loop:.0f} | 1.0x | |")
-    print(f"| JAX heft_batch (compile {compile_s:.1f} s once) | {fast:.3f} | {batch_size / fast:.0f} | {loop / fast:.1f}x | {same} |")
+    label = f"JAX heft_batch (compile {compile_s:.1f} s once)"
+    print(f"| {label} | {fast:.3f} | {batch_size / fast:.0f} | {loop / fast:.1f}x | {same} |")
 
 
 def main():

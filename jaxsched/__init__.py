@@ -5,9 +5,16 @@ NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over padded batc
 """
 
 from jaxsched.batch import PaddedProblem, ProblemBatch, pad_problem, pad_problems
-from jaxsched.generate import random_dag
+from jaxsched.ga import GAConfig, ga
+from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
-from jaxsched.kernels import ScheduleArrays, heft_batch, heft_padded, simulate_batch, simulate_padded
+from jaxsched.kernels import (
+    ScheduleArrays,
+    heft_batch,
+    heft_padded,
+    simulate_batch,
+    simulate_padded,
+)
 from jaxsched.metrics import (
     average_turnaround,
     average_waiting,
@@ -18,10 +25,19 @@ from jaxsched.metrics import (
     speedup,
     summary,
 )
-from jaxsched.problem import Problem, Schedule, load_problem, load_schedule, save_problem, save_schedule, validate
+from jaxsched.problem import (
+    Problem,
+    Schedule,
+    load_problem,
+    load_schedule,
+    save_problem,
+    save_schedule,
+    validate,
+)
 from jaxsched.simulate import simulate
 
 __all__ = [
+    "GAConfig",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
@@ -30,7 +46,12 @@ __all__ = [
     "average_turnaround",
     "average_waiting",
     "critical_path_min",
+    "cloudsim",
     "efficiency",
+    "fft",
+    "fork_join",
+    "ga",
+    "gaussian_elimination",
     "heft",
     "heft_batch",
     "heft_padded",

@@ -167,7 +167,8 @@ def initial_state(problem: PaddedProblem, key: jax.Array, config: GAConfig, capa
 
 def generation(problem: PaddedProblem, state: GAState, key, config: GAConfig, capacity: int | None = None) -> GAState:
     """One GA generation: breed, then evaluate every child with the JAX simulator."""
-    proc, priority = breed(jnp, state.proc, state.priority, state.fitness, jax_draws(key, config, problem), config.elite)
+    draws = jax_draws(key, config, problem)
+    proc, priority = breed(jnp, state.proc, state.priority, state.fitness, draws, config.elite)
     fitness, overflow = population_fitness(problem, proc, priority, config.objective, capacity)
     return GAState(proc, priority, fitness, state.overflow | overflow)
 
@@ -260,7 +261,8 @@ def _evolve_numpy(problem: Problem, config: GAConfig, seed: int, progress: bool)
     proc, priority = rng.integers(0, problem.num_procs, shape), rng.random(shape)
 
     def evaluate(proc, priority):
-        return np.array([fitness_of(problem, simulate(problem, p, q), config.objective) for p, q in zip(proc, priority)])
+        schedules = (simulate(problem, p, q) for p, q in zip(proc, priority))
+        return np.array([fitness_of(problem, schedule, config.objective) for schedule in schedules])
 
     fitness = evaluate(proc, priority)
     for _ in tqdm(range(config.generations), disable=not progress, desc="GA (numpy)"):

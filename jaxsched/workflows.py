@@ -37,7 +37,8 @@ def wfcommons_problem(
         import wfcommons.wfchef.recipes as recipes
         from wfcommons import WorkflowGenerator
     except ImportError as error:
-        raise ImportError("WfCommons workflows need the extra: pip install 'jax-research-systems[workflows]'") from error
+        message = "WfCommons workflows need the extra: pip install 'jax-research-systems[workflows]'"
+        raise ImportError(message) from error
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if not 0 <= beta <= 2:

@@ -1,13 +1,15 @@
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxsched import pad_problem, simulate, validate
-from jaxsched import ga as ga_module
 from jaxsched.ga import Draws, GAConfig, breed, evolve_padded, fitness_of, ga, population_fitness
 from jaxsched.generate import random_dag
 
+ga_module = importlib.import_module("jaxsched.ga")  # the package attribute `ga` is the function
 PROBLEM = random_dag(24, 3, integer=True, seed=4)
 CONFIG = GAConfig(population=12, generations=5)  # shared, so the scanned GA compiles once
 
