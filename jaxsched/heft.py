@@ -57,18 +57,19 @@ def heft(problem: Problem) -> Schedule:
     pred_src = problem.src[in_order]
     pred_data = problem.data[in_order]
     inverse_bandwidth, arrival, comp = problem.inverse_bandwidth, problem.arrival.tolist(), problem.comp
+    ready = np.empty(num_procs)
     for task in priority_order(problem, upward_rank(problem)).tolist():
         lo, hi = ptr[task], ptr[task + 1]
         if lo == hi:
-            ready = np.full(num_procs, arrival[task])
+            ready.fill(arrival[task])
         elif problem.bandwidth is None:
             preds, data = pred_src[lo:hi].tolist(), pred_data[lo:hi].tolist()
-            ready = _ready_uniform(preds, data, proc, finish, arrival[task], num_procs)
+            _ready_uniform(ready, preds, data, proc, finish, arrival[task])
         else:
             preds = pred_src[lo:hi].tolist()
             transfer = pred_data[lo:hi, None] * inverse_bandwidth[[proc[u] for u in preds]]  # [K, P]
             arrive = np.array([finish[u] for u in preds])[:, None] + transfer
-            ready = np.maximum(arrive.max(axis=0), arrival[task])
+            np.maximum(arrive.max(axis=0), arrival[task], out=ready)
         duration = comp[task]
         best, begin = timelines.earliest_finish(ready, duration)
         timelines.occupy(best, begin, float(duration[best]))
@@ -76,19 +77,17 @@ def heft(problem: Problem) -> Schedule:
     return Schedule(proc=np.array(proc), start=np.array(start), finish=np.array(finish))
 
 
-def _ready_uniform(preds, data, proc, finish, arrival, num_procs) -> np.ndarray:
-    """[P] ready times when a transfer costs `data` between any two processors.
+def _ready_uniform(ready, preds, data, proc, finish, arrival) -> None:
+    """Fills `ready[P]` when a transfer costs `data` between any two processors.
 
     Every input arrives at finish + data, except on its own processor; so only the processor
     hosting all the latest-arriving inputs (if one does) can differ from the maximum.
     """
     arrive = [finish[u] + d for u, d in zip(preds, data)]
     latest = max(arrive)
-    ready = np.empty(num_procs)
     ready.fill(max(arrival, latest))
     hosts = {proc[u] for u, a in zip(preds, arrive) if a == latest}
     if len(hosts) == 1:
         (host,) = hosts
         others = [a if proc[u] != host else finish[u] for u, a in zip(preds, arrive)]
         ready[host] = max(arrival, max(others))
-    return ready

@@ -31,16 +31,18 @@ class Timelines:
         self.avail = np.zeros(num_procs)  # [P] end of the last busy interval
         self.gap_starts = [[] for _ in range(num_procs)]  # per processor, sorted
         self.gap_ends = [[] for _ in range(num_procs)]
+        self._tail, self._finish, self._bound = np.empty(num_procs), np.empty(num_procs), np.empty(num_procs)
+        self._can_win = np.empty(num_procs, dtype=bool)
 
     def earliest_finish(self, ready: np.ndarray, duration: np.ndarray) -> tuple[int, float]:
         """(processor, start) finishing a task earliest; ties go to the lowest processor index."""
-        avail = self.avail
-        tail = np.maximum(ready, avail)
-        finish = tail + duration
+        avail, tail, finish = self.avail, self._tail, self._finish  # preallocated: this is the hot loop
+        np.add(np.maximum(ready, avail, out=tail), duration, out=finish)
         best = int(finish.argmin())
         bound = float(finish[best])
         improved = False
-        for proc in np.flatnonzero(ready + duration <= bound).tolist():  # lower bound can win
+        can_win = np.less_equal(np.add(ready, duration, out=self._bound), bound, out=self._can_win)
+        for proc in np.flatnonzero(can_win).tolist():  # lower bound can win
             if avail[proc] > ready[proc]:  # busy at the ready time: a gap may do better
                 start = self._gap_start(proc, float(ready[proc]), float(duration[proc]), bound)
                 if start is not None:
