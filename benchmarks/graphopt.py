@@ -101,12 +101,19 @@ def bench_model(name: str, args) -> dict:
                env_p90_ms=float(np.percentile(steps, 90)))
     print(f"  {name}: searched and stepped", flush=True)
 
+    optimized = [t.graph]
+    if args.measured_search:
+        measured = MeasuredCost()
+        m = taso_search(graph, args.alpha, args.budget, cost_model=measured, progress=args.progress)
+        row.update(measured_cost=m.initial_cost, measured_taso_cost=m.cost, measured_taso_s=m.seconds,
+                   measured_same_as_roofline=m.graph.structure_hash == t.graph.structure_hash)
+        optimized.append(m.graph)
+
     inputs = random_inputs(graph)
     if not args.skip_runtime:
-        jax_ms = interleaved_ms([runner(graph, inputs), runner(t.graph, inputs)], args.repeats)
-        ort_ms = interleaved_ms([ort_runner(graph, inputs, True), ort_runner(t.graph, inputs, True)], args.repeats)
-        raw_ms = interleaved_ms([ort_runner(graph, inputs, False), ort_runner(t.graph, inputs, False)], args.repeats)
-        row.update(jax_ms=jax_ms, ort_ms=ort_ms, ort_raw_ms=raw_ms)
+        for key, make in (("jax_ms", lambda g_: runner(g_, inputs)), ("ort_ms", lambda g_: ort_runner(g_, inputs, True)),
+                          ("ort_raw_ms", lambda g_: ort_runner(g_, inputs, False))):
+            row[key] = interleaved_ms([make(g_) for g_ in [graph] + optimized], args.repeats)
         print(f"  {name}: timed", flush=True)
 
     if args.rank_graphs:
@@ -148,12 +155,22 @@ def print_tables(rows: list[dict], args) -> None:
               f"| {r['cost'] / r['taso_cost']:.3f}x | {TASO_PAPER.get(r['model'], '-')}{'x' if r['model'] in TASO_PAPER else ''} "
               f"| {tf / taso:.2f}x | {r['greedy_s']:.2f} | {r['taso_s']:.1f} "
               f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} ({r['env_steps']}) |")
+    if args.measured_search:
+        print("\nTASO search with per-op costs measured by JAX on this machine (ms)\n")
+        print("| model | measured cost | TASO | ratio | same graph as with roofline | TASO s |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['model']} | {r['measured_cost']:.2f} | {r['measured_taso_cost']:.2f} "
+                  f"| {r['measured_cost'] / r['measured_taso_cost']:.3f}x | {r['measured_same_as_roofline']} "
+                  f"| {r['measured_taso_s']:.1f} |")
     if not args.skip_runtime:
-        print("\nMeasured runtime, original -> TASO-optimized (median ms, timed in alternation)\n")
+        which = "roofline-TASO" + (" / measured-TASO" if args.measured_search else "")
+        print(f"\nMeasured runtime, original -> {which} graph (median ms, timed in alternation)\n")
         print("| model | JAX jit | ratio | onnxruntime | ratio | onnxruntime, graph opts off | ratio |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
-            cells = [f"{a:.2f} -> {b:.2f} | {a / b:.3f}x" for a, b in (r["jax_ms"], r["ort_ms"], r["ort_raw_ms"])]
+            cells = [f"{ms[0]:.2f} -> {' / '.join(f'{v:.2f}' for v in ms[1:])} | "
+                     + " / ".join(f"{ms[0] / v:.3f}x" for v in ms[1:]) for ms in (r["jax_ms"], r["ort_ms"], r["ort_raw_ms"])]
             print(f"| {r['model']} | " + " | ".join(cells) + " |")
     if args.rank_graphs:
         print("\nRanking: Spearman correlation of additive cost with measured end-to-end runtime\n")
@@ -177,6 +194,8 @@ def main() -> None:
     parser.add_argument("--rank-graphs", type=int, default=8, help="visited graphs per model in the ranking (0: skip)")
     parser.add_argument("--rank-jax", type=int, default=5, help="of those, how many to also time end to end in JAX")
     parser.add_argument("--skip-runtime", action="store_true")
+    parser.add_argument("--measured-search", action="store_true",
+                        help="also run TASO search with per-op costs measured by JAX on this machine")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()

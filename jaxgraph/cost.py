@@ -158,9 +158,10 @@ def cost(graph: Graph, model: CostModel | None = None) -> float:
 
 
 def cost_change(model: CostModel, before: Graph, after: Graph, delta: Delta) -> float:
-    """cost(after) - cost(before), computed from the nodes a rewrite touched only."""
-    gone = sum(node_cost(model, before, i) for i in delta.removed | delta.rewired)
-    came = sum(node_cost(model, after, i) for i in delta.added | delta.rewired)
+    """cost(after) - cost(before), from the added and removed nodes only (rewired nodes keep their
+    shapes and constness, hence their cost)."""
+    gone = sum(node_cost(model, before, i) for i in delta.removed)
+    came = sum(node_cost(model, after, i) for i in delta.added)
     return came - gone
 
 

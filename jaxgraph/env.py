@@ -84,7 +84,6 @@ class _Slots:
 
     def __init__(self, graph: Graph, node_capacity: int, edge_capacity: int, model: CostModel) -> None:
         self.capacity, self.model = node_capacity, model
-        self.node_of_slot = np.full(node_capacity, -1, np.int64)
         self.slot: dict[int, int] = {}
         self.edge_slots: dict[int, list[int]] = {}
         self.free_nodes = list(range(node_capacity))
@@ -106,12 +105,8 @@ class _Slots:
     def _place(self, graph: Graph, node_id: int) -> None:
         slot = heapq.heappop(self.free_nodes)
         self.slot[node_id] = slot
-        self.node_of_slot[slot] = node_id
         self.node_mask[slot] = True
-        self._describe(graph, node_id)
-
-    def _describe(self, graph: Graph, node_id: int) -> None:
-        self.nodes[self.slot[node_id]] = node_features(graph.nodes[node_id], node_cost(self.model, graph, node_id))
+        self.nodes[slot] = node_features(graph.nodes[node_id], node_cost(self.model, graph, node_id))
 
     def _connect(self, graph: Graph, node_id: int) -> None:
         """(Re)write the incoming edges of a node, reusing its edge slots."""
@@ -127,7 +122,6 @@ class _Slots:
 
     def _forget(self, node_id: int) -> None:
         slot = self.slot.pop(node_id)
-        self.node_of_slot[slot] = -1
         self.nodes[slot] = 0.0
         self.node_mask[slot] = False
         heapq.heappush(self.free_nodes, slot)
@@ -142,21 +136,17 @@ class _Slots:
             self._forget(node_id)
         for node_id in sorted(delta.added):
             self._place(graph, node_id)
-        for node_id in delta.rewired:
-            self._describe(graph, node_id)  # constness may change with the inputs
-        for node_id in delta.added | delta.rewired:
+        for node_id in delta.added | delta.rewired:  # rewired nodes keep their features, not their edges
             self._connect(graph, node_id)
 
     def copy(self) -> _Slots:
         clone = object.__new__(_Slots)
-        for name, value in vars(self).items():
-            if isinstance(value, np.ndarray):
-                value = value.copy()
-            elif isinstance(value, list):
-                value = list(value)
-            elif isinstance(value, dict):
-                value = {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
-            setattr(clone, name, value)
+        clone.capacity, clone.model = self.capacity, self.model
+        clone.slot = dict(self.slot)
+        clone.edge_slots = {k: list(v) for k, v in self.edge_slots.items()}
+        clone.free_nodes, clone.free_edges = list(self.free_nodes), list(self.free_edges)
+        for name in ("nodes", "node_mask", "edges", "senders", "receivers", "edge_mask"):
+            setattr(clone, name, getattr(self, name).copy())
         return clone
 
 

@@ -63,7 +63,7 @@ class Delta:
 
     removed: frozenset[int]
     added: frozenset[int]
-    rewired: frozenset[int]  # kept their id, got new inputs
+    rewired: frozenset[int]  # kept their id, shapes and constness; got new inputs
     touched: frozenset[int]  # kept their id and inputs, gained or lost a consumer
 
     @property
@@ -278,10 +278,11 @@ class GraphBuilder:
         return self._leaf("weight", name, value.shape, value)
 
     def add(self, op: str, inputs: Sequence[Ref], name: str = "", **attrs: Any) -> Ref:
-        """Add an op; returns its first output (use `outputs` for multi-output ops)."""
-        return self.outputs(op, inputs, name, **attrs)[0]
+        """Add an op; returns its first output (`add_outputs` returns all of them)."""
+        return self.add_outputs(op, inputs, name, **attrs)[0]
 
-    def outputs(self, op: str, inputs: Sequence[Ref], name: str = "", **attrs: Any) -> tuple[Ref, ...]:
+    def add_outputs(self, op: str, inputs: Sequence[Ref], name: str = "", **attrs: Any) -> tuple[Ref, ...]:
+        """Add an op; returns all its outputs."""
         node_id = len(self._nodes)
         node = make_node(op, inputs, attrs, self._nodes.__getitem__, name or f"#{node_id}", name)
         self._nodes[node_id] = node
@@ -328,9 +329,9 @@ class Patch:
         return self.node(ref.node).shapes[ref.index]
 
     def add(self, op: str, inputs: Sequence[Ref], **attrs: Any) -> Ref:
-        return self.outputs(op, inputs, **attrs)[0]
+        return self.add_outputs(op, inputs, **attrs)[0]
 
-    def outputs(self, op: str, inputs: Sequence[Ref], **attrs: Any) -> tuple[Ref, ...]:
+    def add_outputs(self, op: str, inputs: Sequence[Ref], **attrs: Any) -> tuple[Ref, ...]:
         node = make_node(op, inputs, attrs, self.node, f"new {op}")
         salt = 0
         while True:
@@ -346,8 +347,10 @@ class Patch:
         return tuple(Ref(node_id, k) for k in range(len(node.shapes)))
 
     def replace(self, old: Ref, new: Ref) -> None:
-        if self.shape(old) != self.shape(new):
-            raise ValueError(f"cannot replace {old} of shape {self.shape(old)} by {new} of shape {self.shape(new)}")
+        """Redirect every consumer of tensor `old` to `new` (same shape and constness)."""
+        if self.shape(old) != self.shape(new) or self.node(old.node).constant != self.node(new.node).constant:
+            raise ValueError(f"cannot replace {old} (shape {self.shape(old)}) by {new} (shape {self.shape(new)}): "
+                             "shapes or constness differ")
         self._replacements[old] = new
 
     def remove(self, *node_ids: int) -> None:
@@ -385,7 +388,7 @@ class Patch:
                 touched.update((old.node, new.node))
         for node_id, inputs in rewired.items():
             before = nodes[node_id]
-            after = replace(before, inputs=tuple(inputs), constant=all(nodes[r.node].constant for r in inputs))
+            after = replace(before, inputs=tuple(inputs))  # same shapes and constness: `replace` checks
             nodes[node_id] = after
             structure += _term(node_id, after) - _term(node_id, before)
         outputs = tuple(self._replacements.get(r, r) for r in g.outputs)

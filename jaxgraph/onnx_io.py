@@ -211,7 +211,7 @@ def _split(imp: _Importer, node, attrs):
         parts = attrs.get("num_outputs", len(node.output))
         chunk = -(-shape[axis] // parts)
         sizes = [chunk] * (parts - 1) + [shape[axis] - chunk * (parts - 1)]
-    return list(imp.b.outputs("split", [x], node.name, axis=axis, sizes=tuple(int(s) for s in sizes)))
+    return list(imp.b.add_outputs("split", [x], node.name, axis=axis, sizes=tuple(int(s) for s in sizes)))
 
 
 def _transpose(imp: _Importer, node, attrs):

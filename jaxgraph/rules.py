@@ -41,7 +41,7 @@ class Rule(ABC):
 
     @abstractmethod
     def match_at(self, graph: Graph, root: int) -> Iterator[Location]:
-        """Every location rooted at node `root` (an empty iterator if none)."""
+        """Every location rooted at node `root`, a node of `root_op` (an empty iterator if none)."""
 
     @abstractmethod
     def build(self, patch: Patch, location: Location) -> None:
@@ -55,6 +55,7 @@ class Rule(ABC):
         """Apply at `location`; returns the new graph and what changed. ValueError if it does not match."""
         location = tuple(location)
         if check and (not location or location[0] not in graph.nodes
+                      or graph.nodes[location[0]].op != self.root_op
                       or location not in set(self.match_at(graph, location[0]))):
             raise ValueError(f"{self.name} does not apply at location {location}")
         patch = Patch(graph)
@@ -293,7 +294,7 @@ class MergeConvs(Rule):
             inputs.append(patch.add("concat", [a.inputs[2], b.inputs[2]], axis=0))
         pads = ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2) * 2 if self.enlarge else a.attrs["pads"]
         merged = patch.add("conv2d", inputs, **{**a.attrs, "pads": pads})
-        parts = patch.outputs("split", [merged], axis=1, sizes=(a.shape[1], b.shape[1]))
+        parts = patch.add_outputs("split", [merged], axis=1, sizes=(a.shape[1], b.shape[1]))
         for node_id, part in zip(location, parts):
             patch.replace(Ref(node_id), part)
         patch.remove(*location)
@@ -399,7 +400,7 @@ class MergeMatmuls(Rule):
         a, b = (patch.node(i) for i in location)
         merged = patch.add("matmul", [a.inputs[0], patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)],
                            **a.attrs)
-        parts = patch.outputs("split", [merged], axis=len(a.shape) - 1, sizes=(a.shape[-1], b.shape[-1]))
+        parts = patch.add_outputs("split", [merged], axis=len(a.shape) - 1, sizes=(a.shape[-1], b.shape[-1]))
         for node_id, part in zip(location, parts):
             patch.replace(Ref(node_id), part)
         patch.remove(*location)

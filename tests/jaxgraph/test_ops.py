@@ -17,7 +17,7 @@ def one_op_graph(op, input_shapes, weight_shapes=(), **attrs):
     b = GraphBuilder()
     refs = [b.input(f"x{i}", s) for i, s in enumerate(input_shapes)]
     refs += [b.weight(f"w{i}", RNG.uniform(0.5, 1.5, s).astype(np.float32)) for i, s in enumerate(weight_shapes)]
-    outs = b.outputs(op, refs, "op", **attrs)
+    outs = b.add_outputs(op, refs, "op", **attrs)
     return b.build({f"y{k}": r for k, r in enumerate(outs)})
 
 

@@ -14,7 +14,7 @@ def test_fold_constants_keeps_ids_and_outputs():
     w3 = b.weight("w3", rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
     merged = b.add("concat", [b.add("enlarge", [w1], kernel=(3, 3)), w3], axis=0)  # weight-only: (6, 3, 3, 3)
     y = b.add("conv2d", [x, merged], pads=(1, 1, 1, 1))
-    halves = b.outputs("split", [b.weight("s", rng.standard_normal((6,)).astype(np.float32))], axis=0, sizes=(2, 4))
+    halves = b.add_outputs("split", [b.weight("s", rng.standard_normal((6,)).astype(np.float32))], axis=0, sizes=(2, 4))
     scale = b.add("reshape", [b.add("concat", [halves[1], halves[0]], axis=0)], shape=(6, 1, 1))
     z = b.add("mul", [y, scale])
     u = b.add("add", [v, halves[1]])  # a multi-output constant read directly by a runtime op

@@ -69,7 +69,7 @@ def example(rule):
         parts = [b.add("relu", [conv(b, x, f"c{i}", 2 + i, (1, 1))]) for i in range(3)]
         y = b.add("concat", parts, axis=1)
     elif isinstance(rule, SplitConcat):
-        parts = b.outputs("split", [b.add("tanh", [x])], axis=2, sizes=(4, 5))
+        parts = b.add_outputs("split", [b.add("tanh", [x])], axis=2, sizes=(4, 5))
         y = b.add("concat", list(parts), axis=-2)
     else:
         raise AssertionError(f"no example for {rule}")
@@ -134,7 +134,7 @@ def matmuls_with_computed_weight(b, x):
     # the inner product has a second consumer; the split parts are rejoined out of order
     (AssociateMatmul(), lambda b, x: [m := b.add("matmul", [b.add("reshape", [x], shape=(32, 8)), weight(b, "A", (8, 8))]),
                                       b.add("matmul", [m, weight(b, "B", (8, 2))])]),
-    (SplitConcat(), lambda b, x: [b.add("concat", list(reversed(b.outputs("split", [x], axis=1, sizes=(2, 2)))), axis=1)]),
+    (SplitConcat(), lambda b, x: [b.add("concat", list(reversed(b.add_outputs("split", [x], axis=1, sizes=(2, 2)))), axis=1)]),
     (ConcatOfRelus(), lambda b, x: [b.add("concat", [b.add("relu", [x]), b.add("tanh", [x])], axis=1)]),
 ])
 def test_rule_does_not_apply(rule, make):
