@@ -34,17 +34,20 @@ THESIS_MS = {"squeezenet1_1": (4.60, 3.22), "resnet18": (12.20, 11.35), "resnet5
              "inception_v3": (17.60, 13.80), "bert": (4.10, 2.03)}
 
 
-def interleaved_ms(functions, repeats: int) -> list[float]:
-    """Median wall time (ms) of each zero-argument function, called in alternation after a warm-up."""
+def interleaved_ms(functions, repeats: int) -> tuple[list[float], list[float]]:
+    """Median wall time and median process CPU time (ms) of each zero-argument function, called in
+    alternation after a warm-up. CPU time does not count time spent waiting for a core, so on this shared
+    machine it is the steadier of the two."""
     for fn in functions:
         jax.block_until_ready(fn())
-    times = [[] for _ in functions]
+    wall, cpu = [[] for _ in functions], [[] for _ in functions]
     for _ in range(repeats):
-        for fn, bucket in zip(functions, times):
-            start = time.perf_counter()
+        for k, fn in enumerate(functions):
+            start, start_cpu = time.perf_counter(), time.process_time()
             jax.block_until_ready(fn())
-            bucket.append(time.perf_counter() - start)
-    return [1e3 * statistics.median(b) for b in times]
+            cpu[k].append(time.process_time() - start_cpu)
+            wall[k].append(time.perf_counter() - start)
+    return [1e3 * statistics.median(b) for b in wall], [1e3 * statistics.median(b) for b in cpu]
 
 
 def ort_runner(graph, inputs, optimize: bool):
@@ -103,7 +106,7 @@ def bench_model(name: str, args) -> dict:
 
     optimized = [t.graph]
     if args.measured_search:
-        measured = MeasuredCost()
+        measured = MeasuredCost(clock=args.clock)
         m = taso_search(graph, args.alpha, args.budget, cost_model=measured, progress=args.progress)
         row.update(measured_cost=m.initial_cost, measured_taso_cost=m.cost, measured_taso_s=m.seconds,
                    measured_same_as_roofline=m.graph.structure_hash == t.graph.structure_hash)
@@ -111,9 +114,10 @@ def bench_model(name: str, args) -> dict:
 
     inputs = random_inputs(graph)
     if not args.skip_runtime:
-        for key, make in (("jax_ms", lambda g_: runner(g_, inputs)), ("ort_ms", lambda g_: ort_runner(g_, inputs, True)),
-                          ("ort_raw_ms", lambda g_: ort_runner(g_, inputs, False))):
-            row[key] = interleaved_ms([make(g_) for g_ in [graph] + optimized], args.repeats)
+        for key, make in (("jax", lambda g_: runner(g_, inputs)), ("ort", lambda g_: ort_runner(g_, inputs, True)),
+                          ("ort_raw", lambda g_: ort_runner(g_, inputs, False))):
+            row[f"{key}_wall_ms"], row[f"{key}_cpu_ms"] = interleaved_ms([make(g_) for g_ in [graph] + optimized],
+                                                                         args.repeats)
         print(f"  {name}: timed", flush=True)
 
     if args.rank_graphs:
@@ -121,17 +125,17 @@ def bench_model(name: str, args) -> dict:
         candidates = [graph, g.graph, t.graph] + visited[step::step][:args.rank_graphs]
         candidates += [random_rewrites(graph, k, seed=k) for k in (5, 20, 60)]
         unique = list({c.structure_hash: c for c in candidates}.values())
-        measured = MeasuredCost()
+        measured = MeasuredCost(clock=args.clock)
         costs = [cost(c, roofline) for c in unique]
         op_costs = [cost(c, measured) for c in unique]
-        ort_raw = [interleaved_ms([ort_runner(c, inputs, False)], args.repeats)[0] for c in unique]
-        rank = dict(graphs=len(unique), roofline_vs_ort=spearman(costs, ort_raw),
-                    measured_vs_ort=spearman(op_costs, ort_raw))
+        ort = interleaved_ms([ort_runner(c, inputs, False) for c in unique], args.repeats)[1]
+        rank = dict(graphs=len(unique), cost_spread=max(costs) / min(costs), runtime_spread=max(ort) / min(ort),
+                    roofline_vs_ort=spearman(costs, ort), measured_vs_ort=spearman(op_costs, ort))
         if args.rank_jax:
-            jax_subset = unique[:args.rank_jax]
-            jax_e2e = [interleaved_ms([runner(c, inputs)], args.repeats)[0] for c in jax_subset]
-            rank.update(jax_graphs=len(jax_subset), roofline_vs_jax=spearman(costs[:len(jax_subset)], jax_e2e),
-                        measured_vs_jax=spearman(op_costs[:len(jax_subset)], jax_e2e))
+            subset = slice(0, args.rank_jax)
+            jax_cpu = interleaved_ms([runner(c, inputs) for c in unique[subset]], args.repeats)[1]
+            rank.update(jax_graphs=len(jax_cpu), roofline_vs_jax=spearman(costs[subset], jax_cpu),
+                        measured_vs_jax=spearman(op_costs[subset], jax_cpu))
         row["rank"] = rank
         print(f"  {name}: ranked", flush=True)
     return row
@@ -156,7 +160,7 @@ def print_tables(rows: list[dict], args) -> None:
               f"| {tf / taso:.2f}x | {r['greedy_s']:.2f} | {r['taso_s']:.1f} "
               f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} ({r['env_steps']}) |")
     if args.measured_search:
-        print("\nTASO search with per-op costs measured by JAX on this machine (ms)\n")
+        print(f"\nTASO search with per-op costs measured by JAX on this machine ({args.clock} clock, ms)\n")
         print("| model | measured cost | TASO | ratio | same graph as with roofline | TASO s |")
         print("|---|---|---|---|---|---|")
         for r in rows:
@@ -165,23 +169,34 @@ def print_tables(rows: list[dict], args) -> None:
                   f"| {r['measured_taso_s']:.1f} |")
     if not args.skip_runtime:
         which = "roofline-TASO" + (" / measured-TASO" if args.measured_search else "")
-        print(f"\nMeasured runtime, original -> {which} graph (median ms, timed in alternation)\n")
-        print("| model | JAX jit | ratio | onnxruntime | ratio | onnxruntime, graph opts off | ratio |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"\nMeasured runtime, original -> {which} graph: median wall ms, and the original/optimized ratio "
+              "of wall time and of process CPU time (timed in alternation)\n")
+        print("| model | JAX jit ms | wall ratio | CPU ratio | onnxruntime ms | wall ratio | CPU ratio "
+              "| onnxruntime, graph opts off, ms | wall ratio | CPU ratio |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+
+        def ratios(ms):
+            return " / ".join(f"{ms[0] / v:.3f}x" for v in ms[1:])
+
         for r in rows:
-            cells = [f"{ms[0]:.2f} -> {' / '.join(f'{v:.2f}' for v in ms[1:])} | "
-                     + " / ".join(f"{ms[0] / v:.3f}x" for v in ms[1:]) for ms in (r["jax_ms"], r["ort_ms"], r["ort_raw_ms"])]
+            cells = []
+            for key in ("jax", "ort", "ort_raw"):
+                wall, cpu = r[f"{key}_wall_ms"], r[f"{key}_cpu_ms"]
+                cells.append(f"{wall[0]:.1f} -> {' / '.join(f'{v:.1f}' for v in wall[1:])} | {ratios(wall)} "
+                             f"| {ratios(cpu)}")
             print(f"| {r['model']} | " + " | ".join(cells) + " |")
     if args.rank_graphs:
-        print("\nRanking: Spearman correlation of additive cost with measured end-to-end runtime\n")
-        print("| model | graphs | roofline vs ORT | per-op JAX timings vs ORT | graphs (JAX) | roofline vs JAX "
-              "| per-op JAX timings vs JAX |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"\nRanking: Spearman correlation of additive cost (roofline, or per-op JAX timings with the "
+              f"{args.clock} clock) with end-to-end process CPU time; spreads are max/min over the graphs\n")
+        print("| model | graphs | cost spread | runtime spread (ORT) | roofline vs ORT | per-op vs ORT "
+              "| graphs (JAX) | roofline vs JAX | per-op vs JAX |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             k = r["rank"]
             jax_cells = (f"{k['jax_graphs']} | {k['roofline_vs_jax']:.2f} | {k['measured_vs_jax']:.2f}"
                          if "jax_graphs" in k else "- | - | -")
-            print(f"| {r['model']} | {k['graphs']} | {k['roofline_vs_ort']:.2f} | {k['measured_vs_ort']:.2f} | {jax_cells} |")
+            print(f"| {r['model']} | {k['graphs']} | {k['cost_spread']:.3f} | {k['runtime_spread']:.3f} "
+                  f"| {k['roofline_vs_ort']:.2f} | {k['measured_vs_ort']:.2f} | {jax_cells} |")
 
 
 def main() -> None:
@@ -196,6 +211,7 @@ def main() -> None:
     parser.add_argument("--skip-runtime", action="store_true")
     parser.add_argument("--measured-search", action="store_true",
                         help="also run TASO search with per-op costs measured by JAX on this machine")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="clock of the per-op measurements")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()

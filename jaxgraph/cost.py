@@ -94,14 +94,20 @@ def _device_tag() -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{device.platform}-{device.device_kind}")
 
 
-def _median_seconds(fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+CLOCKS: Mapping[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _median_seconds(fn: Callable[[], Any], warmup: int, repeats: int, clock: str = "wall") -> float:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    now = CLOCKS[clock]
     for _ in range(warmup):
         jax.block_until_ready(fn())
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = now()
         jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
     return statistics.median(times)
 
 
@@ -110,15 +116,20 @@ class MeasuredCost:
 
     Each distinct op (type, attributes, shapes) is jitted alone on random inputs, warmed up, and timed
     `repeats` times; its cost is the median minus the median time of an empty jitted call (the dispatch
-    overhead, which a whole jitted graph pays once, not per op). The cache file is
-    `<cache_dir>/op_costs-<platform>-<device kind>.json`, `cache_dir` defaulting to
+    overhead, which a whole jitted graph pays once, not per op). `clock="wall"` times elapsed time;
+    `clock="cpu"` times the process's CPU time, which on a CPU device shared with other work is far less
+    noisy (it does not count time the process waits to be scheduled; it does add up all threads). The
+    cache file is `<cache_dir>/op_costs-<platform>-<device kind>[-cpu].json`, `cache_dir` defaulting to
     `$JAXGRAPH_CACHE_DIR` or `~/.cache/jaxgraph`.
     """
 
-    def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 3, repeats: int = 15) -> None:
+    def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 3, repeats: int = 15,
+                 clock: str = "wall") -> None:
+        if clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
         root = cache_dir or os.environ.get("JAXGRAPH_CACHE_DIR") or Path.home() / ".cache" / "jaxgraph"
-        self.path = Path(root) / f"op_costs-{_device_tag()}.json"
-        self.warmup, self.repeats = warmup, repeats
+        self.path = Path(root) / f"op_costs-{_device_tag()}{'' if clock == 'wall' else '-' + clock}.json"
+        self.warmup, self.repeats, self.clock = warmup, repeats, clock
         self._times: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
         self._overhead: float | None = None
 
@@ -126,7 +137,7 @@ class MeasuredCost:
         if self._overhead is None:
             empty = jax.jit(lambda x: x)
             x = jax.numpy.zeros((1,), np.float32)
-            self._overhead = _median_seconds(lambda: empty(x), self.warmup, max(self.repeats, 50))
+            self._overhead = _median_seconds(lambda: empty(x), self.warmup, max(self.repeats, 50), self.clock)
         return self._overhead
 
     def op_time(self, key: OpKey) -> float:
@@ -139,7 +150,7 @@ class MeasuredCost:
             if op == "batchnorm":  # keep the variance positive
                 args[4] = jax.numpy.abs(args[4]) + 1
             fn = jax.jit(lambda *xs: OPS[op].impl(attrs, *xs))
-            seconds = _median_seconds(lambda: fn(*args), self.warmup, self.repeats)
+            seconds = _median_seconds(lambda: fn(*args), self.warmup, self.repeats, self.clock)
             self._times[name] = 1e3 * max(seconds - self._dispatch_overhead(), 1e-7)
             self._save()
         return self._times[name]
@@ -166,10 +177,10 @@ def cost_change(model: CostModel, before: Graph, after: Graph, delta: Delta) -> 
 
 
 def measure_runtime(graph: Graph, inputs: Mapping[str, np.ndarray] | None = None, warmup: int = 3,
-                    repeats: int = 20) -> float:
-    """Median end-to-end runtime (ms) of the jitted graph on the current device."""
+                    repeats: int = 20, clock: str = "wall") -> float:
+    """Median end-to-end runtime (ms) of the jitted graph on the current device (`clock` as in `MeasuredCost`)."""
     run = runner(graph, inputs if inputs is not None else random_inputs(graph))
-    return 1e3 * _median_seconds(run, warmup, repeats)
+    return 1e3 * _median_seconds(run, warmup, repeats, clock)
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:

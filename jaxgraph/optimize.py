@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=int, default=1000, help="TASO: graphs to expand")
     parser.add_argument("--cost", choices=("roofline", "measured"), default="roofline",
                         help="analytic roofline (deterministic) or per-op JAX timings on this device (cached)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="measured costs: elapsed time, or process CPU time (steadier on a shared CPU)")
     parser.add_argument("--input-shape", type=_input_shape, action="append", default=[], metavar="NAME=D1,D2,...",
                         help="fix a symbolic input dimension")
     parser.add_argument("--repeats", type=int, default=20, help="onnxruntime timing repeats")
@@ -69,7 +71,7 @@ def _latencies_ms(sessions, feeds, repeats: int) -> list[float]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     graph = load_onnx(args.model, dict(args.input_shape))
-    model = Roofline() if args.cost == "roofline" else MeasuredCost()
+    model = Roofline() if args.cost == "roofline" else MeasuredCost(clock=args.clock)
     before = cost(graph, model)
     print(f"loaded {args.model}: {graph.num_ops} ops, cost {before:.4f} ms ({args.cost})")
     if args.method == "taso":
