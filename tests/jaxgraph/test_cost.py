@@ -82,3 +82,10 @@ def test_spearman_known_answers():
     assert spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)  # tie: average rank
     with pytest.raises(ValueError, match="equally long"):
         spearman([1, 2], [1])
+
+
+def test_measured_cost_clocks(tmp_path):
+    assert MeasuredCost(cache_dir=tmp_path, clock="cpu").path.name.endswith("-cpu.json")
+    assert not MeasuredCost(cache_dir=tmp_path).path.name.endswith("-cpu.json")
+    with pytest.raises(ValueError, match="clock must be one of"):
+        MeasuredCost(cache_dir=tmp_path, clock="gpu")
