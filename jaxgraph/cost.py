@@ -119,7 +119,7 @@ class MeasuredCost:
     overhead, which a whole jitted graph pays once, not per op). `clock="wall"` times elapsed time;
     `clock="cpu"` times the process's CPU time, which on a CPU device shared with other work is far less
     noisy (it does not count time the process waits to be scheduled; it does add up all threads). The
-    cache file is `<cache_dir>/op_costs-<platform>-<device kind>[-cpu].json`, `cache_dir` defaulting to
+    cache file is `<cache_dir>/op_costs-<platform>-<device kind>.<clock>.json`, `cache_dir` defaulting to
     `$JAXGRAPH_CACHE_DIR` or `~/.cache/jaxgraph`.
     """
 
@@ -128,7 +128,7 @@ class MeasuredCost:
         if clock not in CLOCKS:
             raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
         root = cache_dir or os.environ.get("JAXGRAPH_CACHE_DIR") or Path.home() / ".cache" / "jaxgraph"
-        self.path = Path(root) / f"op_costs-{_device_tag()}{'' if clock == 'wall' else '-' + clock}.json"
+        self.path = Path(root) / f"op_costs-{_device_tag()}.{clock}.json"
         self.warmup, self.repeats, self.clock = warmup, repeats, clock
         self._times: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
         self._overhead: float | None = None

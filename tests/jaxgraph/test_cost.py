@@ -85,7 +85,7 @@ def test_spearman_known_answers():
 
 
 def test_measured_cost_clocks(tmp_path):
-    assert MeasuredCost(cache_dir=tmp_path, clock="cpu").path.name.endswith("-cpu.json")
-    assert not MeasuredCost(cache_dir=tmp_path).path.name.endswith("-cpu.json")
+    assert MeasuredCost(cache_dir=tmp_path, clock="cpu").path.name.endswith(".cpu.json")
+    assert MeasuredCost(cache_dir=tmp_path).path.name.endswith(".wall.json")
     with pytest.raises(ValueError, match="clock must be one of"):
         MeasuredCost(cache_dir=tmp_path, clock="gpu")
