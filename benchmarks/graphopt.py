@@ -61,19 +61,20 @@ def ort_runner(graph, inputs, optimize: bool):
     return lambda: session.run(None, inputs)
 
 
-def env_step_ms(graph, episodes: int, seed: int) -> np.ndarray:
-    """Step times of a uniformly random agent (valid actions only) over full episodes."""
-    env, rng, times = Env(graph), np.random.default_rng(seed), []
+def env_step_ms(graph, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Wall and process-CPU step times (ms) of a uniformly random agent (valid actions only) over full episodes."""
+    env, rng, wall, cpu = Env(graph), np.random.default_rng(seed), [], []
     for _ in range(episodes):
         obs, done = env.reset(), False
         while not done:
             xfer = rng.choice(np.flatnonzero(obs.xfer_mask[:-1]))
             action = (xfer, rng.choice(np.flatnonzero(obs.location_mask[xfer])))
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             obs, _, terminated, truncated, _ = env.step(action)
-            times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+            wall.append(time.perf_counter() - start)
             done = terminated or truncated
-    return 1e3 * np.asarray(times)
+    return 1e3 * np.asarray(wall), 1e3 * np.asarray(cpu)
 
 
 def random_rewrites(graph, steps: int, seed: int):
@@ -99,9 +100,10 @@ def bench_model(name: str, args) -> dict:
     t = taso_search(graph, args.alpha, args.budget, cost_model=roofline, progress=args.progress,
                     on_visit=lambda graph_, cost_: visited.append(graph_))
     row.update(taso_cost=t.cost, taso_s=t.seconds, explored=t.explored, rewrites=len(t.history))
-    steps = env_step_ms(graph, args.episodes, seed=0)
+    steps, steps_cpu = env_step_ms(graph, args.episodes, seed=0)
     row.update(env_steps=len(steps), env_median_ms=float(np.median(steps)), env_mean_ms=float(steps.mean()),
-               env_p90_ms=float(np.percentile(steps, 90)))
+               env_p90_ms=float(np.percentile(steps, 90)), env_max_ms=float(steps.max()),
+               env_cpu_median_ms=float(np.median(steps_cpu)), env_cpu_p90_ms=float(np.percentile(steps_cpu, 90)))
     print(f"  {name}: searched and stepped", flush=True)
 
     optimized = [t.graph]
@@ -151,14 +153,15 @@ def machine() -> str:
 def print_tables(rows: list[dict], args) -> None:
     print(f"\nTASO search: alpha {args.alpha}, budget {args.budget} graphs; costs are roofline ms (batch 1)\n")
     print("| model | ops | cost | greedy | TASO | TASO ratio | paper TASO | thesis TF->TASO | greedy s | TASO s "
-          "| env step median / mean / p90 ms (steps) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| env step wall median / mean / p90 / max ms | env step CPU median / p90 ms (steps) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tf, taso = THESIS_MS[r["model"]]
         print(f"| {r['model']} | {r['ops']} | {r['cost']:.2f} | {r['greedy_cost']:.2f} | {r['taso_cost']:.2f} "
               f"| {r['cost'] / r['taso_cost']:.3f}x | {TASO_PAPER.get(r['model'], '-')}{'x' if r['model'] in TASO_PAPER else ''} "
               f"| {tf / taso:.2f}x | {r['greedy_s']:.2f} | {r['taso_s']:.1f} "
-              f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} ({r['env_steps']}) |")
+              f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} / {r['env_max_ms']:.1f} "
+              f"| {r['env_cpu_median_ms']:.2f} / {r['env_cpu_p90_ms']:.2f} ({r['env_steps']}) |")
     if args.measured_search:
         print(f"\nTASO search with per-op costs measured by JAX on this machine ({args.clock} clock, ms)\n")
         print("| model | measured cost | TASO | ratio | same graph as with roofline | TASO s |")
