@@ -23,8 +23,20 @@ import time
 import jax
 import numpy as np
 
-from jaxgraph import (MODELS, RULES, Env, LocationIndex, MeasuredCost, Roofline, cost, greedy, random_inputs,
-                      spearman, taso_search, to_onnx)
+from jaxgraph import (
+    MODELS,
+    RULES,
+    Env,
+    LocationIndex,
+    MeasuredCost,
+    Roofline,
+    cost,
+    greedy,
+    random_inputs,
+    spearman,
+    taso_search,
+    to_onnx,
+)
 from jaxgraph.execute import runner
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
@@ -157,8 +169,9 @@ def print_tables(rows: list[dict], args) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tf, taso = THESIS_MS[r["model"]]
+        paper = f"{TASO_PAPER[r['model']]}x" if r["model"] in TASO_PAPER else "-"
         print(f"| {r['model']} | {r['ops']} | {r['cost']:.2f} | {r['greedy_cost']:.2f} | {r['taso_cost']:.2f} "
-              f"| {r['cost'] / r['taso_cost']:.3f}x | {TASO_PAPER.get(r['model'], '-')}{'x' if r['model'] in TASO_PAPER else ''} "
+              f"| {r['cost'] / r['taso_cost']:.3f}x | {paper} "
               f"| {tf / taso:.2f}x | {r['greedy_s']:.2f} | {r['taso_s']:.1f} "
               f"| {r['env_median_ms']:.2f} / {r['env_mean_ms']:.2f} / {r['env_p90_ms']:.2f} / {r['env_max_ms']:.1f} "
               f"| {r['env_cpu_median_ms']:.2f} / {r['env_cpu_p90_ms']:.2f} ({r['env_steps']}) |")

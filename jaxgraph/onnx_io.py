@@ -108,7 +108,8 @@ def _window(attrs: dict[str, Any], kernel: Sequence[int], spatial: Sequence[int]
         pads = []
         for size, k, s in zip(spatial, kernel, strides):
             total = max((math.ceil(size / s) - 1) * s + k - size, 0)
-            pads.append((total // 2, total - total // 2) if auto_pad == "SAME_UPPER" else (total - total // 2, total // 2))
+            small, large = total // 2, total - total // 2
+            pads.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
         pads = [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]
     elif auto_pad == "VALID":
         pads = [0, 0, 0, 0]
@@ -125,7 +126,7 @@ def _window(attrs: dict[str, Any], kernel: Sequence[int], spatial: Sequence[int]
 def _conv(imp: _Importer, node, attrs):
     x = imp.tensor(node.input[0])
     kernel = attrs.get("kernel_shape") or imp.shape(node.input[1])[2:]
-    inputs = [x, imp.tensor(node.input[1])] + ([imp.tensor(node.input[2])] if len(node.input) > 2 and node.input[2] else [])
+    inputs = [x] + [imp.tensor(name) for name in node.input[1:] if name]
     window = _window(attrs, kernel, imp.b.shape(x)[2:])
     return [imp.b.add("conv2d", inputs, node.name, groups=attrs.get("group", 1), **window)]
 
@@ -162,6 +163,10 @@ def _binary(op: str, fold: Callable) -> Callable:
     return convert
 
 
+def _matmul(imp: _Importer, node, attrs):
+    return [imp.b.add("matmul", [imp.tensor(n) for n in node.input], node.name)]
+
+
 def _gemm(imp: _Importer, node, attrs):
     a, b = node.input[:2]
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
@@ -179,7 +184,8 @@ def _gemm(imp: _Importer, node, attrs):
             w = imp.b.add("transpose", [w], f"{node.name}.transB", perm=(1, 0))
     y = imp.b.add("matmul", [x, w], node.name)
     if alpha != 1.0:
-        y = imp.b.add("mul", [y, imp.b.weight(f"{node.name}.alpha", np.full((1,), alpha, np.float32))], f"{node.name}.alpha")
+        scale = imp.b.weight(f"{node.name}.alpha", np.full((1,), alpha, np.float32))
+        y = imp.b.add("mul", [y, scale], f"{node.name}.alpha")
     if len(node.input) > 2 and node.input[2]:
         c = node.input[2]
         if beta != 1.0:
@@ -287,7 +293,7 @@ def _constant(imp: _Importer, node, attrs):
 
 
 _IMPORTERS: dict[str, Callable] = {
-    "Conv": _conv, "MatMul": lambda imp, node, attrs: [imp.b.add("matmul", [imp.tensor(n) for n in node.input], node.name)],
+    "Conv": _conv, "MatMul": _matmul,
     "Gemm": _gemm, "Add": _binary("add", np.add), "Mul": _binary("mul", np.multiply),
     "Relu": _unary("relu"), "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
     "BatchNormalization": _batchnorm, "MaxPool": _pool("maxpool2d"), "AveragePool": _pool("avgpool2d"),
@@ -296,7 +302,6 @@ _IMPORTERS: dict[str, Callable] = {
     "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Softmax": _softmax, "Identity": _identity,
     "Dropout": _identity, "Constant": _constant,
 }
-SUPPORTED_ONNX_OPS = tuple(sorted(_IMPORTERS))
 
 
 def load_onnx(model: str | os.PathLike | Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -339,6 +344,13 @@ def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name
     names = _Names(list(g.input_names) + list(g.output_names))
     tensor: dict[Ref, str] = {}
     initializers, nodes = [], []
+
+    def constant(base: str, value: np.ndarray) -> str:
+        """A new initializer (shapes and split sizes) with a unique name derived from `base`."""
+        const_name = names.fresh(base)
+        initializers.append(numpy_helper.from_array(value, const_name))
+        return const_name
+
     for node_id in g.inputs:
         tensor[Ref(node_id)] = g.nodes[node_id].name
     for out_name, ref in zip(g.output_names, g.outputs):
@@ -355,18 +367,13 @@ def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name
             continue
         if node.op not in _EXPORTERS:
             raise ValueError(f"node {node.name or node_id} ({node.op}) has non-constant inputs and no ONNX equivalent")
-        outputs = [tensor.get(Ref(node_id, k)) or names.fresh(f"{node.name or node.op}_{node_id}" + (f":{k}" if k else ""))
+        base = f"{node.name or node.op}_{node_id}"
+        outputs = [tensor.get(Ref(node_id, k)) or names.fresh(base + (f":{k}" if k else ""))
                    for k in range(len(node.shapes))]
         for k, out in enumerate(outputs):
             tensor[Ref(node_id, k)] = out
         inputs = [tensor[r] for r in node.inputs]
         label = node.name or f"{node.op}_{node_id}"
-
-        def constant(suffix: str, value: np.ndarray) -> str:
-            const_name = names.fresh(f"{label}.{suffix}")
-            initializers.append(numpy_helper.from_array(value, const_name))
-            return const_name
-
         nodes.extend(_EXPORTERS[node.op](node, inputs, outputs, label, names, constant, helper))
     graph_outputs = []
     for out_name, ref in zip(g.output_names, g.outputs):
@@ -421,12 +428,12 @@ def _simple(op_type: str, **attr_map: str):
 
 
 def _export_split(node, inputs, outputs, label, names, constant, helper):
-    sizes = constant("split", np.asarray(node.attrs["sizes"], np.int64))
+    sizes = constant(f"{label}.split", np.asarray(node.attrs["sizes"], np.int64))
     return [helper.make_node("Split", inputs + [sizes], outputs, name=label, axis=node.attrs["axis"])]
 
 
 def _export_reshape(node, inputs, outputs, label, names, constant, helper):
-    shape = constant("shape", np.asarray(node.attrs["shape"], np.int64))
+    shape = constant(f"{label}.shape", np.asarray(node.attrs["shape"], np.int64))
     return [helper.make_node("Reshape", inputs + [shape], outputs, name=label)]
 
 

@@ -41,7 +41,8 @@ def test_cost_is_additive_and_layout_ops_and_weights_are_free():
 def test_constant_subgraphs_are_free():
     b = GraphBuilder()
     x = b.input("x", (4, 8))
-    w = b.add("concat", [b.weight("a", np.ones((8, 2), np.float32)), b.weight("b", np.ones((8, 3), np.float32))], axis=1)
+    parts = [b.weight("a", np.ones((8, 2), np.float32)), b.weight("b", np.ones((8, 3), np.float32))]
+    w = b.add("concat", parts, axis=1)
     graph = b.build({"y": b.add("matmul", [x, w])})
     assert graph.nodes[w.node].constant
     assert cost(graph) == pytest.approx(Roofline().op_time(op_key(graph, graph.nodes[graph.outputs[0].node])))

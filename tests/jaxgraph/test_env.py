@@ -46,7 +46,7 @@ def test_masks_are_exact_and_rewards_are_cost_decreases():
     rng = np.random.default_rng(0)
     obs = env.reset()
     total = 0.0
-    for step in range(6):
+    for _ in range(6):
         check_observation_describes_graph(env, obs)
         for xfer in range(len(RULES)):
             for location_id in range(env.max_locations):

@@ -11,7 +11,7 @@ from .conftest import SMALL, small_model
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_incremental_index_matches_full_scan_along_random_walks(name):
     rng = np.random.default_rng(len(name))
-    for walk in range(2):
+    for _ in range(2):
         graph = small_model(name)
         index = LocationIndex.build(RULES, graph)
         while len(index):

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from jaxgraph import MODELS, bert, resnet18, squeezenet1_1
@@ -54,7 +55,8 @@ def test_builders_are_seeded_and_scale():
     a, b = resnet18(width=0.25, image_size=32), resnet18(width=0.25, image_size=32)
     c = resnet18(width=0.25, image_size=32, seed=1)
     weight = next(i for i, n in a.nodes.items() if n.op == "weight")
-    assert (a.nodes[weight].value == b.nodes[weight].value).all() and (a.nodes[weight].value != c.nodes[weight].value).any()
+    np.testing.assert_array_equal(a.nodes[weight].value, b.nodes[weight].value)
+    assert (a.nodes[weight].value != c.nodes[weight].value).any()
     assert a.nodes[weight].shape == (16, 3, 7, 7) and a.input_shapes == {"input": (1, 3, 32, 32)}
 
 

@@ -22,7 +22,8 @@ def one_op_graph(op, input_shapes, weight_shapes=(), **attrs):
 
 
 CASES = [
-    ("conv2d", [(2, 4, 7, 6)], [(6, 2, 3, 3), (6,)], dict(stride=(2, 1), pads=(1, 0, 1, 2), groups=2, activation="relu")),
+    ("conv2d", [(2, 4, 7, 6)], [(6, 2, 3, 3), (6,)],
+     dict(stride=(2, 1), pads=(1, 0, 1, 2), groups=2, activation="relu")),
     ("conv2d", [(1, 3, 5, 5), (4, 3, 1, 1)], [], dict(activation="tanh")),
     ("matmul", [(3, 4, 5)], [(5, 2)], dict(activation="sigmoid")),
     ("matmul", [(2, 3, 4), (2, 4, 5)], [], {}),

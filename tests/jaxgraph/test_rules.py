@@ -11,8 +11,18 @@ import numpy as np
 import pytest
 
 from jaxgraph import RULES, GraphBuilder, LocationIndex, execute, execute_reference, greedy, random_inputs
-from jaxgraph.rules import (AssociateMatmul, ConcatOfRelus, FuseConvBatchNorm, FuseConvMul, FuseConvRelu,
-                            MergeConvs, MergeConvsIntoAdd, MergeGroupConvs, MergeMatmuls, SplitConcat)
+from jaxgraph.rules import (
+    AssociateMatmul,
+    ConcatOfRelus,
+    FuseConvBatchNorm,
+    FuseConvMul,
+    FuseConvRelu,
+    MergeConvs,
+    MergeConvsIntoAdd,
+    MergeGroupConvs,
+    MergeMatmuls,
+    SplitConcat,
+)
 
 from .conftest import SMALL, assert_same_outputs, small_model
 
@@ -26,7 +36,8 @@ def weight(b, name, shape):
 def conv(b, x, name, out, kernel, stride=1, pads=None, bias=True, activation="none", groups=1):
     cin = b.shape(x)[1]
     pads = pads if pads is not None else ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2) * 2
-    inputs = [x, weight(b, f"{name}.w", (out, cin // groups) + kernel)] + ([weight(b, f"{name}.b", (out,))] if bias else [])
+    inputs = [x, weight(b, f"{name}.w", (out, cin // groups) + kernel)]
+    inputs += [weight(b, f"{name}.b", (out,))] if bias else []
     return b.add("conv2d", inputs, name, stride=(stride, stride), pads=pads, activation=activation, groups=groups)
 
 
@@ -113,28 +124,39 @@ def matmuls_with_computed_weight(b, x):
     return [b.add("matmul", [rows, weight(b, "A", (8, 2))]), b.add("matmul", [rows, computed])]
 
 
+def inner_product_used_twice(b, x):
+    inner = b.add("matmul", [b.add("reshape", [x], shape=(32, 8)), weight(b, "A", (8, 8))])
+    return [inner, b.add("matmul", [inner, weight(b, "B", (8, 2))])]
+
+
+def parts_rejoined_out_of_order(b, x):
+    first, second = b.add_outputs("split", [x], axis=1, sizes=(2, 2))
+    return [b.add("concat", [second, first], axis=1)]
+
+
+def conv_bn(b, x):
+    return [b.add("batchnorm", [conv(b, x, "c", 4, (3, 3))] + [weight(b, f"p{i}", (4,)) for i in range(4)])]
+
+
 @pytest.mark.parametrize("rule, make", [
     # the conv output has a second consumer
     (FuseConvRelu(1, "SAME"), lambda b, x: [b.add("relu", [c := conv(b, x, "c", 4, (3, 3))]), c]),
     # stride and padding classes must match the instance
     (FuseConvRelu(2, "SAME"), lambda b, x: [b.add("relu", [conv(b, x, "c", 4, (3, 3))])]),
-    (FuseConvBatchNorm(1, "VALID"), lambda b, x: [b.add("batchnorm", [conv(b, x, "c", 4, (3, 3))]
-                                                        + [weight(b, f"p{i}", (4,)) for i in range(4)])]),
-    # an activation already fused, or a computed (non-constant) factor
+    (FuseConvBatchNorm(1, "VALID"), conv_bn),
+    # an activation is already fused
     (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3), activation="relu"),
                                                          weight(b, "f", (4, 1, 1))])]),
+    # a factor computed from the input is not constant; a per-position factor is not per-channel
     (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3)), b.add("tanh", [x])])]),
-    # a per-position factor is not a per-channel scale; a weight computed from the input is not constant
     (FuseConvMul(1, "SAME"), lambda b, x: [b.add("mul", [conv(b, x, "c", 4, (3, 3)), weight(b, "f", (8, 8))])]),
-    # enlarging needs centred padding; equal kernels need equal padding
-    (MergeConvs("none", True), lambda b, x: [conv(b, x, "a", 4, (3, 3), pads=(0, 0, 0, 0)), conv(b, x, "b", 4, (1, 1))]),
+    # enlarging needs centred padding; equal kernels need equal padding; activations must match the rule
+    (MergeConvs("none", True), lambda b, x: [conv(b, x, "a", 4, (3, 3), pads=(0,) * 4), conv(b, x, "b", 4, (1, 1))]),
     (MergeConvs("none", False), lambda b, x: [conv(b, x, "a", 4, (3, 3)), conv(b, x, "b", 4, (3, 3), pads=(0,) * 4)]),
     (MergeConvs("relu", False), lambda b, x: [conv(b, x, "a", 4, (3, 3)), conv(b, x, "b", 4, (3, 3))]),
-    (MergeMatmuls(), lambda b, x: matmuls_with_computed_weight(b, x)),
-    # the inner product has a second consumer; the split parts are rejoined out of order
-    (AssociateMatmul(), lambda b, x: [m := b.add("matmul", [b.add("reshape", [x], shape=(32, 8)), weight(b, "A", (8, 8))]),
-                                      b.add("matmul", [m, weight(b, "B", (8, 2))])]),
-    (SplitConcat(), lambda b, x: [b.add("concat", list(reversed(b.add_outputs("split", [x], axis=1, sizes=(2, 2)))), axis=1)]),
+    (MergeMatmuls(), matmuls_with_computed_weight),
+    (AssociateMatmul(), inner_product_used_twice),
+    (SplitConcat(), parts_rejoined_out_of_order),
     (ConcatOfRelus(), lambda b, x: [b.add("concat", [b.add("relu", [x]), b.add("tanh", [x])], axis=1)]),
 ])
 def test_rule_does_not_apply(rule, make):
