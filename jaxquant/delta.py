@@ -1,0 +1,81 @@
+"""Δ growth regimes (paper Eq. 7): Δ(e) = min(Δ0 + Δ0 · M · f(e), Δ_max).
+
+f is one of `REGIMES`: constant (f = 0, the fixed-Δ setting), linear (e), square (e²), exp (eᵉ) and
+log (log e).
+
+Epoch counting: `e` is the 1-based number of the epoch being trained (the first epoch is e = 1).
+The paper writes f = log at epoch 0, which is -inf; counting from 1 makes the log regime start
+exactly at Δ0 (log 1 = 0) and keeps every regime finite. The same count is used for all regimes, so
+the first epoch already trains with Δ0(1 + M) under the linear regime.
+
+The regime kind is stored as an integer index and all five growth functions are evaluated and
+selected by it, so members of a vmapped sweep can each follow a different regime.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+REGIMES = ("constant", "linear", "square", "exp", "log")
+
+
+class DeltaRegime(NamedTuple):
+    """Parameters of Eq. 7 as arrays (a pytree: stack them to vmap a sweep over regimes)."""
+
+    kind: jax.Array  # int32 index into REGIMES
+    delta0: jax.Array  # float32 Δ0
+    m: jax.Array  # float32 multiplier M
+    delta_max: jax.Array  # float32 cap Δ_f
+
+
+def delta_regime(kind: str | int, delta0: float, m: float, delta_max: float) -> DeltaRegime:
+    """Validated `DeltaRegime` from Python values (kind by name or index)."""
+    if isinstance(kind, str):
+        if kind not in REGIMES:
+            raise ValueError(f"unknown Δ regime {kind!r}; expected one of {REGIMES}")
+        kind = REGIMES.index(kind)
+    if not 0 <= int(kind) < len(REGIMES):
+        raise ValueError(f"Δ regime index {kind} out of range [0, {len(REGIMES)})")
+    if delta0 < 0 or m < 0:
+        raise ValueError(f"Δ0 and M must be non-negative, got Δ0={delta0}, M={m}")
+    if not 0 <= delta_max < 1:
+        raise ValueError(f"Δ_max must be in [0, 1) (latent weights live in [-1, 1]), got {delta_max}")
+    return DeltaRegime(
+        kind=jnp.asarray(kind, jnp.int32),
+        delta0=jnp.asarray(delta0, jnp.float32),
+        m=jnp.asarray(m, jnp.float32),
+        delta_max=jnp.asarray(delta_max, jnp.float32),
+    )
+
+
+def stack_regimes(regimes: list[DeltaRegime]) -> DeltaRegime:
+    """Stack regimes along a leading member axis for a vmapped sweep."""
+    if not regimes:
+        raise ValueError("stack_regimes needs at least one regime")
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *regimes)
+
+
+def growth(kind: jax.Array, epoch: jax.Array) -> jax.Array:
+    """f(epoch) for regime index `kind`, capped at the largest float32 so that M = 0 stays 0."""
+    x = jnp.asarray(epoch, jnp.float32)
+    values = jnp.stack([jnp.zeros_like(x), x, x * x, jnp.exp(x), jnp.log(x)])
+    return jnp.minimum(values[kind], jnp.finfo(jnp.float32).max)
+
+
+def delta_at(regime: DeltaRegime, epoch: jax.Array | int) -> jax.Array:
+    """Δ for the 1-based `epoch` (Eq. 7); traceable in both the regime and the epoch."""
+    if isinstance(epoch, int) and epoch < 1:
+        raise ValueError(f"epochs are counted from 1 (see jaxquant.delta), got {epoch}")
+    f = growth(regime.kind, epoch)
+    return jnp.minimum(regime.delta0 + regime.delta0 * regime.m * f, regime.delta_max)
+
+
+def delta_schedule(
+    kind: str | int, delta0: float, m: float, delta_max: float
+) -> Callable[[jax.Array | int], jax.Array]:
+    """Eq. 7 as a schedule: returns `epoch -> Δ` for 1-based epochs."""
+    regime = delta_regime(kind, delta0, m, delta_max)
+    return lambda epoch: delta_at(regime, epoch)
