@@ -2,7 +2,15 @@
 
 from jaxquant.conv import conv2d
 from jaxquant.data import Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
-from jaxquant.delta import REGIMES, DeltaRegime, delta_at, delta_regime, delta_schedule, stack_regimes
+from jaxquant.delta import (
+    REGIMES,
+    DeltaRegime,
+    delta_at,
+    delta_regime,
+    delta_schedule,
+    multiplier_reaching_cap,
+    stack_regimes,
+)
 from jaxquant.export import (
     FORMATS,
     ans_decode,
@@ -34,6 +42,7 @@ from jaxquant.train import (
     FitResult,
     TrainConfig,
     TrainState,
+    evaluate_model,
     fit,
     learning_rate_schedule,
     make_train,
@@ -72,6 +81,7 @@ __all__ = [
     "delta_regime",
     "delta_schedule",
     "entropy",
+    "evaluate_model",
     "export_model",
     "fit",
     "latent_kernels",
@@ -83,6 +93,7 @@ __all__ = [
     "make_train",
     "make_trainer",
     "member_inputs",
+    "multiplier_reaching_cap",
     "normalize",
     "pack_2bit",
     "pack_base3",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 
@@ -29,11 +30,16 @@ class EpochCheckpointer:
         )
 
     def restore_latest(self, target: Any) -> tuple[int, Any] | None:
-        """(epoch, pytree shaped like `target`) of the latest checkpoint, or None if there is none."""
+        """(epoch, pytree shaped like `target`) of the latest checkpoint, or None if there is none.
+
+        `target` holds arrays or `jax.ShapeDtypeStruct`s; only shapes, dtypes and structure are used.
+        The leaves come back as NumPy arrays: orbax restores device arrays committed to a device,
+        and committed inputs would make an already compiled epoch function compile again.
+        """
         epoch = self.manager.latest_step()
         if epoch is None:
             return None
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        abstract = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype), target)
         restored = self.manager.restore(
             epoch,
             args=ocp.args.Composite(tree=ocp.args.StandardRestore(abstract), run=ocp.args.JsonRestore()),
@@ -43,7 +49,7 @@ class EpochCheckpointer:
                 f"{self.directory} holds checkpoints of a different run (config, keys or regimes "
                 "differ); use another directory or delete it"
             )
-        return epoch, restored["tree"]
+        return epoch, jax.tree.map(np.asarray, restored["tree"])
 
     def save(self, epoch: int, tree: Any) -> None:
         self.manager.save(

@@ -73,6 +73,23 @@ def delta_at(regime: DeltaRegime, epoch: jax.Array | int) -> jax.Array:
     return jnp.minimum(regime.delta0 + regime.delta0 * regime.m * f, regime.delta_max)
 
 
+def multiplier_reaching_cap(kind: str, delta0: float, delta_max: float, epoch: int) -> float:
+    """The M for which regime `kind` reaches Δ_max exactly at `epoch` (Eq. 7 solved for M).
+
+    Regimes parametrized this way ramp from Δ0 to the same cap over the same epochs and differ
+    only in the shape of the ramp (the paper's log regime, M = 1.9 with Δ0 = 0.1 and Δ_max = 0.9,
+    reaches its cap at epoch 67).
+    """
+    if kind not in REGIMES or kind == "constant":
+        raise ValueError(f"no multiplier makes regime {kind!r} grow; expected one of {REGIMES[1:]}")
+    if delta0 <= 0 or not delta0 < delta_max < 1:
+        raise ValueError(f"need 0 < Δ0 < Δ_max < 1, got Δ0={delta0}, Δ_max={delta_max}")
+    f = float(growth(REGIMES.index(kind), epoch))
+    if not 0 < f < float("inf"):
+        raise ValueError(f"regime {kind!r} cannot reach its cap at epoch {epoch} (f = {f})")
+    return (delta_max / delta0 - 1.0) / f
+
+
 def delta_schedule(
     kind: str | int, delta0: float, m: float, delta_max: float
 ) -> Callable[[jax.Array | int], jax.Array]:

@@ -49,7 +49,7 @@ class TrainConfig:
     data_dir: str | None = None  # CIFAR-10 directory (else $JAXQUANT_CIFAR10)
     model: ModelConfig = DIGITS_MODEL
     epochs: int = 60
-    batch_size: int = 64
+    batch_size: int = 32
     eval_batch_size: int = 500
     learning_rates: tuple[float, ...] = (5e-3, 1e-3, 5e-4, 1e-4, 1e-5)
     lr_epochs: tuple[int, ...] = (0, 101, 142, 184, 220)
@@ -147,6 +147,27 @@ def learning_rate_schedule(config: TrainConfig, steps_per_epoch: int) -> Callabl
     return schedule
 
 
+def _evaluate(model: ResNet, variables, delta, data: DeviceData) -> tuple[jax.Array, jax.Array]:
+    """Mean test loss and accuracy over the padded test batches (BatchNorm in inference mode)."""
+
+    def batch_totals(_, batch):
+        images, labels, mask = batch
+        logits = model.apply(variables, normalize(images, data.mean, data.std), delta=delta, train=False)
+        correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+        return None, (jnp.sum(_cross_entropy(logits, labels) * mask), jnp.sum(correct * mask))
+
+    _, (losses, corrects) = jax.lax.scan(batch_totals, None, (data.test_images, data.test_labels, data.test_mask))
+    count = jnp.sum(data.test_mask)
+    return jnp.sum(losses) / count, jnp.sum(corrects) / count
+
+
+def evaluate_model(model: ResNet, variables, dataset: Dataset, *, delta=None, batch_size: int = 500) -> float:
+    """Test accuracy of `model` with `variables` on `dataset` (e.g. a model from `load_model`)."""
+    data = device_data(dataset, batch_size)
+    _, accuracy = jax.jit(lambda variables, data: _evaluate(model, variables, delta, data))(variables, data)
+    return float(accuracy)
+
+
 def _cheap_random(fn: Callable) -> Callable:
     """Trace `fn`'s random draws with the non-partitionable threefry: XLA:CPU compiles it ~4x
     faster. It is a different, equally valid and deterministic stream; these arrays are never
@@ -225,20 +246,7 @@ def make_trainer(config: TrainConfig, dataset: Dataset) -> Trainer:
         return TrainState(params, batch_stats, opt_state), (loss, correct)
 
     def evaluate(state: TrainState, delta: jax.Array, data: DeviceData):
-        def batch_totals(_, batch):
-            images, labels, mask = batch
-            logits = model.apply(
-                {"params": state.params, "batch_stats": state.batch_stats},
-                normalize(images, data.mean, data.std), delta=delta, train=False,
-            )
-            correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-            return None, (jnp.sum(_cross_entropy(logits, labels) * mask), jnp.sum(correct * mask))
-
-        _, (losses, corrects) = jax.lax.scan(
-            batch_totals, None, (data.test_images, data.test_labels, data.test_mask)
-        )
-        count = jnp.sum(data.test_mask)
-        return jnp.sum(losses) / count, jnp.sum(corrects) / count
+        return _evaluate(model, {"params": state.params, "batch_stats": state.batch_stats}, delta, data)
 
     @_cheap_random
     def run_epoch(state: TrainState, regime: DeltaRegime, epoch: jax.Array, data: DeviceData):
@@ -327,16 +335,16 @@ def fit(
     dataset = _dataset(config, dataset)
     init, run_epoch = _population_programs(config, dataset)
     data = device_data(dataset, config.eval_batch_size)
-    state = init(keys)
     history = EpochMetrics(*(np.full((config.epochs, members), np.nan, np.float32) for _ in EpochMetrics._fields))
-    start = 0
-    checkpointer = None
+    start, state, checkpointer = 0, None, None
     if workdir is not None:
         checkpointer = EpochCheckpointer(workdir, _run_identity(config, keys, regimes))
-        restored = checkpointer.restore_latest({"state": state, "history": history})
+        restored = checkpointer.restore_latest({"state": jax.eval_shape(init, keys), "history": history})
         if restored is not None:
             start, tree = restored
-            state, history = tree["state"], EpochMetrics(*map(np.array, tree["history"]))
+            state, history = jax.tree.map(jnp.asarray, tree["state"]), EpochMetrics(*map(np.array, tree["history"]))
+    if state is None:
+        state = init(keys)
 
     bar = tqdm(range(start + 1, config.epochs + 1), initial=start, total=config.epochs,
                desc=f"train x{members}", unit="epoch", disable=not progress)
