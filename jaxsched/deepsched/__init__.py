@@ -1,0 +1,51 @@
+"""DeepSched: a neural scheduler trained on HEFT labels and decoded to valid schedules.
+
+    from jaxsched.deepsched import NeuralScheduler
+    scheduler = NeuralScheduler.load("results/deepsched/checkpoints/feedback")
+    schedule = scheduler.schedule(problem)                      # greedy, always valid
+    schedule = scheduler.schedule(problem, decoder="sampling")  # best of 64 sampled assignments
+
+Training: `data.load_or_build` (HEFT-labelled datasets), `train.fit` (seeds vmapped, orbax
+checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. See docs/deepsched.md.
+"""
+
+from jaxsched.deepsched.configs import DataConfig, DeepSchedConfig, ModelConfig, TrainConfig, full, tiny
+from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
+from jaxsched.deepsched.decode import NeuralScheduler
+from jaxsched.deepsched.features import PROC_FEATURES, TASK_FEATURES, Features, problem_features, time_scale
+from jaxsched.deepsched.model import STATE_FEATURES, DeepSchedNet, Encoding, Prediction
+from jaxsched.deepsched.train import FitResult, Metrics, TrainState, fit, loss_fn, make_train
+from jaxsched.deepsched.wavefront import wavefront_simulate
+
+__all__ = [
+    "PROC_FEATURES",
+    "STATE_FEATURES",
+    "TASK_FEATURES",
+    "DataConfig",
+    "DeepSchedConfig",
+    "DeepSchedNet",
+    "Encoding",
+    "Features",
+    "FitResult",
+    "LabelledSet",
+    "Labels",
+    "Metrics",
+    "ModelConfig",
+    "NeuralScheduler",
+    "Prediction",
+    "Split",
+    "TrainConfig",
+    "TrainState",
+    "fit",
+    "full",
+    "label",
+    "load_or_build",
+    "load_problems",
+    "loss_fn",
+    "make_train",
+    "problem_features",
+    "save_problems",
+    "tiny",
+    "time_scale",
+    "wavefront_simulate",
+]

@@ -1,0 +1,206 @@
+"""Training on HEFT labels: loss (paper Eq. 2), `make_train(config, data) -> train(key)`, and `fit`,
+which runs the same epochs for several seeds at once with orbax checkpoints and resumes after a kill.
+
+PureJaxRL style: `jax.jit(jax.vmap(make_train(config, data)))(keys)` trains one network per key in
+a single compiled call; `fit` calls the same jitted, vmapped epoch once per epoch instead, so that
+it can save a checkpoint after every epoch.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from tqdm.auto import tqdm
+
+from jaxsched.deepsched.configs import DeepSchedConfig, TrainConfig
+from jaxsched.deepsched.data import LabelledSet
+from jaxsched.deepsched.model import DeepSchedNet
+
+
+class TrainState(NamedTuple):
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    epoch: jax.Array  # [] int32 epochs completed
+
+
+class Metrics(NamedTuple):
+    """Means over real tasks (training metrics: over the epoch's minibatches)."""
+
+    loss: jax.Array
+    cross_entropy: jax.Array
+    time_mse: jax.Array
+    accuracy: jax.Array  # share of tasks whose argmax processor is HEFT's
+
+
+class TrainFns(NamedTuple):
+    init: Callable[[jax.Array], TrainState]
+    epoch: Callable[[TrainState, LabelledSet], tuple[TrainState, Metrics]]
+    evaluate: Callable[[Any, LabelledSet], Metrics]
+
+
+def loss_fn(model: DeepSchedNet, params, batch: LabelledSet, time_weight: float) -> tuple[jax.Array, Metrics]:
+    """Masked cross-entropy on HEFT's processor + time_weight * masked MSE on its normalised
+    (start, finish) at that processor (paper Eq. 2), averaged over the real tasks of the batch."""
+    features, labels = batch
+    prediction = jax.vmap(model.apply, in_axes=(None, 0, 0))(params, features, labels.proc)
+    mask = features.task_mask.astype(prediction.logits.dtype)
+    count = jnp.maximum(mask.sum(), 1.0)
+    cross_entropy = (optax.softmax_cross_entropy_with_integer_labels(prediction.logits, labels.proc) * mask).sum() / count
+    time_mse = (jnp.square(prediction.times - labels.times).mean(axis=-1) * mask).sum() / count
+    hits = (jnp.argmax(prediction.logits, axis=-1) == labels.proc).astype(mask.dtype)
+    loss = cross_entropy + time_weight * time_mse
+    return loss, Metrics(loss, cross_entropy, time_mse, (hits * mask).sum() / count)
+
+
+def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> optax.GradientTransformation:
+    """Adam with the learning rate multiplied by `decay_factor` every `decay_every` epochs, after
+    clipping the global gradient norm."""
+    schedule = optax.exponential_decay(
+        config.learning_rate,
+        transition_steps=config.decay_every * steps_per_epoch,
+        decay_rate=config.decay_factor,
+        staircase=True,
+    )
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(schedule))
+
+
+def _take(data: LabelledSet, index: jax.Array) -> LabelledSet:
+    return jax.tree.map(lambda x: x[index], data)
+
+
+def make_train_fns(config: DeepSchedConfig, num_train: int, example: LabelledSet) -> TrainFns:
+    """Pure init / epoch / evaluate functions for a training set of `num_train` instances shaped like
+    `example` (one instance or more, with a leading batch axis)."""
+    model = DeepSchedNet(config.model)
+    batch_size = min(config.train.batch_size, num_train)
+    steps = num_train // batch_size
+    optimizer = make_optimizer(config.train, steps)
+    one = jax.tree.map(lambda x: jnp.asarray(x[0]), example)
+
+    def init(key: jax.Array) -> TrainState:
+        init_key, key = jax.random.split(key)
+        params = model.init(init_key, one.features, one.labels.proc)
+        return TrainState(params, optimizer.init(params), key, jnp.zeros((), jnp.int32))
+
+    def step(state: TrainState, batch: LabelledSet) -> tuple[TrainState, Metrics]:
+        params, opt_state, key, epoch = state
+        grads, metrics = jax.grad(lambda p: loss_fn(model, p, batch, config.train.time_weight), has_aux=True)(params)
+        with jax.numpy_dtype_promotion("standard"):  # optax mixes Python floats with int32 step counts
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+        return TrainState(optax.apply_updates(params, updates), opt_state, key, epoch), metrics
+
+    def epoch(state: TrainState, data: LabelledSet) -> tuple[TrainState, Metrics]:
+        key, shuffle_key = jax.random.split(state.key)
+        order = jax.random.permutation(shuffle_key, num_train)[: steps * batch_size].reshape(steps, batch_size)
+
+        def minibatch(state, index):
+            return step(state, _take(data, index))
+
+        state, metrics = jax.lax.scan(minibatch, state._replace(key=key), order)
+        return state._replace(epoch=state.epoch + 1), jax.tree.map(jnp.mean, metrics)
+
+    def evaluate(params, data: LabelledSet) -> Metrics:
+        return loss_fn(model, params, data, config.train.time_weight)[1]
+
+    return TrainFns(init, epoch, evaluate)
+
+
+def make_train(config: DeepSchedConfig, data: LabelledSet) -> Callable[[jax.Array], tuple[TrainState, Metrics]]:
+    """`train(key) -> (final state, per-epoch training metrics)`, pure and jittable; vmap it over
+    keys to train several seeds at once."""
+    num_train = int(data.labels.proc.shape[0])
+    fns = make_train_fns(config, num_train, data)
+    data = jax.tree.map(jnp.asarray, data)
+
+    def train(key: jax.Array) -> tuple[TrainState, Metrics]:
+        return jax.lax.scan(lambda state, _: fns.epoch(state, data), fns.init(key), None, length=config.train.epochs)
+
+    return train
+
+
+class FitResult(NamedTuple):
+    state: TrainState  # leading seed axis
+    history: list[dict[str, list[float]]]  # per epoch: "train_*" and "val_*" metrics, one value per seed
+
+
+def _to_saved(state: TrainState) -> dict:
+    return {"params": state.params, "opt_state": state.opt_state, "key": jax.random.key_data(state.key), "epoch": state.epoch}
+
+
+def checkpoint_manager(directory: str | Path) -> ocp.CheckpointManager:
+    """Orbax manager of `directory` (absolute path), keeping the last two epochs."""
+    return ocp.CheckpointManager(
+        Path(directory).absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True)
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _seed_vmapped(config: DeepSchedConfig, num_train: int, treedef, signature: tuple):
+    """Jitted init / epoch / evaluate vmapped over seeds, cached per configuration (epochs aside) and
+    per data shape, so that resuming or refitting in one process does not compile again."""
+    example = jax.tree.unflatten(treedef, [np.zeros((1,) + shape, dtype) for shape, dtype in signature])
+    fns = make_train_fns(config, num_train, example)
+    return (
+        jax.jit(jax.vmap(fns.init)),
+        jax.jit(jax.vmap(fns.epoch, in_axes=(0, None))),
+        jax.jit(jax.vmap(fns.evaluate, in_axes=(0, None))),
+    )
+
+
+def fit(
+    config: DeepSchedConfig,
+    train_set: LabelledSet,
+    val_set: LabelledSet,
+    checkpoint_dir: str | Path,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+) -> FitResult:
+    """Trains `config.train.num_seeds` networks at once (vmap over seeds), saving an orbax checkpoint
+    of all of them after every epoch; if `checkpoint_dir` holds one, training resumes from it, so a
+    killed run loses at most the epoch in progress. Validation metrics are recorded per epoch."""
+    num_train = int(train_set.labels.proc.shape[0])
+    leaves, treedef = jax.tree.flatten(train_set)
+    signature = tuple((leaf.shape[1:], np.dtype(leaf.dtype).name) for leaf in leaves)
+    init, epoch, evaluate = _seed_vmapped(config.replace(train={"epochs": 0}), num_train, treedef, signature)
+    keys = jax.random.split(jax.random.key(seed), config.train.num_seeds)
+    train_set, val_set = jax.tree.map(jnp.asarray, train_set), jax.tree.map(jnp.asarray, val_set)
+    state = init(keys)
+    history: list[dict[str, list[float]]] = []
+    with checkpoint_manager(checkpoint_dir) as manager:
+        latest = manager.latest_step()
+        if latest is not None:
+            restored = manager.restore(
+                latest,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(_to_saved(state)), meta=ocp.args.JsonRestore()
+                ),
+            )
+            saved = restored.state
+            state = TrainState(saved["params"], saved["opt_state"], jax.random.wrap_key_data(saved["key"]), saved["epoch"])
+            history = restored.meta["history"]
+        start = len(history)
+        bar = tqdm(range(start, config.train.epochs), desc=f"training {config.model.variant}", disable=not progress, initial=start, total=config.train.epochs)
+        for _ in bar:
+            state, train_metrics = epoch(state, train_set)
+            val_metrics = evaluate(state.params, val_set)
+            record = {f"train_{k}": np.asarray(v).tolist() for k, v in train_metrics._asdict().items()}
+            record.update({f"val_{k}": np.asarray(v).tolist() for k, v in val_metrics._asdict().items()})
+            history.append(record)
+            bar.set_postfix(loss=f"{np.mean(record['train_loss']):.3f}", val_acc=f"{np.mean(record['val_accuracy']):.3f}")
+            meta = {"config": json.loads(config.to_json()), "history": history}
+            manager.save(
+                len(history),
+                args=ocp.args.Composite(state=ocp.args.StandardSave(_to_saved(state)), meta=ocp.args.JsonSave(meta)),
+            )
+        manager.wait_until_finished()
+    return FitResult(state, history)
