@@ -1,0 +1,72 @@
+"""Training throughput (images/s) of quantization-aware training, per quantizer.
+
+    flock /tmp/bench.lock python benchmarks/quant_throughput.py            # CPU: digits, small ResNet
+    python benchmarks/quant_throughput.py --config resnet20 --cifar-dir PATH   # GPU: ResNet-20, CIFAR-10
+
+Times whole jitted epochs (`Trainer.run_epoch`: augmentation, forward, backward, Adam, projection
+and the end-of-epoch evaluation) after one warm-up epoch that includes compilation, for the
+full-precision, binary and ternary models, one member and a vmapped population of --members.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+
+import jaxquant as jq
+from jaxquant.train import device_data
+
+
+def throughput(config: jq.TrainConfig, dataset: jq.Dataset, members: int, epochs: int) -> tuple[float, float]:
+    """(training images per second over all members, compile-and-first-epoch seconds)."""
+    trainer = jq.make_trainer(config, dataset)
+    data = device_data(dataset, config.eval_batch_size)
+    keys = jax.random.split(jax.random.key(0), members)
+    regimes = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (members,)), config.delta_regime())
+    run_epoch = jax.jit(jax.vmap(trainer.run_epoch, in_axes=(0, 0, None, None)))
+    state = jax.jit(jax.vmap(trainer.init))(keys)
+    start = time.perf_counter()
+    state, metrics = jax.block_until_ready(run_epoch(state, regimes, jnp.int32(1), data))
+    warmup = time.perf_counter() - start
+    start = time.perf_counter()
+    for epoch in range(2, epochs + 2):
+        state, metrics = run_epoch(state, regimes, jnp.int32(epoch), data)
+    jax.block_until_ready(metrics)
+    seconds = time.perf_counter() - start
+    images = epochs * members * trainer.steps_per_epoch * config.batch_size
+    return images / seconds, warmup
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", choices=("digits", "resnet20", "resnet20star"), default="digits")
+    parser.add_argument("--cifar-dir", default=None)
+    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs after the warm-up epoch")
+    args = parser.parse_args(argv)
+
+    if args.config == "digits":
+        base = jq.TrainConfig()
+    else:
+        model = jq.RESNET20 if args.config == "resnet20" else jq.RESNET20_STAR
+        base = jq.TrainConfig(dataset="cifar10", data_dir=args.cifar_dir, model=model, batch_size=256,
+                              eval_batch_size=1000)
+    dataset = jq.load_dataset(base.dataset, base.data_dir)
+    device = jax.devices()[0]
+    print(f"device: {device.platform} ({device.device_kind}), jax {jax.__version__}; {args.config}, "
+          f"widths {base.model.stage_widths}, {base.model.blocks_per_stage} block(s)/stage, batch {base.batch_size}\n")
+    print("| quantizer | members | images/s (all members) | images/s per member | compile + first epoch (s) |")
+    print("|---|---|---|---|---|")
+    for kind in ("fp", "binary", "ternary"):
+        config = dataclasses.replace(base, model=dataclasses.replace(base.model, quant=jq.QuantConfig(kind)))
+        for members in (1, args.members):
+            rate, warmup = throughput(config, dataset, members, args.epochs)
+            print(f"| {kind} | {members} | {rate:,.0f} | {rate / members:,.0f} | {warmup:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
