@@ -79,11 +79,12 @@ def main(argv=None):
     drift = np.abs(np.stack(losses) - np.asarray(together.train_loss)).max(axis=0)  # [epochs]
 
     device = jax.devices()[0]
-    print(f"device: {device.platform} ({device.device_kind}), jax {jax.__version__}, {platform.processor() or platform.machine()}")
+    print(f"device: {device.platform} ({device.device_kind}), jax {jax.__version__}, "
+          f"{platform.processor() or platform.machine()}")
     print(f"config: {args.config}, model widths {config.model.stage_widths}, {config.model.blocks_per_stage} "
           f"block(s)/stage, batch {config.batch_size}, {steps} steps per member\n")
-    print(f"| K | vmapped (s) | sequential (s) | one run (s) | vmapped / one run | vmapped / sequential | "
-          f"compile vmapped (s) | compile one (s) |")
+    print("| K | vmapped (s) | sequential (s) | one run (s) | vmapped / one run | vmapped / sequential | "
+          "compile vmapped (s) | compile one (s) |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {args.members} | {vmapped_time:.2f} | {sequential_time:.2f} | {one_run:.2f} | "
           f"{vmapped_time / one_run:.2f}x | {vmapped_time / sequential_time:.2f}x | {vmapped_compile:.1f} | "

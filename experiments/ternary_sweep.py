@@ -148,48 +148,63 @@ def table_rows(study: Study, groups: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
-def markdown(study: Study, table: list[dict], groups: dict[str, list[dict]], compression: dict | None,
-             targets: list[str], params: int) -> str:
+def _table2_lines(table: list[dict]) -> list[str]:
     fp = next((row for row in table if row["name"] == "FP"), None)
-    lines = [
-        f"# Ternary sparsification study: {study.train.dataset}",
-        "",
-        f"Model: ResNet, {study.train.model.blocks_per_stage} block(s)/stage, widths "
-        f"{study.train.model.stage_widths}, {params:,} parameters; {study.train.epochs} epochs, batch "
-        f"{study.train.batch_size}; seeds {list(study.seeds)}. Growing regimes: Δ0 = {study.delta0:g}, "
-        f"reaching Δ_max at epoch {study.cap_epoch}. Accuracy is the final-epoch test accuracy (mean ± "
-        "std over seeds); peak is the best epoch's, as the paper's training-speed metric uses.",
-        "",
-        "| | Acc. (%) | Peak acc. (%) | Sparsity (%) | Entropy (bits/sym) | Acc. diff. (%) | Peak epoch |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    lines = ["| | Acc. (%) | Peak acc. (%) | Sparsity (%) | Entropy (bits/sym) | Acc. diff. (%) | Peak epoch |",
+             "|---|---|---|---|---|---|---|"]
     for row in table:
         diff = "–" if fp is None or row is fp else f"{100 * (row['final_accuracy'] - fp['final_accuracy']):+.2f}"
-        lines.append(
-            f"| {row['name']} | {_pct(row['final_accuracy'], row['final_accuracy_std'])} | "
-            f"{_pct(row['peak_accuracy'])} | {_pct(row['sparsity'])} | {_bits(row['entropy'])} | {diff} | "
-            f"{row['peak_epoch']:.0f} |"
-        )
-    if compression:
-        lines += ["", "## Compressed export (log regime, seed " f"{study.seeds[0]})", "",
-                  "| format | bits/weight | vs pooled entropy | file (bytes) |", "|---|---|---|---|"]
-        for fmt in jq.FORMATS:
-            lines.append(f"| {fmt} | {compression[fmt]:.4f} | {compression[fmt] / compression['entropy']:.3f}x | "
-                         f"{compression['files'][fmt]:,} |")
-        lines += ["", f"{compression['weights']:,} quantized weights; pooled entropy {compression['entropy']:.4f} "
-                  f"bits/weight, per-layer entropy {compression['layer_entropy']:.4f}; reloaded model accuracy "
-                  f"{100 * compression['reloaded_accuracy']:.2f}% (trained: {100 * compression['trained_accuracy']:.2f}%)."]
-    lines += ["", "## Targets", ""] + [f"- {line}" for line in targets]
-    lines += ["", "## All runs", "", "| quantizer | regime | Δ0 | M | Δ_max | seed | acc. (%) | peak (%) | "
-              "peak epoch | sparsity (%) | entropy |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        accuracy = _pct(row["final_accuracy"], row["final_accuracy_std"])
+        lines.append(f"| {row['name']} | {accuracy} | {_pct(row['peak_accuracy'])} | {_pct(row['sparsity'])} | "
+                     f"{_bits(row['entropy'])} | {diff} | {row['peak_epoch']:.0f} |")
+    return lines
+
+
+def _compression_lines(compression: dict, seed: int) -> list[str]:
+    lines = [f"## Compressed export (log regime, seed {seed})", "",
+             "| format | bits/weight | vs pooled entropy | vs per-layer entropy | file (bytes) |",
+             "|---|---|---|---|---|"]
+    for fmt in jq.FORMATS:
+        bits = compression[fmt]
+        lines.append(f"| {fmt} | {bits:.4f} | {bits / compression['entropy']:.3f}x | "
+                     f"{bits / compression['layer_entropy']:.3f}x | {compression['files'][fmt]:,} |")
+    lines += ["", f"{compression['weights']:,} quantized weights; pooled entropy {compression['entropy']:.4f} "
+              f"bits/weight, per-layer entropy {compression['layer_entropy']:.4f}. Accuracy of the model reloaded "
+              f"from the ANS file: {_pct(compression['reloaded_accuracy'])}% (trained: "
+              f"{_pct(compression['trained_accuracy'])}%)."]
+    return lines
+
+
+def _run_lines(groups: dict[str, list[dict]]) -> list[str]:
+    lines = ["| quantizer | regime | Δ0 | M | Δ_max | seed | acc. (%) | peak (%) | peak epoch | sparsity (%) | "
+             "entropy |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, rows in groups.items():
         for row in rows:
             delta = (f"{row['regime']} | {row['delta0']:g} | {row['m']:.4g} | {row['delta_max']:g}"
                      if kind == "ternary" else "– | – | – | –")
-            lines.append(
-                f"| {kind} | {delta} | {row['seed']} | {_pct(row['final_accuracy'])} | "
-                f"{_pct(row['peak_accuracy'])} | {row['peak_epoch']} | {_pct(row['sparsity'])} | {_bits(row['entropy'])} |"
-            )
+            lines.append(f"| {kind} | {delta} | {row['seed']} | {_pct(row['final_accuracy'])} | "
+                         f"{_pct(row['peak_accuracy'])} | {row['peak_epoch']} | {_pct(row['sparsity'])} | "
+                         f"{_bits(row['entropy'])} |")
+    return lines
+
+
+def markdown(study: Study, table: list[dict], groups: dict[str, list[dict]], compression: dict | None,
+             targets: list[str], params: int) -> str:
+    model = study.train.model
+    lines = [
+        f"# Ternary sparsification study: {study.train.dataset}",
+        "",
+        f"Model: ResNet, {model.blocks_per_stage} block(s)/stage, widths {model.stage_widths}, {params:,} "
+        f"parameters; {study.train.epochs} epochs, batch {study.train.batch_size}; seeds {list(study.seeds)}. "
+        f"Growing regimes: Δ0 = {study.delta0:g}, reaching Δ_max at epoch {study.cap_epoch}. Accuracy is the "
+        "final-epoch test accuracy (mean ± std over seeds); peak is the best epoch's and its epoch the "
+        "paper's training-speed metric.",
+        "",
+        *_table2_lines(table),
+    ]
+    if compression:
+        lines += ["", *_compression_lines(compression, study.seeds[0])]
+    lines += ["", "## Targets", "", *(f"- {line}" for line in targets), "", "## All runs", "", *_run_lines(groups)]
     return "\n".join(lines) + "\n"
 
 
@@ -213,8 +228,10 @@ def check_targets(table: list[dict], compression: dict | None) -> list[str]:
             verdict(log["final_accuracy"] > binary["final_accuracy"],
                     f"log-regime accuracy above binary {_pct(binary['final_accuracy'])}%")
     if compression:
-        ratio = compression["ans"] / compression["entropy"]
-        verdict(ratio <= 1.05, f"ANS-coded size {ratio:.3f}x the pooled entropy bound (<= 1.05)")
+        pooled = compression["ans"] / compression["entropy"]
+        layered = compression["ans"] / compression["layer_entropy"]
+        verdict(max(pooled, layered) <= 1.05, f"ANS-coded size {pooled:.3f}x the pooled entropy and {layered:.3f}x "
+                                              "the per-layer entropy bound (<= 1.05)")
     return lines
 
 

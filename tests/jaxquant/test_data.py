@@ -56,7 +56,8 @@ def write_fake_cifar(directory, images_per_batch=2):
     directory.mkdir()
     for index, name in enumerate(CIFAR10_FILES):
         # pixel value = channel * 100 + row (so the NHWC transpose can be checked)
-        channel_planes = [np.full((32, 32), 100 * c, np.uint8) + np.arange(32, dtype=np.uint8)[:, None] for c in range(3)]
+        rows = np.arange(32, dtype=np.uint8)[:, None]
+        channel_planes = [np.full((32, 32), 100 * c, np.uint8) + rows for c in range(3)]
         data = np.stack([np.stack(channel_planes).reshape(-1)] * images_per_batch)
         with open(directory / name, "wb") as handle:
             pickle.dump({b"data": data, b"labels": [index % 10] * images_per_batch}, handle)

@@ -80,7 +80,8 @@ def test_exported_model_reproduces_the_trained_accuracy(tmp_path, tiny_digits, t
     delta = float(trained_population.history.delta[-1, member])
     report = jq.export_model(tmp_path / "model.npz", variables, TINY.model, delta, fmt="ans")
     model, loaded = jq.load_model(tmp_path / "model.npz")
-    images = jq.normalize(jnp.asarray(tiny_digits.test_images), jnp.asarray(tiny_digits.mean), jnp.asarray(tiny_digits.std))
+    mean, std = jnp.asarray(tiny_digits.mean), jnp.asarray(tiny_digits.std)
+    images = jq.normalize(jnp.asarray(tiny_digits.test_images), mean, std)
     logits = jax.jit(lambda v, x: model.apply(v, x, train=False))(loaded, images)
     accuracy = float(jq.accuracy(logits, jnp.asarray(tiny_digits.test_labels)))
     assert accuracy == float(trained_population.history.test_accuracy[-1, member])
@@ -108,7 +109,9 @@ def test_load_model_restores_the_kernels_every_quantizer_computes_with(tmp_path,
     loaded_model, loaded = jq.load_model(tmp_path / "m.npz")
     assert loaded_model.config == dataclasses.replace(config, quant=dataclasses.replace(config.quant, kind="fp"))
     flat = jax.tree_util.tree_flatten_with_path(variables["params"])[0]
-    restored = {jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(loaded["params"])[0]}
+    restored = {
+        jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(loaded["params"])[0]
+    }
     for path, leaf in flat:
         name = jax.tree_util.keystr(path)
         if name.endswith("['latent_kernel']"):

@@ -40,7 +40,8 @@ def test_parameter_counts(config, expected):
 
 
 def test_resnet20_star_is_two_blocks_at_inflation_five():
-    assert (RESNET20_STAR.blocks_per_stage, RESNET20_STAR.inflation, RESNET20_STAR.stage_widths) == (2, 5, (80, 160, 320))
+    star = RESNET20_STAR
+    assert (star.blocks_per_stage, star.inflation, star.stage_widths) == (2, 5, (80, 160, 320))
 
 
 def test_forward_shapes_and_batch_stats():

@@ -96,8 +96,13 @@ def test_fit_validates_its_inputs(tiny_digits):
 
 @pytest.mark.parametrize(
     "changes, message",
-    [({"epochs": 0}, "epochs"), ({"dataset": "mnist"}, "unknown dataset"), ({"lr_epochs": (1, 2, 3, 4, 5)}, "start at 0"),
-     ({"learning_rates": (1e-3,)}, "equal length"), ({"regime": "cubic"}, "unknown Δ regime")],
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"dataset": "mnist"}, "unknown dataset"),
+        ({"lr_epochs": (1, 2, 3, 4, 5)}, "start at 0"),
+        ({"learning_rates": (1e-3,)}, "equal length"),
+        ({"regime": "cubic"}, "unknown Δ regime"),
+    ],
 )
 def test_train_config_validation(changes, message):
     with pytest.raises(ValueError, match=message):
