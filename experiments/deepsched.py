@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
 import jaxsched
 from jaxsched.batch import pad_problem
-from jaxsched.deepsched import NeuralScheduler, configs, fit, load_or_build
+from jaxsched.deepsched import DeepSchedNet, NeuralScheduler, configs, fit, load_or_build, problem_features
 from jaxsched.deepsched.configs import VARIANTS
 from jaxsched.deepsched.data import Split, training_problem
+from jaxsched.deepsched.features import bucket_shape
 from jaxsched.metrics import average_turnaround
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
@@ -45,6 +47,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", default="results/deepsched/data")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--main", choices=VARIANTS, default="feedback", help="variant of the main table")
+    parser.add_argument(
+        "--no-ablation", action="store_true", help="skip the feedback variant trained without its EFT prior"
+    )
     parser.add_argument("--epochs", type=int, help="override the config's epochs")
     parser.add_argument("--eval-count", type=int, default=16, help="instances per split, generator and size")
     parser.add_argument("--samples", type=int, default=32, help="assignments drawn by the sampling decoder")
@@ -154,6 +159,18 @@ def group(records: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     return groups
 
 
+def eft_rule(config) -> NeuralScheduler:
+    """The feedback variant's prior alone (every learned weight zero): HEFT's earliest-finish rule on
+    the partial schedule, the baseline that training has to improve on."""
+    model_config = dataclasses.replace(config.model, variant="feedback")
+    model = DeepSchedNet(model_config)
+    problem = training_problem(config.data, 8, np.random.default_rng(0))
+    features = problem_features(problem, *bucket_shape(problem))
+    params = jax.tree.map(jnp.zeros_like, jax.jit(model.init)(jax.random.key(0), features))
+    params["params"]["eft_sharpness"] = jnp.asarray(model_config.eft_prior, jnp.float32)
+    return NeuralScheduler(config.replace(model={"variant": "feedback"}), params)
+
+
 def timing(schedulers: dict[str, NeuralScheduler], config, args: argparse.Namespace) -> list[dict]:
     """Seconds to schedule one instance of the training generator at each size with
     `args.timing_procs` processors: NumPy HEFT, the GA (JAX, 10 generations, up to
@@ -166,6 +183,8 @@ def timing(schedulers: dict[str, NeuralScheduler], config, args: argparse.Namesp
         if not args.no_ga and size <= args.timing_ga_max:
             row["ga"] = _ga_time(problem)
         for variant, scheduler in schedulers.items():
+            if variant not in args.variants:
+                continue  # ablations cost the same as their variant
             if problem.num_tasks <= scheduler.config.model.max_tasks and problem.num_procs <= scheduler.config.model.max_procs:
                 scheduler.schedule(problem)  # compile
                 row[variant] = _best_time(lambda: scheduler.schedule(problem))
@@ -286,12 +305,16 @@ def main(argv: Sequence[str] | None = None) -> dict:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     splits = load_or_build(config.data, args.data_dir)
+    runs = {variant: {"variant": variant} for variant in args.variants}
+    if "feedback" in args.variants and not args.no_ablation:
+        runs["feedback-noprior"] = {"variant": "feedback", "eft_prior": 0.0}
     schedulers = {}
-    for variant in args.variants:
-        variant_config = config.replace(model={"variant": variant})
-        checkpoint_dir = workdir / "checkpoints" / variant
-        fit(variant_config, splits["train"].data, splits["val"].data, checkpoint_dir)
-        schedulers[variant] = NeuralScheduler.load(checkpoint_dir)
+    for name, model_fields in runs.items():
+        checkpoint_dir = workdir / "checkpoints" / name
+        fit(config.replace(model=model_fields), splits["train"].data, splits["val"].data, checkpoint_dir)
+        schedulers[name] = NeuralScheduler.load(checkpoint_dir)
+    if "feedback" in args.variants:
+        schedulers["eft-rule"] = eft_rule(config)
     main_variant = args.main if args.main in schedulers else args.variants[0]
     records = evaluate(schedulers, splits, evaluation_sets(splits, args.eval_count), args)
     results = {

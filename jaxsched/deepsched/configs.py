@@ -23,6 +23,8 @@ class ModelConfig:
       (as "dag", plus `graph_layers` message-passing layers over the edges) or "feedback" (as "dag",
       but decoded one task at a time in upward-rank order, each decision seeing the earlier ones
       through per-processor load and communication features; trained with teacher forcing).
+    eft_prior: feedback variant only: initial weight of the prior that prefers the processor with the
+      earliest finish (HEFT's rule); 0 trains the network from scratch (the ablation).
     recurrence: the task encoder's bidirectional layer: "gru" (the paper's) or "mingru" (a GRU
       with input-only gates, computed by a parallel scan: much faster on 10,000-task problems).
     max_tasks, max_procs: the largest problem `NeuralScheduler` accepts. No parameter depends on
@@ -33,6 +35,7 @@ class ModelConfig:
     recurrence: str = "gru"
     hidden: int = 32
     graph_layers: int = 2
+    eft_prior: float = 10.0
     max_tasks: int = 16384
     max_procs: int = 256
 
@@ -122,7 +125,7 @@ def full() -> DeepSchedConfig:
 def test() -> DeepSchedConfig:
     """Seconds-long configuration for the test suite."""
     return DeepSchedConfig(
-        model=ModelConfig(hidden=16, graph_layers=1, max_tasks=64, max_procs=8),
+        model=ModelConfig(hidden=8, graph_layers=1, max_tasks=64, max_procs=8),
         data=DataConfig(num_procs=4, sizes=(8, 12), num_train=32, num_val=8, num_test=8, num_ood=4),
         train=TrainConfig(epochs=3, batch_size=8, learning_rate=3e-3, decay_every=2, num_seeds=2),
     )

@@ -175,8 +175,11 @@ def padded_shape(problems: Sequence[Problem]) -> tuple[int, int, int, int]:
     )
 
 
+FORMAT = 2  # bump when the saved arrays change, so that old caches are not read
+
+
 def _config_hash(config: DataConfig) -> str:
-    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    text = json.dumps({"format": FORMAT, **dataclasses.asdict(config)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -210,8 +213,7 @@ def load_problems(path: str | os.PathLike) -> list[Problem]:
 def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True) -> dict[str, Split]:
     """Every split of `config`'s dataset, read from `directory` or built (HEFT-labelled) and saved there.
 
-    "train", "val" and "test" share one padded shape (so one compilation serves them all); "ood"
-    has its own.
+    All splits share one padded shape, so one compilation serves them all.
     """
     root = Path(directory) / _config_hash(config)
     done = root / "complete"
@@ -219,12 +221,10 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
         root.mkdir(parents=True, exist_ok=True)
         (root / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True))
         drawn = {split: generate_problems(config, split) for split in tqdm(SPLITS, desc="generating", disable=not progress)}
-        in_distribution = drawn["train"][0] + drawn["val"][0] + drawn["test"][0]
-        shapes = {split: padded_shape(in_distribution) for split in ("train", "val", "test")}
-        shapes["ood"] = padded_shape(drawn["ood"][0])
+        shape = padded_shape([p for problems, _, _ in drawn.values() for p in problems])
         for split, (problems, kinds, sizes) in drawn.items():
             save_problems(root / f"{split}_problems.npz", problems)
-            data = label(problems, *shapes[split], progress=progress)
+            data = label(problems, *shape, progress=progress)
             np.savez_compressed(root / f"{split}_data.npz", *data.features, *data.labels, kinds=kinds, sizes=sizes)
         done.write_text("ok\n")
     splits = {}

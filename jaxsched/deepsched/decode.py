@@ -86,7 +86,8 @@ class NeuralScheduler:
         config = DeepSchedConfig.from_json(json.dumps(restored.meta["config"]))
         if seed is None:
             seed = int(np.argmin(restored.meta["history"][-1]["val_loss"]))
-        params = jax.tree.map(lambda x: jnp.asarray(x[seed]), restored.state["params"])
+        # Through the host, so that loaded and in-memory parameters share compiled functions.
+        params = jax.tree.map(lambda x: jnp.asarray(np.asarray(x[seed])), restored.state["params"])
         return cls(config, params)
 
     def check(self, problem: Problem) -> None:

@@ -28,7 +28,9 @@ import jax.numpy as jnp
 import jraph
 
 from jaxsched.deepsched.configs import ModelConfig
-from jaxsched.deepsched.features import PAPER_PROC_FEATURES, PAPER_TASK_FEATURES, TASK_FEATURES, Features
+from jaxsched.deepsched import feedback
+from jaxsched.deepsched.feedback import STATE_FEATURES
+from jaxsched.deepsched.features import PAPER_PROC_FEATURES, PAPER_TASK_FEATURES, Features
 
 MASKED_LOGIT = -1e9  # logit of a padded processor: exp underflows to exactly 0 in float32
 
@@ -155,85 +157,7 @@ def pair_features(comp: jax.Array, proc_mask: jax.Array) -> jax.Array:
     return jnp.stack([comp, excess], axis=-1)
 
 
-STATE_FEATURES = ("eft", "eft_excess", "wait", "transfer", "idle")
 _EFT_EXCESS = STATE_FEATURES.index("eft_excess")
-EFT_PRIOR = 10.0  # initial weight of -eft_excess: the untrained feedback network starts near HEFT's rule
-_ARRIVAL = TASK_FEATURES.index("arrival")
-_MEAN_COMP = TASK_FEATURES.index("comp_mean")
-
-
-class PartialSchedule(NamedTuple):
-    """The feedback variant's view of its earlier decisions: an append-only list schedule (each
-    task after the last one of its processor), in units of time_scale."""
-
-    avail: jax.Array  # [P] when each processor becomes free
-    work: jax.Array  # [P] total execution time placed on each processor
-    proc: jax.Array  # [T + 1] int32 processor of each decided task (slot T: padded predecessor)
-    finish: jax.Array  # [T + 1] finish time of each decided task
-
-
-def _empty_schedule(features: Features) -> PartialSchedule:
-    num_tasks, num_procs = features.comp.shape
-    dtype = features.comp.dtype
-    zeros = jnp.zeros(num_procs, dtype)
-    return PartialSchedule(zeros, zeros, jnp.zeros(num_tasks + 1, jnp.int32), jnp.zeros(num_tasks + 1, dtype))
-
-
-def typical_duration(features: Features) -> jax.Array:
-    """[] mean execution time of the problem's tasks (/ time_scale), the unit of `state_features`."""
-    mask = features.task_mask.astype(features.task.dtype)
-    return jnp.maximum((features.task[:, _MEAN_COMP] * mask).sum() / jnp.maximum(mask.sum(), 1), 1e-6)
-
-
-def state_features(features: Features, partial: PartialSchedule, task: jax.Array) -> jax.Array:
-    """[P, 5] what placing `task` on each processor means after the earlier decisions: the earliest
-    finish eft = max(avail, ready) + comp (/ time_scale), where avail is when the processor is free
-    and ready when the task's inputs can be there; and, in typical task durations, eft's excess over
-    the best processor's, the wait for the processor (avail - ready)+, the transfer delay (ready
-    minus the earliest ready over processors) and the processor's idle time so far (avail - work:
-    the room that the final, insertion-based list schedule may fill). 0 on padded processors."""
-    num_tasks, num_procs = features.comp.shape
-    preds = features.pred[task]  # [K]
-    crossing = partial.proc[preds][:, None] != jnp.arange(num_procs, dtype=jnp.int32)[None, :]  # [K, P]
-    arrive = partial.finish[preds][:, None] + features.pred_data[task][:, None] * crossing.astype(partial.finish.dtype)
-    arrive = jnp.where((preds < num_tasks)[:, None], arrive, jnp.zeros((), arrive.dtype))
-    ready = jnp.maximum(arrive.max(axis=0), features.task[task, _ARRIVAL])
-    eft = jnp.maximum(partial.avail, ready) + features.comp[task]
-
-    def excess(values):
-        return (values - jnp.where(features.proc_mask, values, jnp.inf).min()) / typical_duration(features)
-
-    unit = typical_duration(features)
-    wait = jnp.maximum(partial.avail - ready, 0) / unit
-    idle = (partial.avail - partial.work) / unit
-    state = jnp.stack([eft, excess(eft), wait, excess(ready), idle], axis=-1)
-    return _masked(state, features.proc_mask)
-
-
-def _place(features: Features, partial: PartialSchedule, task: jax.Array, choice: jax.Array, state: jax.Array) -> PartialSchedule:
-    """Appends `task` to processor `choice` (padded tasks change nothing)."""
-    real = features.task_mask[task]
-    finish = state[choice, STATE_FEATURES.index("eft")]
-    return PartialSchedule(
-        avail=partial.avail.at[choice].set(jnp.where(real, finish, partial.avail[choice])),
-        work=partial.work.at[choice].add(jnp.where(real, features.comp[task, choice], jnp.zeros((), finish.dtype))),
-        proc=partial.proc.at[task].set(choice),
-        finish=partial.finish.at[task].set(finish),
-    )
-
-
-def teacher_state(features: Features, proc: jax.Array) -> jax.Array:
-    """[T, P, len(STATE_FEATURES)] `state_features` of every task when the tasks before it in upward-rank order went
-    to `proc` (HEFT's choices when training: teacher forcing). The same state machine as decoding,
-    so training and decoding see identical features for identical decisions."""
-    features = jax.tree.map(jnp.asarray, features)
-
-    def step(partial, task):
-        state = state_features(features, partial, task)
-        return _place(features, partial, task, proc[task].astype(jnp.int32), state), state
-
-    _, states = jax.lax.scan(step, _empty_schedule(features), features.rank_order)
-    return jnp.zeros_like(states).at[features.rank_order].set(states)
 
 
 class Encoding(NamedTuple):
@@ -245,26 +169,6 @@ class Encoding(NamedTuple):
     machines: jax.Array  # [P, H]
 
 
-def feedback_decode(features: Features, encoding: Encoding, key: jax.Array | None, temperature: jax.Array) -> jax.Array:
-    """[T] processors chosen one task at a time in upward-rank order, each seeing the earlier choices
-    through `state_features`: the argmax (key None) or a draw from softmax(logits / temperature)."""
-    features = jax.tree.map(jnp.asarray, features)
-    num_tasks = features.comp.shape[0]
-    keys = jax.random.split(jax.random.key(0) if key is None else key, num_tasks)
-
-    def step(partial, task):
-        state = state_features(features, partial, task)  # [P, len(STATE_FEATURES)]
-        logits = encoding.logits[task] + state @ encoding.state_weights[task]
-        if key is None:
-            choice = jnp.argmax(logits).astype(jnp.int32)
-        else:
-            choice = jax.random.categorical(keys[task], logits / temperature).astype(jnp.int32)
-        return _place(features, partial, task, choice, state), None
-
-    partial, _ = jax.lax.scan(step, _empty_schedule(features), features.rank_order)
-    return partial.proc[:num_tasks]
-
-
 class DeepSchedNet(nn.Module):
     """Processor logits for every (task, processor) pair and start/finish predictions of one problem.
 
@@ -272,13 +176,13 @@ class DeepSchedNet(nn.Module):
     the pair features x_tp (`pair_features`). The classifier is a linear kernel-1 Conv1D along the
     processor axis of that stack, with the weights of the pair features conditioned on the task:
     logit_tp = w . (u_t * v_p) + a(u_t) . x_tp + c . v_p. Computed as a matrix product, it costs a
-    few operations per pair, which keeps 10,000 tasks x 188 processors cheap. The "feedback" variant
-    adds (b(u_t) - k e) . s_tp, with s_tp the `state_features` of the earlier decisions
-    (`PartialSchedule`) and k e a learned prior on the earliest-finish excess (initially EFT_PRIOR):
-    before training it already prefers the processor that finishes the task first, as HEFT does, and
-    training learns when HEFT does otherwise (insertion into idle gaps, lookahead through the ranks). The regressor is a
-    small Conv1D over the tasks' stacks at one processor per task: HEFT's when training, the chosen
-    one when decoding.
+    few operations per pair, which keeps 10,000 tasks x 188 processors cheap.
+
+    The "feedback" variant adds (b(u_t) - k e) . s_tp, where s_tp are the `feedback.state_features`
+    of the earlier decisions and k e a learned prior on the earliest-finish excess (k starts at
+    `ModelConfig.eft_prior`): before training it prefers the processor that finishes the task first,
+    as HEFT does. The regressor is a small Conv1D over the tasks' stacks at one processor per task:
+    HEFT's when training, the chosen one when decoding.
     """
 
     config: ModelConfig
@@ -295,7 +199,7 @@ class DeepSchedNet(nn.Module):
         self.classifier_proc = nn.Dense(1, use_bias=False)
         if self.config.variant == "feedback":
             self.classifier_state = nn.Dense(len(STATE_FEATURES))
-            self.eft_sharpness = self.param("eft_sharpness", nn.initializers.constant(EFT_PRIOR), ())
+            self.eft_sharpness = self.param("eft_sharpness", nn.initializers.constant(self.config.eft_prior), ())
         self.regressor_hidden = nn.Conv(hidden, kernel_size=(1,))
         self.regressor_out = nn.Conv(2, kernel_size=(1,))
 
@@ -336,12 +240,16 @@ class DeepSchedNet(nn.Module):
         """Logits and times given every task's processor `proc` (teacher forcing), or the greedy
         decision when None."""
         encoding = self.encode(features)
-        feedback = self.config.variant == "feedback"
+        stateful = self.config.variant == "feedback"
         if proc is None:
-            proc = feedback_decode(features, encoding, None, jnp.ones(())) if feedback else jnp.argmax(encoding.logits, 1)
+            if stateful:
+                proc = feedback.decode(features, encoding.logits, encoding.state_weights, None, jnp.ones(()))
+            else:
+                proc = jnp.argmax(encoding.logits, axis=1)
         logits = encoding.logits
-        if feedback:
-            logits = logits + jnp.einsum("tpf,tf->tp", teacher_state(features, proc), encoding.state_weights)
+        if stateful:
+            states = feedback.teacher_state(features, proc)
+            logits = logits + jnp.einsum("tpf,tf->tp", states, encoding.state_weights)
         return Prediction(logits=logits, times=self.regress(features, encoding, proc))
 
     def sample(self, features: Features, key: jax.Array, temperature: jax.Array, samples: int) -> jax.Array:
@@ -350,8 +258,10 @@ class DeepSchedNet(nn.Module):
         encoding = self.encode(features)
         keys = jax.random.split(key, samples - 1)
         if self.config.variant == "feedback":
-            greedy = feedback_decode(features, encoding, None, temperature)
-            drawn = jax.vmap(lambda k: feedback_decode(features, encoding, k, temperature))(keys)
+            def run(key):
+                return feedback.decode(features, encoding.logits, encoding.state_weights, key, temperature)
+
+            greedy, drawn = run(None), jax.vmap(run)(keys)
         else:
             greedy = jnp.argmax(encoding.logits, axis=1).astype(jnp.int32)
             drawn = jax.vmap(lambda k: jax.random.categorical(k, encoding.logits / temperature, axis=1))(keys)

@@ -137,23 +137,24 @@ def _to_saved(state: TrainState) -> dict:
 
 
 def checkpoint_manager(directory: str | Path) -> ocp.CheckpointManager:
-    """Orbax manager of `directory` (absolute path), keeping the last two epochs."""
-    return ocp.CheckpointManager(
-        Path(directory).absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True)
-    )
+    """Orbax manager of `directory` (absolute path), keeping the last two epochs. Saving is
+    synchronous: an epoch's checkpoint is complete before the next epoch starts."""
+    options = ocp.CheckpointManagerOptions(max_to_keep=2, create=True, enable_async_checkpointing=False)
+    return ocp.CheckpointManager(Path(directory).absolute(), options=options)
 
 
 @functools.lru_cache(maxsize=16)
 def _seed_vmapped(config: DeepSchedConfig, num_train: int, treedef, signature: tuple):
-    """Jitted init / epoch / evaluate vmapped over seeds, cached per configuration (epochs aside) and
-    per data shape, so that resuming or refitting in one process does not compile again."""
+    """Jitted init and (epoch, then validation) vmapped over seeds, cached per configuration (epochs
+    aside) and per data shape, so that resuming or refitting in one process does not compile again."""
     example = jax.tree.unflatten(treedef, [np.zeros((1,) + shape, dtype) for shape, dtype in signature])
     fns = make_train_fns(config, num_train, example)
-    return (
-        jax.jit(jax.vmap(fns.init)),
-        jax.jit(jax.vmap(fns.epoch, in_axes=(0, None))),
-        jax.jit(jax.vmap(fns.evaluate, in_axes=(0, None))),
-    )
+
+    def epoch_and_validate(state: TrainState, train_set: LabelledSet, val_set: LabelledSet):
+        state, train_metrics = fns.epoch(state, train_set)
+        return state, train_metrics, fns.evaluate(state.params, val_set)
+
+    return jax.jit(jax.vmap(fns.init)), jax.jit(jax.vmap(epoch_and_validate, in_axes=(0, None, None)))
 
 
 def fit(
@@ -171,7 +172,7 @@ def fit(
     num_train = int(train_set.labels.proc.shape[0])
     leaves, treedef = jax.tree.flatten(train_set)
     signature = tuple((leaf.shape[1:], np.dtype(leaf.dtype).name) for leaf in leaves)
-    init, epoch, evaluate = _seed_vmapped(config.replace(train={"epochs": 0}), num_train, treedef, signature)
+    init, epoch = _seed_vmapped(config.replace(train={"epochs": 0}), num_train, treedef, signature)
     keys = jax.random.split(jax.random.key(seed), config.train.num_seeds)
     train_set, val_set = jax.tree.map(jnp.asarray, train_set), jax.tree.map(jnp.asarray, val_set)
     state = init(keys)
@@ -185,14 +186,15 @@ def fit(
                     state=ocp.args.StandardRestore(_to_saved(state)), meta=ocp.args.JsonRestore()
                 ),
             )
-            saved = restored.state
+            # Through the host: restored arrays are committed to a device, fresh ones are not, and
+            # jit would compile the epoch again for them.
+            saved = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), restored.state)
             state = TrainState(saved["params"], saved["opt_state"], jax.random.wrap_key_data(saved["key"]), saved["epoch"])
             history = restored.meta["history"]
         start = len(history)
         bar = tqdm(range(start, config.train.epochs), desc=f"training {config.model.variant}", disable=not progress, initial=start, total=config.train.epochs)
         for _ in bar:
-            state, train_metrics = epoch(state, train_set)
-            val_metrics = evaluate(state.params, val_set)
+            state, train_metrics, val_metrics = epoch(state, train_set, val_set)
             record = {f"train_{k}": np.asarray(v).tolist() for k, v in train_metrics._asdict().items()}
             record.update({f"val_{k}": np.asarray(v).tolist() for k, v in val_metrics._asdict().items()})
             history.append(record)

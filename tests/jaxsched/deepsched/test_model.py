@@ -1,5 +1,7 @@
 """The network: shapes, masks, padding invariance, MinGRU, and the feedback state machine."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,28 +9,29 @@ import pytest
 
 from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import problem_features, time_scale
-from jaxsched.deepsched.model import (
-    MASKED_LOGIT,
-    STATE_FEATURES,
-    DeepSchedNet,
-    MinGRU,
-    feedback_decode,
-    teacher_state,
-)
+import jaxsched
+from jaxsched.deepsched.feedback import GAP_SLOTS, STATE_FEATURES, decode, teacher_state
+from jaxsched.deepsched.model import MASKED_LOGIT, DeepSchedNet, MinGRU
 from jaxsched.generate import cloudsim, random_dag
-from jaxsched.heft import mean_communication
+from tests.jaxsched.problems import topcuoglu_example
 
 SMALL, LARGE = (24, 4, 64, 8), (40, 8, 128, 16)  # (T, P, E, K) paddings of one problem
 
 
-@pytest.fixture(scope="module")
-def problem():
-    return cloudsim(20, 4, seed=1)
+PROBLEM = cloudsim(20, 4, seed=1)
+FEEDBACK = ModelConfig(variant="feedback", recurrence="gru", hidden=8, graph_layers=1)
 
 
-# Every layer kind is covered by the fast pairs (GRU, MinGRU, message passing, feedback state); the
-# rest run with -m slow.
-FAST = [("gnn", "gru"), ("feedback", "mingru")]
+@functools.lru_cache
+def network(config: ModelConfig):
+    """(model, parameters, jitted apply) of a configuration, built once per test session."""
+    model = DeepSchedNet(config)
+    return model, jax.jit(model.init)(jax.random.key(0), problem_features(PROBLEM, *SMALL)), jax.jit(model.apply)
+
+
+# The fast pair covers the GRU's padded reverse pass and the feedback state; MinGRU masking is checked
+# against the sequential recurrence below; every other combination runs with -m slow.
+FAST = [("feedback", "gru")]  # = FEEDBACK, shared with the tests below
 COMBINATIONS = [
     pytest.param(v, r, marks=() if (v, r) in FAST else pytest.mark.slow)
     for v in ("paper", "dag", "gnn", "feedback")
@@ -37,11 +40,9 @@ COMBINATIONS = [
 
 
 @pytest.mark.parametrize("variant, recurrence", COMBINATIONS)
-def test_padding_does_not_change_outputs_for_real_tasks(problem, variant, recurrence):
-    model = DeepSchedNet(ModelConfig(variant=variant, recurrence=recurrence, hidden=8, graph_layers=1))
-    small, large = problem_features(problem, *SMALL), problem_features(problem, *LARGE)
-    params = jax.jit(model.init)(jax.random.key(0), small)
-    apply = jax.jit(model.apply)
+def test_padding_does_not_change_outputs_for_real_tasks(variant, recurrence):
+    _, params, apply = network(ModelConfig(variant=variant, recurrence=recurrence, hidden=8, graph_layers=1))
+    small, large = problem_features(PROBLEM, *SMALL), problem_features(PROBLEM, *LARGE)
     out_small, out_large = apply(params, small), apply(params, large)
     assert out_small.logits.shape == (24, 4) and out_small.times.shape == (24, 2)
     assert out_large.logits.shape == (40, 8)
@@ -67,47 +68,49 @@ def test_mingru_equals_the_sequential_recurrence(reverse):
     np.testing.assert_allclose(module.apply(params, x, mask), jnp.stack(expected), atol=1e-6)
 
 
-def _append_only_eft(problem, proc):
-    """Independent reference: earliest finish of each task on each processor when the tasks before
-    it in upward-rank order sit on `proc`, each after the last task of its processor."""
-    from jaxsched.heft import priority_order, upward_rank
-
-    comm = mean_communication(problem)
-    avail = np.zeros(problem.num_procs)
-    finish = np.zeros(problem.num_tasks)
-    eft = np.zeros((problem.num_tasks, problem.num_procs))
-    for task in priority_order(problem, upward_rank(problem)):
-        ready = np.full(problem.num_procs, problem.arrival[task])
-        for e in np.flatnonzero(problem.dst == task):
-            u = problem.src[e]
-            arrive = finish[u] + comm[e] * (np.arange(problem.num_procs) != proc[u])
-            ready = np.maximum(ready, arrive)
-        eft[task] = np.maximum(avail, ready) + problem.comp[task]
-        finish[task] = eft[task, proc[task]]
-        avail[proc[task]] = finish[task]
-    return eft
-
-
-def test_teacher_state_matches_an_independent_list_schedule():
-    problem = random_dag(18, 3, ccr=2.0, seed=5)
-    proc = np.random.default_rng(0).integers(0, 3, 18)
-    features = problem_features(problem, 24, 4, 64, 16)
-    state = jax.jit(teacher_state)(features, jnp.asarray(np.concatenate([proc, np.zeros(6, int)]), jnp.int32))
-    eft = np.asarray(state[:18, :3, STATE_FEATURES.index("eft")]) * time_scale(problem)
-    np.testing.assert_allclose(eft, _append_only_eft(problem, proc), rtol=1e-5)
+def test_teacher_state_matches_the_exact_list_schedule_while_gaps_fit_in_memory():
+    """With at most GAP_SLOTS tasks per processor no gap is forgotten, so the partial schedule is the
+    exact insertion-based list schedule: the eft at each task's own processor is its finish time in
+    `simulate` (upward-rank order), an independent NumPy reference."""
+    problem = random_dag(12, 3, ccr=2.0, seed=5)
+    proc = np.random.default_rng(0).permutation(np.arange(12) % 3)
+    assert np.bincount(proc).max() <= GAP_SLOTS
+    expected = jaxsched.simulate(problem, proc, jaxsched.upward_rank(problem))
+    features = problem_features(problem, 16, 4, 64, 16)
+    state = jax.jit(teacher_state)(features, jnp.asarray(np.concatenate([proc, np.zeros(4, int)]), jnp.int32))
+    eft = np.asarray(state[np.arange(12), proc, STATE_FEATURES.index("eft")]) * time_scale(problem)
+    np.testing.assert_allclose(eft, expected.finish, rtol=1e-5)
     assert not np.asarray(state[:, 3:]).any()
 
 
-def test_feedback_decode_sees_the_same_state_as_teacher_forcing(problem):
+@pytest.fixture(scope="module")
+def feedback_model():
+    """Parameters of the FEEDBACK network and one jitted function returning (sequential greedy
+    decode, logits teacher-forced with those choices)."""
+    model, params, _ = network(FEEDBACK)
+
+    @jax.jit
+    def decode_and_force(params, features):
+        encoding = model.apply(params, features, method=DeepSchedNet.encode)
+        proc = decode(features, encoding.logits, encoding.state_weights, None, jnp.ones(()))
+        return proc, model.apply(params, features, proc).logits
+
+    return params, decode_and_force
+
+
+def test_feedback_decode_sees_the_same_state_as_teacher_forcing(feedback_model):
     """The greedy sequential decode picks the argmax of the teacher-forced logits of its own choices."""
-    model = DeepSchedNet(ModelConfig(variant="feedback", hidden=8))
-    features = problem_features(problem, *SMALL)
-    params = jax.jit(model.init)(jax.random.key(2), features)
-    encoding = jax.jit(lambda p, f: model.apply(p, f, method=DeepSchedNet.encode))(params, features)
-    proc = jax.jit(feedback_decode)(features, encoding, None, jnp.ones(()))
-    forced = jax.jit(model.apply)(params, features, proc)
-    np.testing.assert_array_equal(np.argmax(forced.logits, axis=1)[:20], proc[:20])
-    sample = jax.jit(lambda p, f, k: model.apply(p, f, k, jnp.ones(()), 4, method=DeepSchedNet.sample))
-    drawn = sample(params, features, jax.random.key(3))
-    assert drawn.shape == (4, 24) and np.all(np.asarray(drawn[:, :20]) < 4)
-    np.testing.assert_array_equal(drawn[0], proc)
+    params, decode_and_force = feedback_model
+    proc, forced_logits = decode_and_force(params, problem_features(PROBLEM, *SMALL))
+    np.testing.assert_array_equal(np.argmax(forced_logits, axis=1)[:20], proc[:20])
+
+
+def test_untrained_feedback_prior_follows_heft_on_the_published_example(feedback_model):
+    """With only the EFT prior (every learned weight zero), the greedy decode reproduces HEFT's
+    processors on Topcuoglu et al.'s example (no gap is forgotten at this size)."""
+    params, decode_and_force = feedback_model
+    prior_only = jax.tree.map(jnp.zeros_like, params)
+    prior_only["params"]["eft_sharpness"] = params["params"]["eft_sharpness"]
+    problem = topcuoglu_example()
+    proc, _ = decode_and_force(prior_only, problem_features(problem, *SMALL))
+    np.testing.assert_array_equal(proc[:10], jaxsched.heft(problem).proc)

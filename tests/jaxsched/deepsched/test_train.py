@@ -46,6 +46,16 @@ def test_resume_after_interruption_continues_exactly(trained, splits, tmp_path):
     _assert_trees_equal(resumed.state.opt_state, uninterrupted.state.opt_state)
 
 
+def test_train_is_a_pure_function_of_the_key_that_vmaps(trained, splits):
+    """PureJaxRL style: jax.vmap(train) over keys traces (no compilation here; the numbers are
+    compared with fit in the slow test below)."""
+    config, _, _ = trained
+    keys = jax.random.split(jax.random.key(0), 3)
+    state, metrics = jax.eval_shape(jax.vmap(make_train(config, splits["train"].data)), keys)
+    assert metrics.loss.shape == (3, config.train.epochs) and state.epoch.shape == (3,)
+
+
+@pytest.mark.slow
 def test_jitted_vmapped_train_matches_fit(trained, splits):
     config, _, result = trained
     keys = jax.random.split(jax.random.key(0), config.train.num_seeds)  # fit's keys for seed=0
