@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsched
-from jaxsched import ga
+from jaxsched.ga import GAConfig, GAState, breed, fitness_of, generation, numpy_draws, population_fitness
 from jaxsched.generate import random_dag
 
 
@@ -42,28 +42,28 @@ def main():
     args = parser.parse_args()
 
     problem = random_dag(args.tasks, args.procs, integer=True, seed=0)
-    config = ga.GAConfig(population=args.population, generations=1)
+    config = GAConfig(population=args.population, generations=1)
     rng = np.random.default_rng(0)
     proc = rng.integers(0, problem.num_procs, (config.population, problem.num_tasks))
     priority = rng.random((config.population, problem.num_tasks)).astype(np.float32)
 
     def numpy_fitness(proc, priority):
         return np.array([
-            ga.fitness_of(problem, jaxsched.simulate(problem, p, q), config.objective) for p, q in zip(proc, priority)
+            fitness_of(problem, jaxsched.simulate(problem, p, q), config.objective) for p, q in zip(proc, priority)
         ])
 
     fitness = numpy_fitness(proc, priority)
-    draws = ga.numpy_draws(rng, config, problem.num_tasks, problem.num_procs)
+    draws = numpy_draws(rng, config, problem.num_tasks, problem.num_procs)
 
     def numpy_generation():
-        return numpy_fitness(*ga.breed(np, proc, priority, fitness, draws, config.elite))
+        return numpy_fitness(*breed(np, proc, priority, fitness, draws, config.elite))
 
     padded = jax.device_put(jaxsched.pad_problem(problem))
-    state = ga.GAState(
+    state = GAState(
         jnp.asarray(proc, jnp.int32), jnp.asarray(priority), jnp.asarray(fitness, jnp.float32), jnp.zeros((), bool)
     )
     capacity = args.capacity
-    step = jax.jit(ga.generation, static_argnames=("config", "capacity"))
+    step = jax.jit(generation, static_argnames=("config", "capacity"))
     key = jax.random.key(0)
     t0 = time.perf_counter()
     jax.block_until_ready(step(padded, state, key, config, capacity))
@@ -72,7 +72,7 @@ def main():
     numpy_s = _best_time(numpy_generation, args.repeats)
     jax_s = _best_time(lambda: jax.block_until_ready(step(padded, state, key, config, capacity)), args.repeats)
     overflow = bool(step(padded, state, key, config, capacity).overflow)
-    jax_fitness, _ = ga.population_fitness(padded, state.proc, state.priority, config.objective, capacity)
+    jax_fitness, _ = population_fitness(padded, state.proc, state.priority, config.objective, capacity)
     jax_fitness = np.asarray(jax_fitness)
     same = np.allclose(jax_fitness, fitness, rtol=1e-5)
 
