@@ -1,11 +1,11 @@
 """jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
 
 NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over padded batches
-(`heft_batch`, `simulate_batch`), workload generators and schedule metrics.
+(`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
 from jaxsched.batch import PaddedProblem, ProblemBatch, pad_problem, pad_problems
-from jaxsched.ga import GAConfig, ga
+from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
 from jaxsched.kernels import (
@@ -38,6 +38,7 @@ from jaxsched.simulate import simulate
 
 __all__ = [
     "GAConfig",
+    "GAState",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
@@ -48,6 +49,7 @@ __all__ = [
     "critical_path_min",
     "cloudsim",
     "efficiency",
+    "evolve_padded",
     "fft",
     "fork_join",
     "ga",
@@ -60,6 +62,7 @@ __all__ = [
     "makespan",
     "pad_problem",
     "pad_problems",
+    "population_fitness",
     "random_dag",
     "save_problem",
     "save_schedule",
