@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import platform
 import time
@@ -34,7 +35,9 @@ from jaxsched.batch import pad_problem
 from jaxsched.deepsched import DeepSchedNet, NeuralScheduler, configs, fit, load_or_build, problem_features
 from jaxsched.deepsched.configs import VARIANTS
 from jaxsched.deepsched.data import Split, training_problem
+from jaxsched.deepsched.decode import DECODERS
 from jaxsched.deepsched.features import bucket_shape
+from jaxsched.deepsched.train import UNOPTIMISED
 from jaxsched.metrics import average_turnaround
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
@@ -51,7 +54,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-ablation", action="store_true", help="skip the feedback variant trained without its EFT prior"
     )
     parser.add_argument("--epochs", type=int, help="override the config's epochs")
-    parser.add_argument("--eval-count", type=int, default=16, help="instances per split, generator and size")
+    parser.add_argument("--eval-count", type=int, default=8, help="instances per split, generator and size")
     parser.add_argument("--samples", type=int, default=32, help="assignments drawn by the sampling decoder")
     parser.add_argument("--ga-population", type=int, default=50)
     parser.add_argument("--ga-generations", type=int, default=50)
@@ -74,12 +77,16 @@ def evaluation_sets(splits: dict[str, Split], count: int) -> dict[str, list[tupl
     chosen = {}
     for name, source in SPLIT_SOURCES.items():
         chosen[name] = [
-            (kind, size, index) for (kind, size), indices in splits[source].groups().items() for index in indices[:count]
+            (kind, size, index)
+            for (kind, size), indices in splits[source].groups().items()
+            for index in indices[:count]
         ]
     return chosen
 
 
-def run_ga(problems: list[jaxsched.Problem], shape, population: int, generations: int, seed: int) -> list[jaxsched.Schedule]:
+def run_ga(
+    problems: list[jaxsched.Problem], shape, population: int, generations: int, seed: int
+) -> list[jaxsched.Schedule]:
     """The paper's GA (jaxsched.ga, fitness Eq. 1) on each problem, all padded to one shape so that
     the JAX GA compiles once; the best chromosome is re-simulated in float64 by `simulate`."""
     from jaxsched.ga import GAConfig, evolve_padded
@@ -124,7 +131,7 @@ def evaluate(
                 record["ga_makespan"] = ga[position].makespan
                 record["ga_turnaround"] = average_turnaround(problem, ga[position])
             for variant, scheduler in schedulers.items():
-                for decoder in ("greedy", "sampling"):
+                for decoder in DECODERS:
                     schedule = scheduler.schedule(problem, decoder=decoder, samples=args.samples, shape=shape)
                     jaxsched.validate(problem, schedule)
                     record[f"{variant}/{decoder}"] = {
@@ -152,6 +159,16 @@ def summarise(records: list[dict], method: str) -> dict:
     return summary
 
 
+def variant_summary(records: list[dict], method: str) -> dict:
+    """`method` on the unseen instances: pooled summary and mean ratio per size."""
+    unseen = [r for r in records if r["split"] == "unseen"]
+    by_size = {
+        str(size): float(np.mean([r[method]["makespan"] / r["heft_makespan"] for r in chosen]))
+        for (size,), chosen in group(unseen, "size").items()
+    }
+    return {"summary": summarise(unseen, method), "by_size": by_size}
+
+
 def group(records: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = {}
     for record in records:
@@ -166,7 +183,9 @@ def eft_rule(config) -> NeuralScheduler:
     model = DeepSchedNet(model_config)
     problem = training_problem(config.data, 8, np.random.default_rng(0))
     features = problem_features(problem, *bucket_shape(problem))
-    params = jax.tree.map(jnp.zeros_like, jax.jit(model.init)(jax.random.key(0), features))
+    params = jax.tree.map(
+        jnp.zeros_like, jax.jit(model.init, compiler_options=UNOPTIMISED)(jax.random.key(0), features)
+    )
     params["params"]["eft_sharpness"] = jnp.asarray(model_config.eft_prior, jnp.float32)
     return NeuralScheduler(config.replace(model={"variant": "feedback"}), params)
 
@@ -179,15 +198,19 @@ def timing(schedulers: dict[str, NeuralScheduler], config, args: argparse.Namesp
     for size in tqdm(args.timing_sizes, desc="timing"):
         data_config = dataclasses.replace(config.data, num_procs=args.timing_procs)
         problem = training_problem(data_config, size, np.random.default_rng(size))
-        row = {"tasks": size, "procs": args.timing_procs, "heft": _best_time(lambda: jaxsched.heft(problem))}
+        row = {"tasks": size, "procs": args.timing_procs, "heft": _best_time(functools.partial(jaxsched.heft, problem))}
         if not args.no_ga and size <= args.timing_ga_max:
             row["ga"] = _ga_time(problem)
         for variant, scheduler in schedulers.items():
             if variant not in args.variants:
                 continue  # ablations cost the same as their variant
-            if problem.num_tasks <= scheduler.config.model.max_tasks and problem.num_procs <= scheduler.config.model.max_procs:
-                scheduler.schedule(problem)  # compile
-                row[variant] = _best_time(lambda: scheduler.schedule(problem))
+            if (
+                problem.num_tasks <= scheduler.config.model.max_tasks
+                and problem.num_procs <= scheduler.config.model.max_procs
+            ):
+                run = functools.partial(scheduler.schedule, problem)
+                run()  # compile
+                row[variant] = _best_time(run)
         rows.append(row)
     return rows
 
@@ -212,37 +235,49 @@ def _ga_time(problem: jaxsched.Problem) -> float:
 
 def markdown(results: dict) -> str:
     main = results["main"]
-    lines = [f"### Main variant `{main}` (greedy and sampling decoders, {results['samples']} samples)", ""]
+    lines = [f"### Main variant `{main}`: greedy and sampling ({results['samples']} samples) decoders", ""]
     has_ga = any("ga_ratio" in row["greedy"] for row in results["by_split"])
-    header = "| split | size | n | ratio greedy (mean / p95) | ratio sampling (mean / p95) | turnaround vs HEFT | agreement | beats HEFT (greedy / sampling) |"
-    header += " GA ratio |" if has_ga else ""
-    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    columns = ["split", "size", "n", "ratio greedy (mean / p95)", "ratio sampling (mean / p95)"]
+    columns += ["turnaround vs HEFT", "agreement", "beats HEFT (greedy / sampling)"] + ["GA ratio"] * has_ga
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in results["by_split"]:
         greedy, sampling = row["greedy"], row["sampling"]
-        line = (
-            f"| {row['split']} | {row['size']} | {greedy['n']} | {greedy['ratio_mean']:.3f} / {greedy['ratio_p95']:.3f} "
-            f"| {sampling['ratio_mean']:.3f} / {sampling['ratio_p95']:.3f} | {greedy['turnaround_ratio']:.3f} "
-            f"| {greedy['agreement']:.2f} | {greedy['beats_heft']:.2f} / {sampling['beats_heft']:.2f} |"
-        )
-        lines.append(line + (f" {greedy['ga_ratio']:.3f} |" if has_ga else ""))
-    lines += ["", "### Variants on unseen instances (makespan ratio to HEFT, mean over all sizes)", ""]
-    lines += ["| variant | decoder | ratio mean | ratio p95 | agreement | beats HEFT |", "|---|---|---|---|---|---|"]
+        cells = [
+            row["split"],
+            str(row["size"]),
+            str(greedy["n"]),
+            f"{greedy['ratio_mean']:.3f} / {greedy['ratio_p95']:.3f}",
+            f"{sampling['ratio_mean']:.3f} / {sampling['ratio_p95']:.3f}",
+            f"{greedy['turnaround_ratio']:.3f}",
+            f"{greedy['agreement']:.2f}",
+            f"{greedy['beats_heft']:.2f} / {sampling['beats_heft']:.2f}",
+        ] + [f"{greedy['ga_ratio']:.3f}"] * has_ga
+        lines.append("| " + " | ".join(cells) + " |")
+    sizes = sorted(results["variants"][0]["by_size"], key=int)
+    lines += ["", "### Every variant on unseen instances: makespan / HEFT makespan", ""]
+    columns = ["variant", "decoder"] + [f"mean, {size} tasks" for size in sizes]
+    columns += ["mean", "p95", "agreement", "beats HEFT"]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in results["variants"]:
         s = row["summary"]
-        lines.append(
-            f"| {row['variant']} | {row['decoder']} | {s['ratio_mean']:.3f} | {s['ratio_p95']:.3f} | {s['agreement']:.2f} | {s['beats_heft']:.2f} |"
-        )
+        cells = [row["variant"], row["decoder"]] + [f"{row['by_size'][size]:.3f}" for size in sizes]
+        cells += [f"{s['ratio_mean']:.3f}", f"{s['ratio_p95']:.3f}", f"{s['agreement']:.2f}", f"{s['beats_heft']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     if results["timing"]:
         variants = [v for v in results["variant_names"] if any(v in row for row in results["timing"])]
-        lines += ["", f"### Time to schedule one instance, seconds ({results['machine']})", ""]
-        lines += ["| tasks x procs | HEFT (NumPy) | GA (pop 100, 10 gen) | " + " | ".join(f"network `{v}`" for v in variants) + " |"]
-        lines += ["|" + "---|" * (3 + len(variants))]
+        lines += ["", f"### Seconds to schedule one instance ({results['machine']})", ""]
+        columns = ["tasks x procs", "HEFT (NumPy)", "GA (pop 100, 10 generations)"]
+        columns += [f"network `{v}` (speed-up)" for v in variants]
+        lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         for row in results["timing"]:
-            cells = [f"{row[v]:.4f} ({row['heft'] / row[v]:.1f}x)" if v in row else "-" for v in variants]
-            ga = f"{row['ga']:.3f}" if "ga" in row else "-"
-            lines.append(f"| {row['tasks']} x {row['procs']} | {row['heft']:.4f} | {ga} | " + " | ".join(cells) + " |")
-        lines.append("")
-        lines.append("Network times are end to end (features, forward, decode to a valid schedule), after compilation; (Nx) = speed-up over NumPy HEFT.")
+            cells = [
+                f"{row['tasks']} x {row['procs']}",
+                f"{row['heft']:.4f}",
+                f"{row['ga']:.3f}" if "ga" in row else "-",
+            ]
+            cells += [f"{row[v]:.4f} ({row['heft'] / row[v]:.1f}x)" if v in row else "-" for v in variants]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Network: features, forward and decode to a valid schedule, after compilation (best of 3)."]
     return "\n".join(lines) + "\n"
 
 
@@ -265,7 +300,9 @@ def plots(results: dict, records: list[dict], workdir: Path) -> None:
             series["GA"] = "ga_turnaround"
         for label, key in series.items():
             values = [
-                np.mean([r[key] if isinstance(r[key], float) else r[key]["turnaround"] for r in chosen if r["size"] == size])
+                np.mean(
+                    [r[key] if isinstance(r[key], float) else r[key]["turnaround"] for r in chosen if r["size"] == size]
+                )
                 for size in sizes
             ]
             axis.plot(sizes, values, marker="o", label=label)
@@ -286,7 +323,9 @@ def plots(results: dict, records: list[dict], workdir: Path) -> None:
         axis.loglog(sizes, [row["heft"] for row in results["timing"]], marker="o", label="HEFT (NumPy)")
         ga_rows = [row for row in results["timing"] if "ga" in row]
         if ga_rows:
-            axis.loglog([r["tasks"] for r in ga_rows], [r["ga"] for r in ga_rows], marker="o", label="GA (10 generations)")
+            axis.loglog(
+                [r["tasks"] for r in ga_rows], [r["ga"] for r in ga_rows], marker="o", label="GA (10 generations)"
+            )
         for variant in results["variant_names"]:
             rows = [row for row in results["timing"] if variant in row]
             axis.loglog([r["tasks"] for r in rows], [r[variant] for r in rows], marker="o", label=f"network {variant}")
@@ -333,9 +372,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             for (split, size), chosen in group(records, "split", "size").items()
         ],
         "variants": [
-            {"variant": v, "decoder": d, "summary": summarise([r for r in records if r["split"] == "unseen"], f"{v}/{d}")}
-            for v in schedulers
-            for d in ("greedy", "sampling")
+            {"variant": v, "decoder": d, **variant_summary(records, f"{v}/{d}")} for v in schedulers for d in DECODERS
         ],
         "timing": timing(schedulers, config, args) if args.timing_sizes else [],
         "records": records,

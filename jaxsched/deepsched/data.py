@@ -87,7 +87,9 @@ def training_problem(config: DataConfig, num_tasks: int, rng: np.random.Generato
     seed = int(rng.integers(2**31))
     if config.generator == "topcuoglu":
         beta = float(rng.choice(TOPCUOGLU_GRID["beta"]))
-        return generate.random_dag(num_tasks, config.num_procs, alpha=alpha, out_degree=out_degree, ccr=ccr, beta=beta, seed=seed)
+        return generate.random_dag(
+            num_tasks, config.num_procs, alpha=alpha, out_degree=out_degree, ccr=ccr, beta=beta, seed=seed
+        )
     if config.generator == "cloudsim":
         return generate.cloudsim(num_tasks, config.num_procs, alpha=alpha, out_degree=out_degree, ccr=ccr, seed=seed)
     raise ValueError(f"unknown generator {config.generator!r}; choose 'topcuoglu' or 'cloudsim'")
@@ -153,7 +155,9 @@ def label(
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]
         filled = list(part) + [part[-1]] * (chunk - len(part))
-        batch = pad_problems(filled, num_tasks=num_tasks, num_procs=num_procs, max_in_degree=num_preds, num_edges=num_edges)
+        batch = pad_problems(
+            filled, num_tasks=num_tasks, num_procs=num_procs, max_in_degree=num_preds, num_edges=num_edges
+        )
         heft = heft_batch(batch)
         for index, problem in enumerate(part):
             scale = time_scale(problem)
@@ -220,7 +224,9 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
     if not done.exists():
         root.mkdir(parents=True, exist_ok=True)
         (root / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True))
-        drawn = {split: generate_problems(config, split) for split in tqdm(SPLITS, desc="generating", disable=not progress)}
+        drawn = {
+            split: generate_problems(config, split) for split in tqdm(SPLITS, desc="generating", disable=not progress)
+        }
         shape = padded_shape([p for problems, _, _ in drawn.values() for p in problems])
         for split, (problems, kinds, sizes) in drawn.items():
             save_problems(root / f"{split}_problems.npz", problems)

@@ -25,8 +25,10 @@ from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import DeepSchedNet
 from jaxsched.deepsched.train import checkpoint_manager
-from jaxsched.deepsched.wavefront import WaveSchedule, row_capacity, wavefront_simulate
+from jaxsched.deepsched.wavefront import WaveSchedule, placement_order, row_capacity, wavefront_simulate
+from jaxsched.heft import priority_order
 from jaxsched.problem import Problem, Schedule
+from jaxsched.simulate import effective_priority
 
 DECODERS = ("greedy", "sampling")
 PRIORITIES = ("rank", "start")
@@ -45,16 +47,23 @@ def _sampled(model: DeepSchedNet, params, features: Features, key: jax.Array, te
 
 
 @functools.partial(jax.jit, static_argnames="capacity")
-def _simulate_one(problem: PaddedProblem, proc: jax.Array, priority: jax.Array, capacity: int) -> WaveSchedule:
-    return wavefront_simulate(problem, proc, priority, capacity)
+def _simulate_one(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capacity: int) -> WaveSchedule:
+    return wavefront_simulate(problem, proc, order, capacity)
 
 
 @functools.partial(jax.jit, static_argnames="capacity")
 def _best_of(problem: PaddedProblem, procs: jax.Array, priorities: jax.Array, capacity: int) -> WaveSchedule:
     """The shortest-makespan schedule of K (proc, priority) pairs simulated at once."""
-    schedules = jax.vmap(wavefront_simulate, in_axes=(None, 0, 0, None))(problem, procs, priorities, capacity)
+    orders = jax.vmap(placement_order, in_axes=(None, 0))(problem, priorities)
+    schedules = jax.vmap(wavefront_simulate, in_axes=(None, 0, 0, None))(problem, procs, orders, capacity)
     makespans = jnp.where(problem.task_mask, schedules.finish, -jnp.inf).max(axis=1)
     return jax.tree.map(lambda x: x[jnp.argmin(makespans)], schedules)
+
+
+def _order(problem: Problem, priority: np.ndarray, num_tasks: int) -> np.ndarray:
+    """[num_tasks] `jaxsched.simulate`'s placement order for `priority` (padded tasks last), on the host."""
+    real = priority_order(problem, effective_priority(problem, priority[: problem.num_tasks]))
+    return np.concatenate([real, np.arange(problem.num_tasks, num_tasks)]).astype(np.int32)
 
 
 def _capacity(problem: PaddedProblem, proc: np.ndarray) -> int:
@@ -82,7 +91,9 @@ class NeuralScheduler:
             step = manager.latest_step()
             if step is None:
                 raise FileNotFoundError(f"no checkpoint in {path}")
-            restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+            restored = manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
+            )
         config = DeepSchedConfig.from_json(json.dumps(restored.meta["config"]))
         if seed is None:
             seed = int(np.argmin(restored.meta["history"][-1]["val_loss"]))
@@ -96,7 +107,8 @@ class NeuralScheduler:
         if problem.num_tasks > model.max_tasks or problem.num_procs > model.max_procs:
             raise ValueError(
                 f"problem has {problem.num_tasks} tasks and {problem.num_procs} processors; this scheduler "
-                f"accepts at most {model.max_tasks} tasks and {model.max_procs} processors (ModelConfig.max_tasks/max_procs)"
+                f"accepts at most {model.max_tasks} tasks and {model.max_procs} processors "
+                "(ModelConfig.max_tasks, max_procs)"
             )
 
     def features(self, problem: Problem) -> Features:
@@ -151,7 +163,7 @@ class NeuralScheduler:
             by_start = -np.asarray(times[:, 0], np.float64)
             if decoder == "greedy":
                 proc = np.asarray(proc)
-                order = by_rank if priority == "rank" else by_start
+                order = features.rank_order if priority == "rank" else _order(problem, by_start, num_tasks)
                 result = _simulate_one(padded, proc, order, _capacity(padded, proc))
             else:
                 procs = np.asarray(procs)
@@ -159,7 +171,7 @@ class NeuralScheduler:
                 result = _best_of(padded, procs, priorities, _capacity(padded, procs))
         t = problem.num_tasks
         return Schedule(
-            proc=np.asarray(result.proc[:t], np.int64),
-            start=np.asarray(result.start[:t], np.float64),
-            finish=np.asarray(result.finish[:t], np.float64),
+            proc=np.asarray(result.proc, np.int64)[:t],
+            start=np.asarray(result.start, np.float64)[:t],
+            finish=np.asarray(result.finish, np.float64)[:t],
         )

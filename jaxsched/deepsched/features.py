@@ -65,12 +65,13 @@ def time_scale(problem: Problem) -> float:
     return bound if bound > 0 else 1.0
 
 
-def downward_rank(problem: Problem) -> np.ndarray:
+def downward_rank(problem: Problem, mean_comp: np.ndarray | None = None) -> np.ndarray:
     """[T] rank_d(t) = max over predecessors u of (rank_d(u) + mean comp(u) + mean comm(u, t)).
 
     rank_u + rank_d is the longest mean-cost path through t (Topcuoglu et al. 2002, CPOP).
+    `mean_comp` [T] (the mean of comp over processors) may be passed when already computed.
     """
-    mean_comp = problem.comp.mean(axis=1)
+    mean_comp = problem.comp.mean(axis=1) if mean_comp is None else mean_comp
     edge_value = mean_communication(problem)
     rank = np.zeros(problem.num_tasks)
     for edges in problem.edges_by_dst_level[1:]:
@@ -84,13 +85,15 @@ def _by_max(values: np.ndarray) -> np.ndarray:
     return values / top if top > 0 else values
 
 
-def task_features(problem: Problem, scale: float) -> np.ndarray:
-    """[T, len(TASK_FEATURES)] unpadded task features (see the module docstring)."""
+def task_features(problem: Problem, scale: float, up: np.ndarray) -> np.ndarray:
+    """[T, len(TASK_FEATURES)] unpadded task features (see the module docstring); `up` is the
+    upward rank."""
     num_tasks = problem.num_tasks
     zeros = np.zeros(num_tasks)
     priority = zeros if problem.task_priority is None else _by_max(problem.task_priority)
     memory = zeros if problem.task_memory is None else _by_max(problem.task_memory)
-    up, down = upward_rank(problem), downward_rank(problem)
+    mean_comp = problem.comp.mean(axis=1)
+    down = downward_rank(problem, mean_comp)
     through = up + down
     comm = mean_communication(problem)
     levels = problem.levels
@@ -99,7 +102,7 @@ def task_features(problem: Problem, scale: float) -> np.ndarray:
         priority,
         memory,
         problem.comp.min(axis=1) / scale,
-        problem.comp.mean(axis=1) / scale,
+        mean_comp / scale,
         problem.comp.max(axis=1) / scale,
         up / scale,
         down / scale,
@@ -116,7 +119,7 @@ def task_features(problem: Problem, scale: float) -> np.ndarray:
 def proc_features(problem: Problem) -> np.ndarray:
     """[P, len(PROC_FEATURES)] unpadded processor features (see the module docstring)."""
     mean_time = problem.comp.mean(axis=0)
-    speed = _by_max(np.where(mean_time > 0, problem.comp.mean() / np.maximum(mean_time, 1e-30), 1.0))
+    speed = _by_max(np.where(mean_time > 0, mean_time.mean() / np.maximum(mean_time, 1e-30), 1.0))
     ones = np.ones(problem.num_procs)
     cores = ones if problem.proc_cores is None else _by_max(problem.proc_cores)
     frequency = speed if problem.proc_frequency is None else _by_max(problem.proc_frequency)
@@ -144,6 +147,7 @@ def problem_features(problem: Problem, num_tasks: int, num_procs: int, num_edges
         return out
 
     padding = np.arange(t, num_tasks, dtype=np.int32)
+    up = upward_rank(problem)
     transfer = mean_communication(problem) / scale
     pred = np.full((num_tasks, num_preds), num_tasks, np.int32)
     pred_data = np.zeros((num_tasks, num_preds), np.float32)
@@ -152,9 +156,9 @@ def problem_features(problem: Problem, num_tasks: int, num_procs: int, num_edges
     pred[problem.dst[in_order], slot] = problem.src[in_order]
     pred_data[problem.dst[in_order], slot] = transfer[in_order]
     arrival_order = np.lexsort((np.arange(t), problem.arrival)).astype(np.int32)
-    rank_order = priority_order(problem, upward_rank(problem)).astype(np.int32)
+    rank_order = priority_order(problem, up).astype(np.int32)
     return Features(
-        task=pad(task_features(problem, scale), (num_tasks, len(TASK_FEATURES))),
+        task=pad(task_features(problem, scale, up), (num_tasks, len(TASK_FEATURES))),
         proc=pad(proc_features(problem), (num_procs, len(PROC_FEATURES))),
         comp=pad(problem.comp / scale, (num_tasks, num_procs)),
         arrival_order=np.concatenate([arrival_order, padding]),
@@ -189,6 +193,7 @@ def padded_size(needed: int, minimum: int = 8) -> int:
 def bucket_shape(problem: Problem) -> tuple[int, int, int, int]:
     """(T, P, E, K) padded sizes of `problem` for inference: tasks and processors by `padded_size`,
     edges and predecessors per task by powers of two (they vary most between problems)."""
+
     def power_of_two(n: int, minimum: int) -> int:
         return 1 << (max(n, minimum) - 1).bit_length()
 

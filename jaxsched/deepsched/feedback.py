@@ -51,7 +51,11 @@ def empty_schedule(features: Features) -> PartialSchedule:
     dtype = features.comp.dtype
     no_gaps = jnp.zeros((num_procs, GAP_SLOTS), dtype)
     return PartialSchedule(
-        jnp.zeros(num_procs, dtype), no_gaps, no_gaps, jnp.zeros(num_tasks + 1, jnp.int32), jnp.zeros(num_tasks + 1, dtype)
+        jnp.zeros(num_procs, dtype),
+        no_gaps,
+        no_gaps,
+        jnp.zeros(num_tasks + 1, jnp.int32),
+        jnp.zeros(num_tasks + 1, dtype),
     )
 
 
@@ -106,7 +110,9 @@ def _remember(gap_start: jax.Array, gap_end: jax.Array, start: jax.Array, end: j
     )
 
 
-def place(features: Features, partial: PartialSchedule, task: jax.Array, choice: jax.Array, where: Options) -> PartialSchedule:
+def place(
+    features: Features, partial: PartialSchedule, task: jax.Array, choice: jax.Array, where: Options
+) -> PartialSchedule:
     """Puts `task` on processor `choice` at its earliest start: into the remembered gap it fits
     (whose remainders on both sides are remembered again), or after the last task (the idle time
     before it becomes a gap). Padded tasks change nothing."""
@@ -140,7 +146,9 @@ def teacher_state(features: Features, proc: jax.Array) -> jax.Array:
 
     def step(partial, task):
         where = options(features, partial, task)
-        return place(features, partial, task, proc[task].astype(jnp.int32), where), state_features(features, task, where)
+        return place(features, partial, task, proc[task].astype(jnp.int32), where), state_features(
+            features, task, where
+        )
 
     _, states = jax.lax.scan(step, empty_schedule(features), features.rank_order)
     return jnp.zeros_like(states).at[features.rank_order].set(states)

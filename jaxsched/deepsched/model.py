@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched import feedback
-from jaxsched.deepsched.feedback import STATE_FEATURES
+from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import PAPER_PROC_FEATURES, PAPER_TASK_FEATURES, Features
+from jaxsched.deepsched.feedback import STATE_FEATURES
 
 MASKED_LOGIT = -1e9  # logit of a padded processor: exp underflows to exactly 0 in float32
 
@@ -258,6 +258,7 @@ class DeepSchedNet(nn.Module):
         encoding = self.encode(features)
         keys = jax.random.split(key, samples - 1)
         if self.config.variant == "feedback":
+
             def run(key):
                 return feedback.decode(features, encoding.logits, encoding.state_weights, key, temperature)
 

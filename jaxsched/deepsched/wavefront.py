@@ -45,6 +45,14 @@ def row_capacity(problem: PaddedProblem, proc: np.ndarray) -> int:
     return 1 << max(most - 1, 0).bit_length()
 
 
+def placement_order(problem: PaddedProblem, priority: jax.Array) -> jax.Array:
+    """[T] int32 tasks by decreasing effective priority, ties by canonical topological position: the
+    order in which `jaxsched.simulate` places them (padded tasks may fall anywhere)."""
+    num_tasks = priority.shape[0]
+    position = jnp.zeros(num_tasks, jnp.int32).at[problem.topo_order].set(jnp.arange(num_tasks, dtype=jnp.int32))
+    return jnp.lexsort((position, -effective_priority(problem, priority))).astype(jnp.int32)
+
+
 def effective_priority(problem: PaddedProblem, priority: jax.Array) -> jax.Array:
     """[T] priority capped by every ancestor's (as `jaxsched.simulate`), one DAG level per step."""
     bound = jnp.concatenate([priority, jnp.full((1,), jnp.inf, priority.dtype)])
@@ -86,18 +94,15 @@ class _Carry(NamedTuple):
     waves: jax.Array  # [] int32
 
 
-def wavefront_simulate(
-    problem: PaddedProblem, proc: jax.Array, priority: jax.Array, capacity: int
-) -> WaveSchedule:
-    """List schedule of one padded problem with task t on `proc[t]`, in `priority` order (higher
-    first): equal to `jaxsched.simulate` on the unpadded problem. Vmappable over proc/priority."""
+def wavefront_simulate(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capacity: int) -> WaveSchedule:
+    """List schedule of one padded problem with task t on `proc[t]`, tasks taken in `order` (a
+    precedence-consistent permutation, e.g. `placement_order(problem, priority)`): equal to
+    `jaxsched.simulate(problem, proc, priority)` on the unpadded problem. Vmappable over proc/order."""
     num_tasks, num_procs = problem.comp.shape
     dtype = problem.comp.dtype
     proc = proc.astype(jnp.int32)
     task_index = jnp.arange(num_tasks, dtype=jnp.int32)
     procs = jnp.arange(num_procs, dtype=jnp.int32)
-    position = jnp.zeros(num_tasks, jnp.int32).at[problem.topo_order].set(task_index)
-    order = jnp.lexsort((position, -effective_priority(problem, priority)))
     queue_key = jnp.where(problem.task_mask, proc, num_procs)  # padded tasks join no queue
     queue = order[jnp.argsort(queue_key[order], stable=True)].astype(jnp.int32)
     count = jnp.zeros(num_procs, jnp.int32).at[proc].add(problem.task_mask.astype(jnp.int32))

@@ -38,7 +38,11 @@ def test_shapes_masks_orders_and_predecessor_table():
     features = problem_features(problem, 32, 8, 128, 16)
     assert features.task.shape == (32, len(TASK_FEATURES)) and features.proc.shape == (8, len(PROC_FEATURES))
     assert features.comp.shape == (32, 8) and features.pred.shape == (32, 16)
-    assert features.task_mask.sum() == 20 and features.proc_mask.sum() == 3 and features.edge_mask.sum() == problem.num_edges
+    assert (
+        features.task_mask.sum() == 20
+        and features.proc_mask.sum() == 3
+        and features.edge_mask.sum() == problem.num_edges
+    )
     assert not features.task[20:].any() and not features.proc[3:].any() and not features.comp[:, 3:].any()
     for order in (features.arrival_order, features.rank_order):
         assert sorted(order[:20]) == list(range(20)) and list(order[20:]) == list(range(20, 32))
@@ -86,7 +90,13 @@ def test_features_do_not_change_when_all_times_scale():
     scaled = jaxsched.Problem(
         problem.comp * 7.0, problem.src, problem.dst, problem.data * 7.0, task_arrival=problem.task_arrival * 7.0
     )
-    base = problem_features(jaxsched.Problem(problem.comp, problem.src, problem.dst, problem.data, task_arrival=problem.task_arrival), 16, 3, 64, 16)
+    base = problem_features(
+        jaxsched.Problem(problem.comp, problem.src, problem.dst, problem.data, task_arrival=problem.task_arrival),
+        16,
+        3,
+        64,
+        16,
+    )
     other = problem_features(scaled, 16, 3, 64, 16)
     for a, b in zip(base, other):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

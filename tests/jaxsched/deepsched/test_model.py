@@ -7,11 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxsched
 from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import problem_features, time_scale
-import jaxsched
 from jaxsched.deepsched.feedback import GAP_SLOTS, STATE_FEATURES, decode, teacher_state
 from jaxsched.deepsched.model import MASKED_LOGIT, DeepSchedNet, MinGRU
+from jaxsched.deepsched.train import UNOPTIMISED
 from jaxsched.generate import cloudsim, random_dag
 from tests.jaxsched.problems import topcuoglu_example
 
@@ -26,7 +27,10 @@ FEEDBACK = ModelConfig(variant="feedback", recurrence="gru", hidden=8, graph_lay
 def network(config: ModelConfig):
     """(model, parameters, jitted apply) of a configuration, built once per test session."""
     model = DeepSchedNet(config)
-    return model, jax.jit(model.init)(jax.random.key(0), problem_features(PROBLEM, *SMALL)), jax.jit(model.apply)
+    init = jax.jit(model.init, compiler_options=UNOPTIMISED)
+    # Unoptimised code too: these tests check what is computed, not how fast (compiles 2x faster).
+    apply = jax.jit(model.apply, compiler_options=UNOPTIMISED)
+    return model, init(jax.random.key(0), problem_features(PROBLEM, *SMALL)), apply
 
 
 # The fast pair covers the GRU's padded reverse pass and the feedback state; MinGRU masking is checked
@@ -62,7 +66,7 @@ def test_mingru_equals_the_sequential_recurrence(reverse):
     gate = jax.nn.sigmoid(x @ p["gate"]["kernel"] + p["gate"]["bias"][None, :]) * mask[:, None]
     candidate = x @ p["candidate"]["kernel"] + p["candidate"]["bias"][None, :]
     h, expected = jnp.zeros(4), [None] * 7
-    for t in (range(6, -1, -1) if reverse else range(7)):
+    for t in range(6, -1, -1) if reverse else range(7):
         h = (1 - gate[t]) * h + gate[t] * candidate[t]
         expected[t] = h
     np.testing.assert_allclose(module.apply(params, x, mask), jnp.stack(expected), atol=1e-6)
@@ -89,7 +93,7 @@ def feedback_model():
     decode, logits teacher-forced with those choices)."""
     model, params, _ = network(FEEDBACK)
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=UNOPTIMISED)
     def decode_and_force(params, features):
         encoding = model.apply(params, features, method=DeepSchedNet.encode)
         proc = decode(features, encoding.logits, encoding.state_weights, None, jnp.ones(()))

@@ -1,23 +1,34 @@
 """`wavefront_simulate` equals the NumPy `simulate` exactly (float64), on many random instances."""
 
+import functools
+
 import jax
 import numpy as np
 import pytest
 
 import jaxsched
 from jaxsched.batch import pad_problem
-from jaxsched.deepsched.wavefront import row_capacity, wavefront_simulate
+from jaxsched.deepsched.wavefront import placement_order, row_capacity, wavefront_simulate
 from jaxsched.generate import cloudsim, random_dag
 from tests.jaxsched.problems import random_problem, topcuoglu_example
 
-simulate_jit = jax.jit(wavefront_simulate, static_argnames="capacity")
+
+@functools.partial(jax.jit, static_argnames="capacity")
+def simulate_jit(problem, proc, priority, capacity):
+    return wavefront_simulate(problem, proc, placement_order(problem, priority), capacity)
+
+
 SHAPE = (40, 6, 24, 512)  # tasks, processors, predecessors per task, edges
 
 
 def _padded_inputs(problem, proc, priority):
     padded = pad_problem(problem, SHAPE[0], SHAPE[1], SHAPE[2], SHAPE[3], dtype=np.float64)
     extra = SHAPE[0] - problem.num_tasks
-    return padded, np.concatenate([proc, np.zeros(extra, int)]).astype(np.int32), np.concatenate([priority, np.zeros(extra)])
+    return (
+        padded,
+        np.concatenate([proc, np.zeros(extra, int)]).astype(np.int32),
+        np.concatenate([priority, np.zeros(extra)]),
+    )
 
 
 def _problems():
@@ -62,7 +73,7 @@ def test_vmapped_over_assignments_and_fewer_waves_than_tasks():
         padded = inputs[0][0]
         proc_b = np.stack([i[1] for i in inputs])
         priority_b = np.stack([i[2] for i in inputs])
-        batched = jax.jit(jax.vmap(wavefront_simulate, in_axes=(None, 0, 0, None)), static_argnums=3)
+        batched = jax.jit(jax.vmap(simulate_jit.__wrapped__, in_axes=(None, 0, 0, None)), static_argnums=3)
         result = batched(padded, proc_b, priority_b, row_capacity(padded, proc_b))
     for k in range(5):
         expected = jaxsched.simulate(problem, procs[k], priorities[k])
