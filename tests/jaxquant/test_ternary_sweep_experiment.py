@@ -18,6 +18,12 @@ def test_study_writes_table_results_and_models(tmp_path):
     assert {p.name for p in (tmp_path / "models").iterdir()} == {
         "log_regime_2bit.npz", "log_regime_base3.npz", "log_regime_ans.npz"
     }
-    # A rerun resumes every group from its finished checkpoints and reproduces the numbers.
+    # The Δ_max exploration lists the log regime at the study's cap and at each grid cap.
+    assert [(row["delta_max"], row["study_cap"]) for row in summary["caps"]] == [(0.2, False), (0.25, True),
+                                                                                   (0.3, False)]
+    assert "## Δ_max exploration" in (tmp_path / "table.md").read_text()
+    # A rerun resumes every group from its finished checkpoints and reproduces the numbers (compared as
+    # JSON text: the baselines' sparsity and entropy are NaN, and NaN != NaN).
     again = ternary_sweep.main(["--epochs", "2", "--seeds", "1", "--out", str(tmp_path)])
-    assert again["table"] == summary["table"]
+    assert json.dumps(again["table"]) == json.dumps(summary["table"])
+    assert json.dumps(again["caps"]) == json.dumps(summary["caps"])
