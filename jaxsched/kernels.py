@@ -58,9 +58,11 @@ def _earliest_start(busy_start, busy_finish, ready, duration):
 
 
 def _insert(row, pos, value):
-    """`row` with `value` inserted at `pos`, later entries shifted right (the last one drops off)."""
-    slot = jnp.arange(row.shape[-1])
-    shifted = jnp.concatenate([row[:1], row[:-1]])
+    """`row` with `value` inserted at `pos`, later entries shifted right (the last one drops off);
+    broadcasts over leading axes (rows [P, C] with pos and value [P])."""
+    slot = jax.lax.broadcasted_iota(jnp.int32, row.shape, row.ndim - 1)
+    shifted = jnp.concatenate([row[..., :1], row[..., :-1]], axis=-1)
+    pos, value = jnp.asarray(pos, jnp.int32)[..., None], jnp.asarray(value)[..., None]
     return jnp.where(slot < pos, row, jnp.where(slot == pos, value, shifted))
 
 

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsched.batch import PaddedProblem
+from jaxsched.kernels import _earliest_start, _insert
 
 
 class WaveSchedule(NamedTuple):
@@ -55,7 +56,12 @@ def placement_order(problem: PaddedProblem, priority: jax.Array) -> jax.Array:
 
 
 def effective_priority(problem: PaddedProblem, priority: jax.Array) -> jax.Array:
-    """[T] priority capped by every ancestor's (as `jaxsched.simulate`), one DAG level per step."""
+    """[T] priority capped by every ancestor's (as `jaxsched.simulate`), one DAG level per step.
+
+    `jaxsched.kernels.effective_priority` computes the same with one task per step: faster for the
+    GA's population of small problems (8.8 ms against 20.9 ms for 100 x 486 tasks on CPU), slower
+    for one large problem, where depth << T.
+    """
     bound = jnp.concatenate([priority, jnp.full((1,), jnp.inf, priority.dtype)])
 
     def relax(state):
@@ -65,24 +71,6 @@ def effective_priority(problem: PaddedProblem, priority: jax.Array) -> jax.Array
 
     eff, _ = jax.lax.while_loop(lambda state: state[1], relax, (bound, jnp.asarray(True)))
     return eff[:-1]
-
-
-def _insert(rows: jax.Array, pos: jax.Array, value: jax.Array) -> jax.Array:
-    """Inserts value[p] at column pos[p] of each row of rows [P, C], shifting the rest right."""
-    column = jnp.arange(rows.shape[1], dtype=jnp.int32)[None, :]
-    shifted = jnp.concatenate([rows[:, :1], rows[:, :-1]], axis=1)
-    return jnp.where(column < pos[:, None], rows, jnp.where(column == pos[:, None], value[:, None], shifted))
-
-
-def _earliest_start(busy_start, busy_finish, ready, duration):
-    """[P] start in the first idle gap of each processor's row that fits (zero-length: at ready)."""
-    lead = jnp.full((busy_start.shape[0], 1), jnp.inf, busy_start.dtype)
-    gap_lo = jnp.concatenate([-lead, busy_finish], axis=1)
-    gap_hi = jnp.concatenate([busy_start, lead], axis=1)
-    candidate = jnp.maximum(gap_lo, ready[:, None])
-    fits = candidate + duration[:, None] <= gap_hi
-    start = jnp.where(fits, candidate, jnp.inf).min(axis=1)
-    return jnp.where(duration == 0, ready, start)
 
 
 class _Carry(NamedTuple):
