@@ -111,10 +111,15 @@ def _cifar10_dir(path: str | os.PathLike | None) -> Path:
 
 
 def _read_cifar_batch(file: Path) -> tuple[np.ndarray, np.ndarray]:
-    with open(file, "rb") as handle:
-        batch = pickle.load(handle, encoding="bytes")
-    data = np.asarray(batch[b"data"], np.uint8)
-    labels = np.asarray(batch[b"labels"], np.int32)
+    try:
+        with open(file, "rb") as handle:
+            batch = pickle.load(handle, encoding="bytes")
+        data = np.asarray(batch[b"data"], np.uint8)
+        labels = np.asarray(batch[b"labels"], np.int32)
+    except OSError:
+        raise
+    except Exception as error:  # pickle raises many types for an empty, truncated or foreign file
+        raise ValueError(f"{file}: not a readable CIFAR-10 batch ({error!r})") from error
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or labels.shape != data.shape[:1]:
         raise ValueError(f"{file}: not a CIFAR-10 batch (data {data.shape}, labels {labels.shape})")
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels

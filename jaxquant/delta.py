@@ -5,7 +5,9 @@ log (log e).
 
 Epoch counting: `e` is the 1-based number of the epoch being trained (the first epoch is e = 1).
 The paper writes f = log at epoch 0, which is -inf; counting from 1 makes the log regime start
-exactly at Δ0 (log 1 = 0) and keeps every regime finite. The same count is used for all regimes, so
+exactly at Δ0 (log 1 = 0) and keeps every regime finite. A concrete epoch below 1 raises
+`ValueError`; a traced one (inside jit, where no error can be raised) is read as epoch 1, so Δ is
+never -inf or NaN. The same count is used for all regimes, so
 the first epoch already trains with Δ0(1 + M) under the linear regime.
 
 The regime kind is stored as an integer index and all five growth functions are evaluated and
@@ -16,8 +18,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 REGIMES = ("constant", "linear", "square", "exp", "log")
 
@@ -37,8 +42,15 @@ def delta_regime(kind: str | int, delta0: float, m: float, delta_max: float) -> 
         if kind not in REGIMES:
             raise ValueError(f"unknown Δ regime {kind!r}; expected one of {REGIMES}")
         kind = REGIMES.index(kind)
+    if isinstance(kind, bool) or not isinstance(kind, (int, np.integer)):
+        raise ValueError(f"Δ regime kind must be a name from {REGIMES} or an integer index, got {kind!r}")
     if not 0 <= int(kind) < len(REGIMES):
         raise ValueError(f"Δ regime index {kind} out of range [0, {len(REGIMES)})")
+    for name, value in (("Δ0", delta0), ("M", m), ("Δ_max", delta_max)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name} must be a real number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
     if delta0 < 0 or m < 0:
         raise ValueError(f"Δ0 and M must be non-negative, got Δ0={delta0}, M={m}")
     if not 0 <= delta_max < 1:
@@ -67,9 +79,9 @@ def growth(kind: jax.Array, epoch: jax.Array) -> jax.Array:
 
 def delta_at(regime: DeltaRegime, epoch: jax.Array | int) -> jax.Array:
     """Δ for the 1-based `epoch` (Eq. 7); traceable in both the regime and the epoch."""
-    if isinstance(epoch, int) and epoch < 1:
+    if not isinstance(epoch, jax.core.Tracer) and np.any(np.asarray(epoch) < 1):
         raise ValueError(f"epochs are counted from 1 (see jaxquant.delta), got {epoch}")
-    f = growth(regime.kind, epoch)
+    f = growth(regime.kind, jnp.maximum(epoch, 1))  # traced epochs below 1 read as 1 (module doc)
     return jnp.minimum(regime.delta0 + regime.delta0 * regime.m * f, regime.delta_max)
 
 

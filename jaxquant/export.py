@@ -192,6 +192,8 @@ def export_model(
         raise ValueError("a full-precision model has no quantized weights to export")
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; expected one of {FORMATS}")
+    if isinstance(delta, (bool, str)) or np.ndim(delta) != 0 or not 0 <= float(delta) < 1:
+        raise ValueError(f"export delta must be a number in [0, 1) (latent weights live in [-1, 1]), got {delta!r}")
     params = traverse_util.flatten_dict(jax.device_get(variables["params"]), sep="/")
     stats = traverse_util.flatten_dict(jax.device_get(variables["batch_stats"]), sep="/")
     suffix = "/" + LATENT_KERNEL
@@ -231,13 +233,24 @@ def load_model(path: str | Path) -> tuple[ResNet, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no exported model at {path}")
-    with np.load(path) as archive:
-        arrays = {name: archive[name] for name in archive.files}
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except Exception as error:  # zipfile, zlib and NumPy raise many types for a damaged archive
+        raise ValueError(f"{path} is not a readable jaxquant export (damaged or not an .npz): {error}") from error
     if "header" not in arrays:
         raise ValueError(f"{path} is not a jaxquant export (no header)")
+    try:
+        return _build_model(arrays)
+    except Exception as error:  # a damaged header or payload surfaces as many types
+        raise ValueError(f"{path} is not a valid jaxquant export: {error!r}") from error
+
+
+def _build_model(arrays: dict[str, np.ndarray]) -> tuple[ResNet, dict[str, Any]]:
+    """The model and variables described by an export's arrays (see `load_model`)."""
     header = json.loads(arrays["header"].tobytes().decode())
     if header.get("version") != _VERSION:
-        raise ValueError(f"{path}: unsupported export version {header.get('version')}")
+        raise ValueError(f"unsupported export version {header.get('version')}")
     model_fields = dict(header["model"])
     quant = QuantConfig(**model_fields.pop("quant"))
     params = {name: jnp.asarray(value) for name, value in _stored(arrays, "params/").items()}

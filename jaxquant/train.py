@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -24,7 +25,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from jaxquant.checkpoint import EpochCheckpointer
+from jaxsched.checkpoint import EpochCheckpointer
 from jaxquant.data import DATASETS, Dataset, augment, load_dataset, normalize
 from jaxquant.delta import DeltaRegime, delta_at, delta_regime
 from jaxquant.layers import project_latent, quantized_codes
@@ -64,14 +65,17 @@ class TrainConfig:
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; expected one of {DATASETS}")
         for name in ("epochs", "batch_size", "eval_batch_size", "reference_epochs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TrainConfig.{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.data_seed, bool) or not isinstance(self.data_seed, int):
+            raise ValueError(f"TrainConfig.data_seed must be an integer, got {self.data_seed!r}")
         if len(self.learning_rates) != len(self.lr_epochs) or not self.lr_epochs:
             raise ValueError("learning_rates and lr_epochs must be non-empty and of equal length")
         if self.lr_epochs[0] != 0 or list(self.lr_epochs) != sorted(self.lr_epochs):
             raise ValueError(f"lr_epochs must start at 0 and increase, got {self.lr_epochs}")
-        if any(rate <= 0 for rate in self.learning_rates):
-            raise ValueError(f"learning rates must be positive, got {self.learning_rates}")
+        if any(not math.isfinite(rate) or rate <= 0 for rate in self.learning_rates):
+            raise ValueError(f"learning rates must be positive and finite, got {self.learning_rates}")
         self.delta_regime()  # validates the regime fields
 
     def delta_regime(self) -> DeltaRegime:
@@ -348,7 +352,7 @@ def fit(
         checkpointer = EpochCheckpointer(workdir, _run_identity(config, keys, regimes))
         restored = checkpointer.restore_latest({"state": jax.eval_shape(init, keys), "history": history})
         if restored is not None:
-            start, tree = restored
+            start, tree = restored.epoch, restored.tree
             state, history = jax.tree.map(jnp.asarray, tree["state"]), EpochMetrics(*map(np.array, tree["history"]))
     if state is None:
         state = init(keys)
