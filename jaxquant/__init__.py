@@ -34,8 +34,21 @@ from jaxquant.quantize import (
     ttq_ternarize,
     twn_ternarize,
 )
+from jaxquant.configs import (
+    BASELINES,
+    DIGITS_DELTA_MAX,
+    DIGITS_GRID_DELTA_MAXES,
+    GROWING,
+    Study,
+    cifar10_study,
+    digits_study,
+    ternary_members,
+    tiny_study,
+)
+from jaxquant.report import aggregate, cap_lines, cap_rows, check_targets, percent, report_markdown, table_rows
 from jaxquant.resnet import RESNET20, RESNET20_STAR, ModelConfig, ResNet, count_params
 from jaxquant.sweep import SweepMember, SweepResult, member_inputs, run_sweep, summarize, sweep_grid
+from jaxquant.study import StudyResult, export_log_model, parameter_count, train_and_evaluate
 from jaxquant.train import (
     DIGITS_MODEL,
     EpochMetrics,
@@ -50,6 +63,26 @@ from jaxquant.train import (
 )
 
 __all__ = [
+    "BASELINES",
+    "DIGITS_DELTA_MAX",
+    "DIGITS_GRID_DELTA_MAXES",
+    "GROWING",
+    "Study",
+    "cifar10_study",
+    "digits_study",
+    "ternary_members",
+    "tiny_study",
+    "aggregate",
+    "cap_lines",
+    "cap_rows",
+    "check_targets",
+    "report_markdown",
+    "percent",
+    "table_rows",
+    "StudyResult",
+    "export_log_model",
+    "parameter_count",
+    "train_and_evaluate",
     "DIGITS_MODEL",
     "FORMATS",
     "QUANTIZERS",
