@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import platform
-import time
 
 import jax
 import numpy as np
 
 import jaxquant as jq
+from jaxsched.timing import alternated_times, best_time
 
 REGIMES = ("constant", "linear", "square", "exp", "log")
 
@@ -34,18 +34,13 @@ def members(k: int) -> list[jq.SweepMember]:
     return out
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - start
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", choices=("digits", "resnet20"), default="digits")
     parser.add_argument("--cifar-dir", default=None)
     parser.add_argument("--members", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=None, help="default: 3 (digits), 2 (resnet20)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternated timed runs of each side (medians)")
     args = parser.parse_args(argv)
 
     if args.config == "digits":
@@ -59,30 +54,39 @@ def main(argv=None):
     keys, regimes = jq.member_inputs(members(args.members))
     steps = config.epochs * (len(dataset.train_labels) // config.batch_size)
 
-    vmapped = jax.jit(jax.vmap(train))
-    start = time.perf_counter()
-    vmapped_compiled = vmapped.lower(keys, regimes).compile()
-    vmapped_compile = time.perf_counter() - start
-    (_, together), vmapped_time = timed(vmapped_compiled, keys, regimes)
-
-    single = jax.jit(train)
     member = lambda i: (keys[i], jax.tree.map(lambda leaf: leaf[i], regimes))  # noqa: E731
-    start = time.perf_counter()
-    single_compiled = single.lower(*member(0)).compile()
-    single_compile = time.perf_counter() - start
-    sequential_time, losses = 0.0, []
-    for i in range(args.members):
-        (_, alone), seconds = timed(single_compiled, *member(i))
-        sequential_time += seconds
-        losses.append(np.asarray(alone.train_loss))
+    compiled = {}
+
+    def compile_vmapped():
+        compiled["vmapped"] = jax.jit(jax.vmap(train)).lower(keys, regimes).compile()
+
+    def compile_single():
+        compiled["single"] = jax.jit(train).lower(*member(0)).compile()
+
+    vmapped_compile, single_compile = best_time(compile_vmapped, 1), best_time(compile_single, 1)
+    vmapped_compiled, single_compiled = compiled["vmapped"], compiled["single"]
+
+    outputs = {}  # the last run's metrics of each side, for the drift check
+
+    def run_vmapped():
+        outputs["together"] = jax.block_until_ready(vmapped_compiled(keys, regimes))[1]
+
+    def run_sequential():
+        outputs["alone"] = [jax.block_until_ready(single_compiled(*member(i)))[1] for i in range(args.members)]
+
+    # The sides alternate (vmapped, sequential, vmapped, ...) so a slow spell of the machine hits both.
+    times = alternated_times({"vmapped": run_vmapped, "sequential": run_sequential}, args.repeats, warmup=0)
+    vmapped_time, sequential_time = float(np.median(times["vmapped"])), float(np.median(times["sequential"]))
     one_run = sequential_time / args.members
-    drift = np.abs(np.stack(losses) - np.asarray(together.train_loss)).max(axis=0)  # [epochs]
+    losses = np.stack([np.asarray(alone.train_loss) for alone in outputs["alone"]])
+    drift = np.abs(losses - np.asarray(outputs["together"].train_loss)).max(axis=0)  # [epochs]
 
     device = jax.devices()[0]
     print(f"device: {device.platform} ({device.device_kind}), jax {jax.__version__}, "
           f"{platform.processor() or platform.machine()}")
     print(f"config: {args.config}, model widths {config.model.stage_widths}, {config.model.blocks_per_stage} "
           f"block(s)/stage, batch {config.batch_size}, {steps} steps per member\n")
+    print(f"medians of {args.repeats} alternated runs; compilation timed once, excluded from the runs")
     print("| K | vmapped (s) | sequential (s) | one run (s) | vmapped / one run | vmapped / sequential | "
           "compile vmapped (s) | compile one (s) |")
     print("|---|---|---|---|---|---|---|---|")

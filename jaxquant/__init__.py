@@ -1,5 +1,16 @@
 """jaxquant: ternary quantization-aware training with Δ growth regimes (Dordoni et al., MLSP 2024)."""
 
+from jaxquant.configs import (
+    BASELINES,
+    DIGITS_DELTA_MAX,
+    DIGITS_GRID_DELTA_MAXES,
+    GROWING,
+    Study,
+    cifar10_study,
+    digits_study,
+    ternary_members,
+    tiny_study,
+)
 from jaxquant.conv import conv2d
 from jaxquant.data import Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
 from jaxquant.delta import (
@@ -34,21 +45,10 @@ from jaxquant.quantize import (
     ttq_ternarize,
     twn_ternarize,
 )
-from jaxquant.configs import (
-    BASELINES,
-    DIGITS_DELTA_MAX,
-    DIGITS_GRID_DELTA_MAXES,
-    GROWING,
-    Study,
-    cifar10_study,
-    digits_study,
-    ternary_members,
-    tiny_study,
-)
 from jaxquant.report import aggregate, cap_lines, cap_rows, check_targets, percent, report_markdown, table_rows
 from jaxquant.resnet import RESNET20, RESNET20_STAR, ModelConfig, ResNet, count_params
-from jaxquant.sweep import SweepMember, SweepResult, member_inputs, run_sweep, summarize, sweep_grid
 from jaxquant.study import StudyResult, export_log_model, parameter_count, train_and_evaluate
+from jaxquant.sweep import SweepMember, SweepResult, member_inputs, run_sweep, summarize, sweep_grid
 from jaxquant.train import (
     DIGITS_MODEL,
     EpochMetrics,

@@ -16,9 +16,8 @@ selected by it, so members of a vmapped sweep can each follow a different regime
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
 import math
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp

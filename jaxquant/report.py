@@ -79,7 +79,8 @@ def cap_lines(caps: list[dict], fp: dict | None) -> list[str]:
         diff = "–" if fp is None else f"{100 * (row['final_accuracy'] - fp['final_accuracy']):+.2f}"
         lines.append(f"| {row['regime']} | {row['delta_max']:g}{' *' if row['study_cap'] else ''} | {row['m']:.4g} | "
                      f"{row['runs']} | {percent(row['final_accuracy'], row['final_accuracy_std'])} | "
-                     f"{percent(row['peak_accuracy'])} | {percent(row['sparsity'])} | {_bits(row['entropy'])} | {diff} |")
+                     f"{percent(row['peak_accuracy'])} | {percent(row['sparsity'])} | {_bits(row['entropy'])} | "
+                     f"{diff} |")
     return lines
 
 
