@@ -18,6 +18,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -39,6 +40,7 @@ def _forward(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
 
 
 def _primal(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    chex.assert_rank([x, kernel], 4)  # x [B, H, W, Cin], kernel [k, k, Cin, Cout]
     return _batched_by_member_loop_on_cpu(partial(_forward, stride=stride))(x, kernel)
 
 

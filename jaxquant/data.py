@@ -12,6 +12,7 @@ import os
 import pickle
 from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -159,6 +160,7 @@ def augment(key: jax.Array, images: jax.Array, pad: int, flip: bool) -> jax.Arra
 
     images: [B, H, W, C]; every image gets its own crop offset and flip.
     """
+    chex.assert_rank(images, 4)
     batch, height, width, channels = images.shape
     crop_key, flip_key = jax.random.split(key)
     if pad > 0:

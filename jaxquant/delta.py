@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -80,6 +81,7 @@ def delta_at(regime: DeltaRegime, epoch: jax.Array | int) -> jax.Array:
     """Δ for the 1-based `epoch` (Eq. 7); traceable in both the regime and the epoch."""
     if not isinstance(epoch, jax.core.Tracer) and np.any(np.asarray(epoch) < 1):
         raise ValueError(f"epochs are counted from 1 (see jaxquant.delta), got {epoch}")
+    chex.assert_rank([epoch, *regime], 0)  # unbatched: vmap over members
     f = growth(regime.kind, jnp.maximum(epoch, 1))  # traced epochs below 1 read as 1 (module doc)
     return jnp.minimum(regime.delta0 + regime.delta0 * regime.m * f, regime.delta_max)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,6 +49,8 @@ def per_layer(metric: Callable[[Any], jax.Array], tree: dict[str, Any]) -> dict[
 
 def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Top-1 accuracy of logits [N, classes] against integer labels [N]."""
+    chex.assert_rank([logits, labels], [2, 1])
+    chex.assert_equal_shape_prefix([logits, labels], 1)
     return jnp.mean((jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -85,6 +86,7 @@ def ternarize(w: jax.Array, delta: jax.Array | float) -> jax.Array:
     threshold and a vmapped sweep can give each member its own delta.
     """
     w = _check_floating(w)
+    chex.assert_rank(delta, 0)  # one threshold per call; vmap for one per member
     return _ternarize(w, jnp.asarray(delta, w.dtype))
 
 

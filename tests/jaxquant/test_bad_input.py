@@ -156,3 +156,17 @@ def test_resume_past_a_truncated_latest_step_equals_an_uninterrupted_run(
     assert seen == [1, 2, 2, 3, 4]  # epoch 2 is redone from the intact epoch-1 checkpoint
     chex.assert_trees_all_equal(resumed.history, trained_population.history)
     chex.assert_trees_all_equal(resumed.state, trained_population.state)
+
+
+def test_unbatched_cores_assert_their_ranks_at_entry():
+    w = jnp.zeros((3, 3, 2, 4), jnp.float32)
+    with pytest.raises(AssertionError, match="rank"):
+        jq.conv2d(jnp.zeros((8, 8, 2), jnp.float32), w, 1)  # a missing batch axis
+    with pytest.raises(AssertionError, match="rank"):
+        jq.ternarize(w, jnp.array([0.1, 0.2]))  # a per-member Δ without vmap
+    with pytest.raises(AssertionError, match="rank"):
+        jq.accuracy(jnp.zeros((4, 10)), jnp.zeros((4, 1), jnp.int32))  # would broadcast to [4, 4]
+    with pytest.raises(AssertionError, match="rank"):
+        jq.augment(jax.random.key(0), jnp.zeros((8, 8, 1)), 1, False)
+    with pytest.raises(AssertionError, match="rank"):
+        jq.delta_at(jq.stack_regimes([jq.delta_regime("log", 0.1, 1.0, 0.5)] * 2), 1)  # stacked: vmap it
