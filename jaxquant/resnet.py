@@ -39,8 +39,9 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("num_classes", "blocks_per_stage", "base_width", "inflation"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ModelConfig.{name} must be an integer >= 1, got {value!r}")
 
     @property
     def stage_widths(self) -> tuple[int, int, int]:

@@ -31,7 +31,9 @@ class SweepMember:
     seed: int = 0
 
     def __post_init__(self):
-        self.delta_regime()  # validates
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"SweepMember.seed must be a non-negative integer, got {self.seed!r}")
+        self.delta_regime()  # validates the regime fields
 
     def delta_regime(self) -> DeltaRegime:
         return delta_regime(self.regime, self.delta0, self.m, self.delta_max)

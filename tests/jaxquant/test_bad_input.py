@@ -170,3 +170,15 @@ def test_unbatched_cores_assert_their_ranks_at_entry():
         jq.augment(jax.random.key(0), jnp.zeros((8, 8, 1)), 1, False)
     with pytest.raises(AssertionError, match="rank"):
         jq.delta_at(jq.stack_regimes([jq.delta_regime("log", 0.1, 1.0, 0.5)] * 2), 1)  # stacked: vmap it
+
+
+@pytest.mark.parametrize("changes", [{"base_width": 2.5}, {"blocks_per_stage": NAN}, {"inflation": True}])
+def test_model_config_rejects_non_integer_sizes(changes):
+    with pytest.raises(ValueError, match="must be an integer"):
+        dataclasses.replace(jq.ModelConfig(), **changes)
+
+
+@pytest.mark.parametrize("seed", [NAN, 1.5, -1, True])
+def test_sweep_member_seed_must_be_a_non_negative_integer(seed):
+    with pytest.raises(ValueError, match="seed"):
+        jq.SweepMember(seed=seed)
