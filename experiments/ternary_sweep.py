@@ -125,7 +125,10 @@ def main(argv=None) -> dict:
         parser.error(str(error))
     print(f"model: {study.train.model}")
     out = Path(args.out)
-    result = jq.train_and_evaluate(study, out, progress=True)
+    try:
+        result = jq.train_and_evaluate(study, out, progress=True)
+    except (ValueError, FileNotFoundError) as error:  # bad data path or files, a foreign checkpoint dir
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     (out / "table.md").write_text(result.report)
     (out / "results.json").write_text(json.dumps(result.summary, indent=1))
     plot(study, result.results, result.summary["runs"], out)

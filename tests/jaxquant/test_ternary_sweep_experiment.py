@@ -27,3 +27,11 @@ def test_study_writes_table_results_and_models(tmp_path):
     again = ternary_sweep.main(["--epochs", "2", "--seeds", "1", "--out", str(tmp_path)])
     assert json.dumps(again["table"]) == json.dumps(summary["table"])
     assert json.dumps(again["caps"]) == json.dumps(summary["caps"])
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        ternary_sweep.main(["--config", "cifar10", "--cifar-dir", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "lacks data_batch_1" in error and "Traceback" not in error
