@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 import jaxsched
+from jaxsched.batch import Shape
 from jaxsched.deepsched import DeepSchedNet, NeuralScheduler, problem_features
 from jaxsched.deepsched import decode as decode_module
 from jaxsched.deepsched.features import bucket_shape
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from tests.jaxsched.problems import random_problem
 
-SHAPE = (16, 8, 64, 16)  # one padded shape for every problem below: one compilation per decoder
+SHAPE = Shape(16, 8, 64, 16)  # one padded shape for every problem below: one compilation per decoder
 
 
 def _problems():
@@ -33,7 +34,7 @@ def scheduler(trained):
 
 def _untrained(config, variant):
     config = config.replace(model={"variant": variant})
-    features = problem_features(random_dag(8, 2, seed=0), *SHAPE)
+    features = problem_features(random_dag(8, 2, seed=0), SHAPE)
     return NeuralScheduler(config, jax.jit(DeepSchedNet(config.model).init)(jax.random.key(0), features))
 
 
@@ -93,7 +94,7 @@ def test_one_compilation_per_padded_shape(scheduler):
     assert (decode_module._greedy._cache_size(), decode_module._simulate_one._cache_size()) == sizes
 
 
-def test_errors(scheduler, tmp_path):
+def test_errors(scheduler, trained, tmp_path):
     too_big = random_dag(scheduler.config.model.max_tasks + 1, 2, seed=0)
     with pytest.raises(ValueError, match="at most"):
         scheduler.schedule(too_big)
@@ -101,4 +102,17 @@ def test_errors(scheduler, tmp_path):
         scheduler.schedule(random_dag(5, 2), decoder="beam")
     with pytest.raises(FileNotFoundError):
         NeuralScheduler.load(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+        NeuralScheduler.load(tmp_path)
+    _, directory, _ = trained
+    for seed in (-1, 2, True):
+        with pytest.raises(ValueError, match="seed must be one of the trained seeds 0..1"):
+            NeuralScheduler.load(directory, seed=seed)
+    for options, message in (
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(samples=0), "samples"),
+        (dict(seed=-3), "seed"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            scheduler.schedule(random_dag(5, 2), decoder="sampling", **options)
     assert bucket_shape(random_dag(5, 2)) == (8, 8, 8, 4)
