@@ -94,14 +94,18 @@ class NeuralScheduler:
         return cls(config, params)
 
     @classmethod
-    def eft_rule(cls, config: DeepSchedConfig) -> "NeuralScheduler":
+    def eft_rule(cls, config: DeepSchedConfig, like: Any = None) -> "NeuralScheduler":
         """The feedback variant's prior alone (`model.eft_rule_params`): HEFT's earliest-finish rule on
-        the partial schedule, decoded like any trained network; the baseline training must beat."""
+        the partial schedule, decoded like any trained network; the baseline training must beat.
+        `like`: parameters of a feedback network of `config` to take the structure from (saves
+        initialising one)."""
         config = config.replace(model={"variant": "feedback"})
-        one_task = Problem(np.ones((1, 1)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
-        features = problem_features(one_task, bucket_shape(one_task))
-        params = jax.jit(DeepSchedNet(config.model).init, compiler_options=UNOPTIMISED)(jax.random.key(0), features)
-        return cls(config, eft_rule_params(params, config.model.eft_prior))
+        if like is None:
+            one_task = Problem(np.ones((1, 1)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+            features = problem_features(one_task, bucket_shape(one_task))
+            init = jax.jit(DeepSchedNet(config.model).init, compiler_options=UNOPTIMISED)
+            like = init(jax.random.key(0), features)
+        return cls(config, eft_rule_params(like, config.model.eft_prior))
 
     def check(self, problem: Problem) -> None:
         """Raises ValueError when `problem` is larger than the network's configured maximum."""

@@ -166,7 +166,7 @@ def train_and_evaluate(
         fit(config.replace(model=model_fields), splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress)
         schedulers[name] = NeuralScheduler.load(checkpoint_dir)
     if "feedback" in evaluation.variants:
-        schedulers["eft-rule"] = NeuralScheduler.eft_rule(config)
+        schedulers["eft-rule"] = NeuralScheduler.eft_rule(config, like=schedulers["feedback"].params)
     main = evaluation.main if evaluation.main in schedulers else evaluation.variants[0]
     records = evaluate(schedulers, splits, evaluation, progress)
     results = {

@@ -11,9 +11,11 @@ from jaxsched.deepsched import DeepSchedNet, NeuralScheduler, problem_features
 from jaxsched.deepsched import decode as decode_module
 from jaxsched.deepsched.features import bucket_shape
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
-from tests.jaxsched.problems import random_problem
+from tests.jaxsched.problems import random_problem, topcuoglu_example
 
-SHAPE = Shape(16, 8, 64, 16)  # one padded shape for every problem below: one compilation per decoder
+# One padded shape for every problem below (one compilation per decoder): the test dataset's, so
+# that the experiment's test (test_evaluate.py) reuses these compilations.
+SHAPE = Shape(16, 4, 32, 16)
 
 
 def _problems():
@@ -116,3 +118,13 @@ def test_errors(scheduler, trained, tmp_path):
         with pytest.raises(ValueError, match=message):
             scheduler.schedule(random_dag(5, 2), decoder="sampling", **options)
     assert bucket_shape(random_dag(5, 2)) == (8, 8, 8, 4)
+
+
+@pytest.mark.slow
+def test_eft_rule_without_a_template_equals_the_one_built_from_trained_parameters(trained, scheduler):
+    config, _, _ = trained
+    fresh, templated = NeuralScheduler.eft_rule(config), NeuralScheduler.eft_rule(config, like=scheduler.params)
+    for a, b in zip(jax.tree.leaves(fresh.params), jax.tree.leaves(templated.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    problem = topcuoglu_example()  # the prior alone reproduces HEFT's processors here (test_model)
+    np.testing.assert_array_equal(fresh.schedule(problem).proc, jaxsched.heft(problem).proc)

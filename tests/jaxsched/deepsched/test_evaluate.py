@@ -4,8 +4,6 @@ run: `python -m experiments.deepsched --config test --no-ga` (it used to crash w
 
 import json
 
-import numpy as np
-
 from experiments import deepsched as experiment
 
 
@@ -19,9 +17,10 @@ def test_experiment_without_ga_reports_every_split(trained, workdir, capsys):
     assert "GA ratio" not in table and "| ood | 12 |" in table
     assert (workdir / "results.md").read_text() == table.rstrip("\n") + "\n"
     saved = json.loads((workdir / "results.json").read_text())
-    for record in saved["records"]:  # a network's schedule is never shorter than the optimum, so HEFT
-        ratio = record["eft-rule/greedy"]["makespan"] / record["heft_makespan"]  # can only be matched
-        assert np.isfinite(ratio) and ratio > 0.5                               # or beaten modestly
+    assert saved["records"] == results["records"]
+    for record in saved["records"]:  # the sampling decoder keeps the greedy assignment among its samples
+        for variant in results["variant_names"]:
+            assert record[f"{variant}/sampling"]["makespan"] <= record[f"{variant}/greedy"]["makespan"]
 
 
 def test_bad_flags_exit_with_one_line(capsys):
