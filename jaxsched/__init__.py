@@ -10,7 +10,7 @@ from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, ra
 from jaxsched.heft import heft, upward_rank
 from jaxsched.kernels import (
     ScheduleArrays,
-    check_assignments,
+    check_batch_assignment,
     heft_batch,
     heft_padded,
     row_capacity,
@@ -57,7 +57,7 @@ __all__ = [
     "Shape",
     "average_turnaround",
     "average_waiting",
-    "check_assignments",
+    "check_batch_assignment",
     "cloudsim",
     "critical_path_min",
     "effective_priority",

@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxsched.heft import upward_rank
 from jaxsched.order import priority_order
-from jaxsched.problem import Problem
+from jaxsched.problem import Problem, check_problem
 
 
 class Shape(NamedTuple):
@@ -50,7 +50,10 @@ class Shape(NamedTuple):
         )
 
     def check(self, problem: Problem) -> None:
-        """Raises ValueError when `problem` does not fit this shape."""
+        """Raises ValueError when `problem` does not fit this shape (or a size is not a positive integer)."""
+        for name, size in self._asdict().items():
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(f"Shape.{name} must be a positive integer, got {size!r}")
         sizes = (
             ("tasks", problem.num_tasks, self.num_tasks),
             ("processors", problem.num_procs, self.num_procs),
@@ -103,6 +106,8 @@ Tree = TypeVar("Tree", bound=tuple)
 
 def stack(items: Sequence[Tree]) -> Tree:
     """NamedTuples of same-shape arrays stacked along a new leading batch axis."""
+    if not len(items):
+        raise ValueError("stack needs at least one item")
     return type(items[0])(*(np.stack(arrays) for arrays in zip(*items)))
 
 
@@ -141,8 +146,7 @@ def _check_range(problem: Problem, dtype) -> None:
 def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) -> PaddedProblem:
     """Pads `problem` to `shape` (default: its own, `Shape.of(problem)`) in `dtype`; raises ValueError
     if it does not fit, or if its times do not fit `dtype` (see the module docstring)."""
-    if not isinstance(problem, Problem):
-        raise ValueError(f"pad_problem needs a jaxsched.Problem, got {type(problem).__name__}")
+    check_problem(problem)
     shape = Shape.of(problem) if shape is None else Shape(*shape)
     shape.check(problem)
     _check_range(problem, dtype)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
 from jaxsched.kernels import simulate_padded
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import simulate
 
 OBJECTIVES = ("waiting", "makespan")
@@ -230,7 +230,10 @@ def ga(
     compilation (the padding changes the random draws, not the quality). `options` are the other
     `GAConfig` fields (crossover_rate, mutation_rate, tournament, elite, objective).
     """
+    check_problem(problem)
     config = GAConfig(population=population, generations=generations, **options)
+    if shape is not None and backend != "jax":
+        raise ValueError("shape pads the problem for the JAX GA; it needs backend='jax'")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if backend == "numpy":

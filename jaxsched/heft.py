@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxsched.order import priority_order
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.timeline import Timelines
 
 
@@ -49,6 +49,7 @@ def upward_rank(problem: Problem) -> np.ndarray:
 
 def heft(problem: Problem) -> Schedule:
     """Insertion-based HEFT schedule of `problem` (see the module docstring for tie-breaking)."""
+    check_problem(problem)
     num_tasks, num_procs = problem.num_tasks, problem.num_procs
     proc, start, finish = [0] * num_tasks, [0.0] * num_tasks, [0.0] * num_tasks
     timelines = Timelines(problem.comp)

@@ -49,6 +49,15 @@ class ScheduleArrays(NamedTuple):
     steps: jax.Array  # [] int32 loop steps taken: T, or the number of waves of the wavefront
 
 
+def _capacity(problem: PaddedProblem, capacity) -> int:
+    """`capacity` (default T) after checking it is a positive integer."""
+    if capacity is None:
+        return problem.comp.shape[0]
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ValueError(f"capacity must be a positive integer (busy tasks per processor), got {capacity!r}")
+    return int(capacity)
+
+
 def _ready(finish, preds, transfer, arrival) -> jax.Array:
     """Time a task's inputs are all available (and it has arrived): max of finish + transfer.
 
@@ -101,7 +110,7 @@ def heft_padded(problem: PaddedProblem, capacity: int | None = None) -> Schedule
     assert_padded(problem)
     num_tasks, num_procs = problem.comp.shape
     dtype = problem.comp.dtype
-    capacity = num_tasks if capacity is None else capacity
+    capacity = _capacity(problem, capacity)
     order = problem.heft_order
     empty = jnp.full((num_procs, capacity), jnp.inf, dtype)
 
@@ -171,7 +180,7 @@ def simulate_padded(
     assert_padded(problem)
     chex.assert_rank([proc, priority], [1, 1])
     chex.assert_equal_shape([proc, priority, problem.task_mask])
-    capacity = problem.comp.shape[0] if capacity is None else capacity
+    capacity = _capacity(problem, capacity)
     order = placement_order_padded(problem, priority, method)
     simulate = _walk if method == "walk" else _wavefront
     return simulate(problem, proc.astype(jnp.int32), order, capacity)
@@ -306,7 +315,7 @@ def _simulate_batch(batch: PaddedProblem, proc, priority, capacity: int | None, 
     return jax.vmap(simulate_padded, in_axes=(0, 0, 0, None, None))(batch, proc, priority, capacity, method)
 
 
-def check_assignments(batch: PaddedProblem, proc, priority) -> None:
+def check_batch_assignment(batch: PaddedProblem, proc, priority) -> None:
     """Raises ValueError unless proc [B, T] holds integer ids of real processors and priority [B, T]
     finite real numbers, for every real task of the padded `batch` (padded tasks are ignored)."""
     task_mask, proc_mask = np.asarray(batch.task_mask), np.asarray(batch.proc_mask)
@@ -339,6 +348,6 @@ def simulate_batch(
     batch: PaddedProblem, proc, priority, capacity: int | None = None, method: str = "walk"
 ) -> ScheduleArrays:
     """`simulate` on every problem of a padded batch: proc [B, T], priority [B, T] (checked on the
-    host by `check_assignments`; one compilation per padded shape, capacity and method)."""
-    check_assignments(batch, proc, priority)
+    host by `check_batch_assignment`; one compilation per padded shape, capacity and method)."""
+    check_batch_assignment(batch, proc, priority)
     return _simulate_batch(batch, proc, priority, capacity, method)

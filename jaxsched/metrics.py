@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 
 
 def makespan(schedule: Schedule) -> float:
@@ -26,6 +26,7 @@ def critical_path_min(problem: Problem) -> float:
 
 def _check(problem: Problem, schedule: Schedule) -> None:
     """Raises ValueError when `schedule` is not one of `problem`'s tasks."""
+    check_problem(problem)
     for name in ("proc", "start", "finish"):
         shape = np.shape(getattr(schedule, name))
         if shape != (problem.num_tasks,):

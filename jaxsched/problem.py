@@ -283,6 +283,13 @@ class Schedule:
         return float(self.finish.max()) if self.finish.size else 0.0
 
 
+def check_problem(problem) -> None:
+    """Raises ValueError unless `problem` is a `Problem` (the public entry points call it, so that a
+    wrong argument is named rather than failing on a missing attribute)."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"expected a jaxsched.Problem, got {type(problem).__name__}")
+
+
 def _processor_ids(proc: np.ndarray) -> np.ndarray:
     """`schedule.proc` as int64; raises ValueError for booleans, fractions and NaN (never truncated)."""
     if np.issubdtype(proc.dtype, np.integer):
@@ -305,6 +312,11 @@ def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> Non
     no two tasks overlap on one processor (zero-length tasks occupy no time). Tolerances are relative to
     the makespan, so schedules computed in float32 validate too when `rtol` is loosened.
     """
+    check_problem(problem)
+    if not isinstance(schedule, Schedule):
+        raise ValueError(f"expected a jaxsched.Schedule, got {type(schedule).__name__}")
+    if not (isinstance(rtol, (int, float)) and 0 <= rtol < float("inf")):
+        raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
     num_tasks = problem.num_tasks
     proc = np.asarray(schedule.proc)
     start = real_array("schedule.start", schedule.start)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from jaxsched.order import placement_order
-from jaxsched.problem import Problem, Schedule, real_array
+from jaxsched.problem import Problem, Schedule, check_problem, real_array
 from jaxsched.timeline import Timelines
 
 
 def check_assignment(problem: Problem, proc, priority) -> tuple[np.ndarray, np.ndarray]:
     """Validates a (processor, priority) pair for `problem`; returns them as arrays."""
+    check_problem(problem)
     proc = np.asarray(proc)
     priority = real_array("priority", priority)
     shape = (problem.num_tasks,)

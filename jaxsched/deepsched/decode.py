@@ -26,7 +26,7 @@ from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params
 from jaxsched.kernels import ScheduleArrays, row_capacity, simulate_padded
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 
 DECODERS = ("greedy", "sampling")
 PRIORITIES = ("rank", "start")
@@ -108,7 +108,9 @@ class NeuralScheduler:
         return cls(config, eft_rule_params(like, config.model.eft_prior))
 
     def check(self, problem: Problem) -> None:
-        """Raises ValueError when `problem` is larger than the network's configured maximum."""
+        """Raises ValueError when `problem` is not a Problem or is larger than the network's configured
+        maximum."""
+        check_problem(problem)
         model = self.config.model
         if problem.num_tasks > model.max_tasks or problem.num_procs > model.max_procs:
             raise ValueError(

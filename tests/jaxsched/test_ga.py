@@ -92,6 +92,7 @@ def test_jax_ga_loop_equals_the_scanned_ga(monkeypatch):
         (dict(elite=True), "elite must be an integer"),
         (dict(crossover_rate=float("nan")), "crossover_rate"),
         (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(shape=(24, 3, 64, 8)), "needs backend='jax'"),
     ],
 )
 def test_bad_ga_options(options, message):
