@@ -39,9 +39,9 @@ from jaxsched.problem import (
     Schedule,
     load_problem,
     load_schedule,
+    real_array,
     save_problem,
     save_schedule,
-    real_array,
     validate,
 )
 from jaxsched.simulate import simulate

@@ -99,7 +99,10 @@ class EpochCheckpointer:
                 if not isinstance(run, dict) or "identity" not in run or tree is None:
                     raise ValueError("incomplete checkpoint")
             except Exception as error:  # orbax and tensorstore raise many types for a damaged step
-                warnings.warn(f"checkpoint step {step} in {self.directory} is damaged ({error!r}); trying an older one")
+                warnings.warn(
+                    f"checkpoint step {step} in {self.directory} is damaged ({error!r}); trying an older one",
+                    stacklevel=2,
+                )
                 continue
             if self.identity is not None and run["identity"] != self.identity:
                 raise ValueError(
@@ -116,9 +119,7 @@ class EpochCheckpointer:
         if self.identity is None:
             raise ValueError("an EpochCheckpointer opened with identity=None is read-only")
         run = {"identity": self.identity, "meta": _json_round_trip(meta, "meta")}
-        self.manager.save(
-            epoch, args=ocp.args.Composite(tree=ocp.args.StandardSave(tree), run=ocp.args.JsonSave(run))
-        )
+        self.manager.save(epoch, args=ocp.args.Composite(tree=ocp.args.StandardSave(tree), run=ocp.args.JsonSave(run)))
         self.manager.wait_until_finished()
 
     def close(self) -> None:

@@ -221,7 +221,7 @@ class Problem:
             level[frontier] = depth
             starts, ends = out_ptr[frontier], out_ptr[frontier + 1]
             if starts.size == 1:
-                children = succ[starts[0]:ends[0]]
+                children = succ[starts[0] : ends[0]]
             else:
                 children = succ[_ranges(starts, ends)]
             np.subtract.at(indegree, children, 1)
@@ -241,9 +241,9 @@ class Problem:
         while task not in seen:
             seen[task] = len(path)
             path.append(task)
-            preds = self.src[in_order[in_ptr[task]:in_ptr[task + 1]]]
+            preds = self.src[in_order[in_ptr[task] : in_ptr[task + 1]]]
             task = int(preds[remaining[preds]][0])
-        cycle = path[seen[task]:][::-1]
+        cycle = path[seen[task] :][::-1]
         return cycle + [cycle[0]]
 
 
@@ -334,9 +334,7 @@ def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> Non
     bad = np.abs(finish - start - duration) > tol
     if bad.any():
         t = int(np.argmax(bad))
-        raise ValueError(
-            f"task {t} runs {finish[t] - start[t]} on processor {proc[t]} but takes {duration[t]} there"
-        )
+        raise ValueError(f"task {t} runs {finish[t] - start[t]} on processor {proc[t]} but takes {duration[t]} there")
     early = start < problem.arrival - tol
     if early.any():
         t = int(np.argmax(early))

@@ -221,7 +221,14 @@ def test() -> DeepSchedConfig:
         data=DataConfig(num_procs=4, sizes=(8, 12), num_train=32, num_val=8, num_test=8, num_ood=4),
         train=TrainConfig(epochs=3, batch_size=8, learning_rate=3e-3, decay_every=2, num_seeds=2),
         eval=EvalConfig(
-            variants=("feedback",), ablation=False, count=1, samples=8, ga_population=4, ga_generations=2,
-            timing_sizes=(16,), timing_procs=4, timing_ga_max=16,
+            variants=("feedback",),
+            ablation=False,
+            count=1,
+            samples=8,
+            ga_population=4,
+            ga_generations=2,
+            timing_sizes=(16,),
+            timing_procs=4,
+            timing_ga_max=16,
         ),
     )

@@ -220,7 +220,8 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
     splits = {}
     for split in SPLITS:
         count = len(Features._fields) + len(Labels._fields)
-        npz = read_npz(root / f"{split}_data.npz", "labelled data", {f"arr_{i}" for i in range(count)} | {"kinds", "sizes"})
+        names = {f"arr_{i}" for i in range(count)} | {"kinds", "sizes"}
+        npz = read_npz(root / f"{split}_data.npz", "labelled data", names)
         arrays = [npz[f"arr_{i}"] for i in range(count)]
         kinds, sizes = tuple(str(k) for k in npz["kinds"]), tuple(int(s) for s in npz["sizes"])
         data = LabelledSet(Features(*arrays[: len(Features._fields)]), Labels(*arrays[len(Features._fields) :]))

@@ -36,12 +36,11 @@ SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
 def evaluation_sets(splits: dict[str, Split], count: int) -> dict[str, list[tuple[str, int, int]]]:
     """Per evaluation split, (generator, size, index into the source split) of `count` instances per
     (generator, size)."""
-    return {
-        name: [
-            (kind, size, index) for (kind, size), indices in splits[source].groups().items() for index in indices[:count]
-        ]
-        for name, source in SPLIT_SOURCES.items()
-    }
+    chosen = {}
+    for name, source in SPLIT_SOURCES.items():
+        groups = splits[source].groups().items()
+        chosen[name] = [(kind, size, index) for (kind, size), indices in groups for index in indices[:count]]
+    return chosen
 
 
 def evaluate(
@@ -163,7 +162,8 @@ def train_and_evaluate(
     schedulers = {}
     for name, model_fields in runs.items():
         checkpoint_dir = workdir / "checkpoints" / name
-        fit(config.replace(model=model_fields), splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress)
+        run_config = config.replace(model=model_fields)
+        fit(run_config, splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress)
         schedulers[name] = NeuralScheduler.load(checkpoint_dir)
     if "feedback" in evaluation.variants:
         schedulers["eft-rule"] = NeuralScheduler.eft_rule(config, like=schedulers["feedback"].params)
