@@ -49,6 +49,12 @@ class Shape(NamedTuple):
             max(1, max(p.max_in_degree for p in problems)),
         )
 
+    @classmethod
+    def read(cls, padded) -> "Shape":
+        """The shape of a padded form (`PaddedProblem`, the neural scheduler's `Features`: anything with
+        `comp [.., T, P]`, `edge_src [.., E]` and `pred [.., T, K]`); a batch's leading axis is ignored."""
+        return cls(*padded.comp.shape[-2:], padded.edge_src.shape[-1], padded.pred.shape[-1])
+
     def check(self, problem: Problem) -> None:
         """Raises ValueError when `problem` does not fit this shape (or a size is not a positive integer)."""
         for name, size in self._asdict().items():
@@ -85,8 +91,8 @@ class PaddedProblem(NamedTuple):
 
     @property
     def shape(self) -> Shape:
-        """The padded sizes (the trailing axes: a batch's leading axis is ignored)."""
-        return Shape(*self.comp.shape[-2:], self.edge_src.shape[-1], self.pred.shape[-1])
+        """The padded sizes (`Shape.read`)."""
+        return Shape.read(self)
 
 
 def assert_padded(problem: PaddedProblem) -> None:

@@ -61,8 +61,8 @@ class Features(NamedTuple):
 
     @property
     def shape(self) -> Shape:
-        """The padded sizes (the trailing axes: a batch's leading axis is ignored)."""
-        return Shape(*self.comp.shape[-2:], self.edge_src.shape[-1], self.pred.shape[-1])
+        """The padded sizes (`Shape.read`)."""
+        return Shape.read(self)
 
 
 def assert_features(features: Features) -> None:

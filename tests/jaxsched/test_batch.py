@@ -18,8 +18,9 @@ def test_shape_of_fits_every_problem_and_padded_forms_report_it():
     assert shape.max_in_degree == max(1, max(int(np.bincount(p.dst, minlength=1).max()) for p in problems))
     assert pad_problems(problems).shape == shape
     assert problem_features(problems[0], shape).shape == shape
+    largest = max(problems, key=lambda p: p.num_tasks)
     with pytest.raises(ValueError, match="more than the padded capacity"):
-        pad_problem(problems[0], shape._replace(num_procs=0))
+        pad_problem(largest, shape._replace(num_tasks=shape.num_tasks - 1))
 
 
 @pytest.mark.parametrize(
