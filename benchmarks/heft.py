@@ -20,6 +20,7 @@ import numpy as np
 
 import jaxsched
 from jaxsched.generate import random_dag
+from jaxsched.timing import best_time
 
 
 def python_heft(problem: jaxsched.Problem) -> float:
@@ -111,13 +112,11 @@ def _earliest_start(starts, finishes, ready, duration):
         k += 1
 
 
-def _time(fn, repeats):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+def _timed(fn, repeats):
+    """(best of `repeats` seconds, the last result) of `fn()`."""
+    out = []
+    seconds = best_time(lambda: out.append(fn()), repeats)
+    return seconds, out[-1]
 
 
 def compare_python(sizes, repeats):
@@ -125,8 +124,8 @@ def compare_python(sizes, repeats):
     print("|---|---|---|---|---|---|")
     for num_tasks, num_procs in sizes:
         problem = random_dag(num_tasks, num_procs, seed=num_tasks)
-        fast, schedule = _time(functools.partial(jaxsched.heft, problem), repeats)
-        slow, makespan = _time(functools.partial(python_heft, problem), 1 if num_tasks > 20_000 else repeats)
+        fast, schedule = _timed(functools.partial(jaxsched.heft, problem), repeats)
+        slow, makespan = _timed(functools.partial(python_heft, problem), 1 if num_tasks > 20_000 else repeats)
         same = makespan == schedule.makespan
         edges = problem.num_edges
         print(f"| {num_tasks} x {num_procs} | {edges} | {fast:.4f} | {slow:.3f} | {slow / fast:.1f}x | {same} |")
@@ -135,16 +134,15 @@ def compare_python(sizes, repeats):
 def compare_batched(batch_size, num_tasks, num_procs, repeats):
     import jax
 
-    from jaxsched.batch import pad_problems
-    from jaxsched.kernels import heft_batch
+    from jaxsched import heft_batch, pad_problems
 
     problems = [random_dag(num_tasks, num_procs, integer=True, seed=i) for i in range(batch_size)]
-    loop, schedules = _time(lambda: [jaxsched.heft(p) for p in problems], repeats)
+    loop, schedules = _timed(lambda: [jaxsched.heft(p) for p in problems], repeats)
     batch = jax.device_put(pad_problems(problems))
     t0 = time.perf_counter()
     jax.block_until_ready(heft_batch(batch))
     compile_s = time.perf_counter() - t0
-    fast, out = _time(lambda: jax.block_until_ready(heft_batch(batch)), repeats)
+    fast, out = _timed(lambda: jax.block_until_ready(heft_batch(batch)), repeats)
     same = all(
         np.array_equal(np.asarray(out.proc[i, :num_tasks]), s.proc) and np.allclose(out.finish[i, :num_tasks], s.finish)
         for i, s in enumerate(schedules)

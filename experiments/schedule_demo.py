@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import sys
 import time
 
 from tqdm.auto import tqdm
@@ -114,7 +115,13 @@ def main(argv=None):
     parser.add_argument("--ga-backend", choices=("numpy", "jax"), default="numpy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/schedule_demo")
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    limits = {"tasks": 4, "procs": 1, "population": 2, "generations": 0, "seed": 0}
+    for name, least in limits.items():  # checked before any work: one line and exit code 2
+        if getattr(args, name) < least:
+            print(f"error: --{name} must be at least {least}, got {getattr(args, name)}", file=sys.stderr)
+            raise SystemExit(2)
+    return run(args)
 
 
 if __name__ == "__main__":

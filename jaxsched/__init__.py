@@ -1,17 +1,19 @@
 """jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
 
-NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over padded batches
+NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over problems padded to a `Shape`
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
-from jaxsched.batch import PaddedProblem, ProblemBatch, pad_problem, pad_problems
+from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
 from jaxsched.kernels import (
     ScheduleArrays,
+    check_batch_assignment,
     heft_batch,
     heft_padded,
+    row_capacity,
     simulate_batch,
     simulate_padded,
 )
@@ -25,11 +27,19 @@ from jaxsched.metrics import (
     speedup,
     summary,
 )
+from jaxsched.order import (
+    effective_priority,
+    effective_priority_padded,
+    placement_order,
+    placement_order_padded,
+    priority_order,
+)
 from jaxsched.problem import (
     Problem,
     Schedule,
     load_problem,
     load_schedule,
+    real_array,
     save_problem,
     save_schedule,
     validate,
@@ -44,10 +54,14 @@ __all__ = [
     "ProblemBatch",
     "Schedule",
     "ScheduleArrays",
+    "Shape",
     "average_turnaround",
     "average_waiting",
-    "critical_path_min",
+    "check_batch_assignment",
     "cloudsim",
+    "critical_path_min",
+    "effective_priority",
+    "effective_priority_padded",
     "efficiency",
     "evolve_padded",
     "fft",
@@ -62,8 +76,13 @@ __all__ = [
     "makespan",
     "pad_problem",
     "pad_problems",
+    "placement_order",
+    "placement_order_padded",
     "population_fitness",
+    "priority_order",
     "random_dag",
+    "real_array",
+    "row_capacity",
     "save_problem",
     "save_schedule",
     "simulate",
@@ -71,7 +90,9 @@ __all__ = [
     "simulate_padded",
     "slr",
     "speedup",
+    "stack",
     "summary",
+    "time_bound",
     "upward_rank",
     "validate",
 ]

@@ -1,19 +1,74 @@
-"""Padding problems to fixed shapes so one compilation serves a whole batch.
+"""The padded problem: one instance as fixed-shape arrays, so one compilation serves a whole batch.
 
-A `PaddedProblem` holds one instance padded to T tasks, P processors, K incoming edges per task and
-E edges; `ProblemBatch` is the same pytree with a leading batch axis. Padded tasks cost nothing and
-have no edges (they never delay a real task); padded processors are masked out; the predecessor
-table uses index T as a sentinel whose finish time the kernels treat as -inf.
+A `Shape` names the padded sizes (tasks, processors, edges, incoming edges per task); every kernel,
+the neural scheduler's features and its decoder take problems padded to one. A `PaddedProblem`
+holds one instance padded to a shape; `ProblemBatch` is the same pytree with a leading batch axis.
+Padded tasks cost nothing and have no edges (they never delay a real task); padded processors are
+masked out; the predecessor table uses index T as a sentinel whose finish time the kernels treat
+as -inf.
+
+Precision contract of `dtype=np.float32` (the default): every time must be representable, so
+`pad_problem` raises ValueError when a value or the problem's time bound (`time_bound`: the latest
+any task can finish) exceeds float32's range, or when a non-zero value is below its smallest
+normal number (it would flush to zero). Times are then rounded to float32: with integer costs the
+kernels equal the float64 references exactly as long as `time_bound` is at most 2**24 (every
+integer up to it is a float32); beyond it, or with fractional costs, they agree to float32
+rounding. Pad with `dtype=np.float64` under `jax.enable_x64(True)` for float64 arithmetic.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, TypeVar
 
+import chex
 import numpy as np
 
-from jaxsched.heft import priority_order, upward_rank
-from jaxsched.problem import Problem
+from jaxsched.heft import upward_rank
+from jaxsched.order import priority_order
+from jaxsched.problem import Problem, check_problem
+
+
+class Shape(NamedTuple):
+    """Padded sizes: capacity for tasks (T), processors (P), edges (E) and incoming edges per task (K)."""
+
+    num_tasks: int
+    num_procs: int
+    num_edges: int
+    max_in_degree: int
+
+    @classmethod
+    def of(cls, problems: Problem | Sequence[Problem]) -> "Shape":
+        """The smallest shape that fits `problems` (one or several); edges and K are at least 1."""
+        problems = [problems] if isinstance(problems, Problem) else list(problems)
+        if not problems:
+            raise ValueError("Shape.of needs at least one problem")
+        return cls(
+            max(p.num_tasks for p in problems),
+            max(p.num_procs for p in problems),
+            max(1, max(p.num_edges for p in problems)),
+            max(1, max(p.max_in_degree for p in problems)),
+        )
+
+    @classmethod
+    def read(cls, padded) -> "Shape":
+        """The shape of a padded form (`PaddedProblem`, the neural scheduler's `Features`: anything with
+        `comp [.., T, P]`, `edge_src [.., E]` and `pred [.., T, K]`); a batch's leading axis is ignored."""
+        return cls(*padded.comp.shape[-2:], padded.edge_src.shape[-1], padded.pred.shape[-1])
+
+    def check(self, problem: Problem) -> None:
+        """Raises ValueError when `problem` does not fit this shape (or a size is not a positive integer)."""
+        for name, size in self._asdict().items():
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(f"Shape.{name} must be a positive integer, got {size!r}")
+        sizes = (
+            ("tasks", problem.num_tasks, self.num_tasks),
+            ("processors", problem.num_procs, self.num_procs),
+            ("edges", problem.num_edges, self.num_edges),
+            ("incoming edges of a task", problem.max_in_degree, self.max_in_degree),
+        )
+        for what, needed, capacity in sizes:
+            if needed > capacity:
+                raise ValueError(f"problem has {needed} {what}, more than the padded capacity {capacity}")
 
 
 class PaddedProblem(NamedTuple):
@@ -34,32 +89,74 @@ class PaddedProblem(NamedTuple):
     edge_data: np.ndarray  # [E] float, 0 where padded
     edge_mask: np.ndarray  # [E] bool
 
+    @property
+    def shape(self) -> Shape:
+        """The padded sizes (`Shape.read`)."""
+        return Shape.read(self)
+
+
+def assert_padded(problem: PaddedProblem) -> None:
+    """Raises (chex) unless `problem` is one unbatched padded problem: the boundary check of the
+    unbatched cores, so that a batch passed where one problem belongs fails here, not inside XLA."""
+    chex.assert_rank(
+        [problem.comp, problem.task_mask, problem.proc_mask, problem.pred, problem.pred_data, problem.arrival],
+        [2, 1, 1, 2, 2, 1],
+    )
+    chex.assert_rank([problem.inverse_bandwidth, problem.topo_order, problem.heft_order], [2, 1, 1])
+
 
 ProblemBatch = PaddedProblem  # the same pytree with a leading batch axis on every array
 
+Tree = TypeVar("Tree", bound=tuple)
 
-def pad_problem(
-    problem: Problem,
-    num_tasks: int | None = None,
-    num_procs: int | None = None,
-    max_in_degree: int | None = None,
-    num_edges: int | None = None,
-    dtype=np.float32,
-) -> PaddedProblem:
-    """Pads `problem` to the given sizes (default: its own); raises ValueError if it does not fit."""
-    num_tasks = num_tasks or problem.num_tasks
-    num_procs = num_procs or problem.num_procs
-    max_in_degree = max_in_degree or max(1, _max_in_degree(problem))
-    num_edges = num_edges or max(1, problem.num_edges)
-    sizes = {
-        "tasks": (problem.num_tasks, num_tasks),
-        "processors": (problem.num_procs, num_procs),
-        "edges": (problem.num_edges, num_edges),
-        "incoming edges of a task": (_max_in_degree(problem), max_in_degree),
+
+def stack(items: Sequence[Tree]) -> Tree:
+    """NamedTuples of same-shape arrays stacked along a new leading batch axis."""
+    if not len(items):
+        raise ValueError("stack needs at least one item")
+    return type(items[0])(*(np.stack(arrays) for arrays in zip(*items)))
+
+
+def time_bound(problem: Problem) -> float:
+    """The latest time any task of `problem` can finish under any list schedule: the last release
+    time plus every task's largest cost plus every edge's largest transfer time."""
+    transfer = float(problem.inverse_bandwidth.max()) if problem.num_procs > 1 else 0.0
+    return float(problem.arrival.max() + problem.comp.max(axis=1).sum() + problem.data.sum() * transfer)
+
+
+def _check_range(problem: Problem, dtype) -> None:
+    """Raises ValueError when `problem`'s times do not fit `dtype` (see the module docstring)."""
+    info = np.finfo(dtype)
+    bound = time_bound(problem)
+    if bound > float(info.max):
+        raise ValueError(
+            f"times of this problem reach {bound:.3g}, beyond {np.dtype(dtype).name}'s range ({info.max:.3g}); "
+            "pad with dtype=np.float64 (under jax.enable_x64) or rescale the costs"
+        )
+    arrays = {
+        "comp": problem.comp,
+        "data": problem.data,
+        "task_arrival": problem.arrival,
+        "inverse bandwidth": problem.inverse_bandwidth,
     }
-    for what, (needed, capacity) in sizes.items():
-        if needed > capacity:
-            raise ValueError(f"problem has {needed} {what}, more than the padded capacity {capacity}")
+    for name, array in arrays.items():
+        tiny = (array != 0) & (np.abs(array) < float(info.tiny))
+        if tiny.any():
+            value = array[tuple(np.argwhere(tiny)[0])]
+            raise ValueError(
+                f"{name} holds {value:.3g}, below {np.dtype(dtype).name}'s smallest normal number "
+                f"({info.tiny:.3g}): it would round to zero; pad with dtype=np.float64 or rescale the costs"
+            )
+
+
+def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) -> PaddedProblem:
+    """Pads `problem` to `shape` (default: its own, `Shape.of(problem)`) in `dtype`; raises ValueError
+    if it does not fit, or if its times do not fit `dtype` (see the module docstring)."""
+    check_problem(problem)
+    shape = Shape.of(problem) if shape is None else Shape(*shape)
+    shape.check(problem)
+    _check_range(problem, dtype)
+    num_tasks, num_procs, num_edges, max_in_degree = shape
     t, p, e = problem.num_tasks, problem.num_procs, problem.num_edges
     comp = np.zeros((num_tasks, num_procs), dtype)
     comp[:t, :p] = problem.comp
@@ -96,25 +193,9 @@ def pad_problem(
     )
 
 
-def pad_problems(
-    problems: Sequence[Problem],
-    num_tasks: int | None = None,
-    num_procs: int | None = None,
-    max_in_degree: int | None = None,
-    num_edges: int | None = None,
-    dtype=np.float32,
-) -> ProblemBatch:
-    """Stacks `problems` into one batch, padded to the given sizes or the largest in the batch."""
-    if not problems:
+def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32) -> ProblemBatch:
+    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all)."""
+    if not len(problems):
         raise ValueError("pad_problems needs at least one problem")
-    num_tasks = num_tasks or max(p.num_tasks for p in problems)
-    num_procs = num_procs or max(p.num_procs for p in problems)
-    max_in_degree = max_in_degree or max(1, max(_max_in_degree(p) for p in problems))
-    num_edges = num_edges or max(1, max(p.num_edges for p in problems))
-    padded = [pad_problem(p, num_tasks, num_procs, max_in_degree, num_edges, dtype) for p in problems]
-    return ProblemBatch(*(np.stack(arrays) for arrays in zip(*padded)))
-
-
-def _max_in_degree(problem: Problem) -> int:
-    return int(np.bincount(problem.dst, minlength=1).max()) if problem.num_edges else 0
-
+    shape = Shape.of(problems) if shape is None else shape
+    return stack([pad_problem(p, shape, dtype) for p in problems])

@@ -34,9 +34,18 @@ class Restored(NamedTuple):
     meta: Any
 
 
-def _json_round_trip(value: Any) -> Any:
-    """`value` as it will read back from JSON (tuples become lists, and so on), for comparisons."""
-    return json.loads(json.dumps(value))
+def _json_round_trip(value: Any, what: str) -> Any:
+    """`value` as it will read back from JSON (tuples become lists, and so on), for comparisons;
+    ValueError naming `what` when it is not JSON-serialisable."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the checkpoint's {what} must be JSON-serialisable: {error}") from error
+
+
+def _dtype(leaf: Any) -> np.dtype:
+    """The dtype of an array leaf, or the one NumPy gives a Python scalar leaf."""
+    return leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
 
 
 class EpochCheckpointer:
@@ -51,7 +60,7 @@ class EpochCheckpointer:
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be at least 1, got {max_to_keep}")
         self.directory = Path(directory).expanduser().resolve()
-        self.identity = None if identity is None else _json_round_trip(identity)
+        self.identity = None if identity is None else _json_round_trip(identity, "identity")
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -78,7 +87,7 @@ class EpochCheckpointer:
             return None
         abstract = None
         if target is not None:
-            abstract = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype), target)
+            abstract = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(np.shape(leaf), _dtype(leaf)), target)
         for position, step in enumerate(steps):
             try:
                 restored = self.manager.restore(
@@ -90,7 +99,10 @@ class EpochCheckpointer:
                 if not isinstance(run, dict) or "identity" not in run or tree is None:
                     raise ValueError("incomplete checkpoint")
             except Exception as error:  # orbax and tensorstore raise many types for a damaged step
-                warnings.warn(f"checkpoint step {step} in {self.directory} is damaged ({error!r}); trying an older one")
+                warnings.warn(
+                    f"checkpoint step {step} in {self.directory} is damaged ({error!r}); trying an older one",
+                    stacklevel=2,
+                )
                 continue
             if self.identity is not None and run["identity"] != self.identity:
                 raise ValueError(
@@ -106,10 +118,8 @@ class EpochCheckpointer:
         """Write `tree` (and JSON `meta`) as the checkpoint of finished epoch `epoch`; returns when on disk."""
         if self.identity is None:
             raise ValueError("an EpochCheckpointer opened with identity=None is read-only")
-        run = {"identity": self.identity, "meta": _json_round_trip(meta)}
-        self.manager.save(
-            epoch, args=ocp.args.Composite(tree=ocp.args.StandardSave(tree), run=ocp.args.JsonSave(run))
-        )
+        run = {"identity": self.identity, "meta": _json_round_trip(meta, "meta")}
+        self.manager.save(epoch, args=ocp.args.Composite(tree=ocp.args.StandardSave(tree), run=ocp.args.JsonSave(run)))
         self.manager.wait_until_finished()
 
     def close(self) -> None:

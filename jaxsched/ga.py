@@ -18,14 +18,15 @@ import dataclasses
 import functools
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from jaxsched.batch import PaddedProblem, pad_problem
+from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
 from jaxsched.kernels import simulate_padded
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import simulate
 
 OBJECTIVES = ("waiting", "makespan")
@@ -40,12 +41,18 @@ class GAConfig:
     crossover_rate: float = 0.9
     mutation_rate: float | None = None  # per gene; None means 1 / num_tasks
     tournament: int = 2
-    elite: int = 2
+    elite: int | None = None  # None means min(2, population - 1)
     objective: str = "waiting"  # paper Eq. 1; or "makespan"
 
     def __post_init__(self):
+        for name in ("population", "generations", "tournament", "elite"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         if self.population < 2 or self.generations < 0:
             raise ValueError(f"need population >= 2 and generations >= 0, got {self.population}, {self.generations}")
+        if self.elite is None:
+            object.__setattr__(self, "elite", min(2, self.population - 1))
         if not 0 <= self.elite < self.population:
             raise ValueError(f"elite must lie in [0, population), got {self.elite}")
         if self.tournament < 1:
@@ -58,6 +65,7 @@ class GAConfig:
                 raise ValueError(f"{name} must lie in [0, 1], got {rate}")
 
     def mutation(self, num_tasks: int) -> float:
+        """The per-gene mutation probability for `num_tasks` genes."""
         return 1.0 / num_tasks if self.mutation_rate is None else self.mutation_rate
 
 
@@ -132,6 +140,8 @@ def population_fitness(problem: PaddedProblem, proc, priority, objective: str, c
     `capacity` bounds busy tasks per processor (see `jaxsched.kernels`); `overflow` says it was too
     small for some chromosome, whose fitness is then wrong.
     """
+    assert_padded(problem)
+    chex.assert_rank([proc, priority], [2, 2])
     schedules = jax.vmap(simulate_padded, in_axes=(None, 0, 0, None))(problem, proc, priority, capacity)
     mask = problem.task_mask[None, :]
     if objective == "makespan":
@@ -207,6 +217,7 @@ def ga(
     generations: int = 100,
     seed: int = 0,
     backend: str = "numpy",
+    shape: Shape | None = None,
     progress: bool = False,
     **options,
 ) -> Schedule:
@@ -214,23 +225,30 @@ def ga(
 
     `backend="numpy"` is the reference (one `simulate` per chromosome); `backend="jax"` breeds with
     the same operators and evaluates each generation in one vmapped call, with the simulator's
-    per-processor capacity sized from the population (doubled and retried on overflow). `options`
-    are the other `GAConfig` fields (crossover_rate, mutation_rate, tournament, elite, objective).
+    per-processor capacity sized from the population (doubled and retried on overflow). With
+    `shape`, the JAX GA runs on the problem padded to it, so that problems of one shape share one
+    compilation (the padding changes the random draws, not the quality). `options` are the other
+    `GAConfig` fields (crossover_rate, mutation_rate, tournament, elite, objective).
     """
+    check_problem(problem)
     config = GAConfig(population=population, generations=generations, **options)
+    if shape is not None and backend != "jax":
+        raise ValueError("shape pads the problem for the JAX GA; it needs backend='jax'")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if backend == "numpy":
         proc, priority = _evolve_numpy(problem, config, seed, progress)
     elif backend == "jax":
-        proc, priority = _evolve_jax(problem, config, seed, progress)
+        proc, priority = _evolve_jax(problem, config, seed, progress, shape)
     else:
         raise ValueError(f"backend must be 'numpy' or 'jax', got {backend!r}")
-    return simulate(problem, proc, priority)
+    return simulate(problem, proc[: problem.num_tasks], priority[: problem.num_tasks])
 
 
-def _evolve_jax(problem: Problem, config: GAConfig, seed: int, progress: bool):
+def _evolve_jax(problem: Problem, config: GAConfig, seed: int, progress: bool, shape: Shape | None):
     """The JAX GA driven from Python: breed on device, then evaluate with the smallest capacity
     that has not overflowed so far (doubling on overflow), so each capacity compiles once."""
-    padded = jax.device_put(pad_problem(problem))
+    padded = jax.device_put(pad_problem(problem, shape))
     capacity = _initial_capacity(problem)
 
     def evaluate(proc, priority):

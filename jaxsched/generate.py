@@ -26,9 +26,27 @@ def _rng(seed) -> np.random.Generator:
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
+def _check_counts(**counts) -> None:
+    """Raises ValueError unless every count is an integer >= 1."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_finite(**values) -> None:
+    """Raises ValueError unless every value is a finite real number (NaN fails every comparison and
+    would pass the range checks)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name} must be a real number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+
+
 def _costs(rng, num_tasks, num_edges, num_procs, ccr, beta, mean_comp, integer):
     """Topcuoglu's cost rule: w_i ~ U[0, 2 w], comp[i, p] ~ U[w_i (1 - beta/2), w_i (1 + beta/2)],
     data ~ U[0, 2 CCR w]."""
+    _check_finite(ccr=ccr, beta=beta, mean_comp=mean_comp)
     if not 0 <= beta <= 2:
         raise ValueError(f"beta must lie in [0, 2], got {beta}")
     if ccr < 0 or mean_comp <= 0:
@@ -62,8 +80,8 @@ def random_dag(
     levels (duplicates merged); a task left without predecessors gets one from the level above.
     Task indices are shuffled so that index order is not a topological order.
     """
-    if num_tasks < 1 or num_procs < 1:
-        raise ValueError(f"need num_tasks >= 1 and num_procs >= 1, got {num_tasks} and {num_procs}")
+    _check_counts(num_tasks=num_tasks, num_procs=num_procs, jump=jump)
+    _check_finite(alpha=alpha, out_degree=out_degree)
     if alpha <= 0 or out_degree < 1 or jump < 1:
         raise ValueError(f"need alpha > 0, out_degree >= 1 and jump >= 1, got {alpha}, {out_degree}, {jump}")
     rng = _rng(seed)
@@ -106,6 +124,7 @@ def _shuffled(rng, **arrays) -> Problem:
 
 
 def _application(rng, src, dst, num_procs, ccr, beta, mean_comp, integer) -> Problem:
+    _check_counts(num_procs=num_procs)
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     num_tasks = int(max(src.max(initial=0), dst.max(initial=0))) + 1
     comp, data = _costs(rng, num_tasks, src.size, num_procs, ccr, beta, mean_comp, integer)
@@ -120,6 +139,7 @@ def gaussian_elimination(
     Step k has a pivot task (k, k) feeding updates (k, j), j > k; update (k, j) feeds step k + 1's
     task on column j (the next pivot when j = k + 1).
     """
+    _check_counts(matrix_size=matrix_size)
     if matrix_size < 2:
         raise ValueError(f"matrix_size must be >= 2, got {matrix_size}")
     index, src, dst = {}, [], []
@@ -139,6 +159,7 @@ def gaussian_elimination(
 def fft(points: int, num_procs: int, *, ccr=1.0, beta=1.0, mean_comp=50.0, integer=False, seed=0) -> Problem:
     """FFT DAG (Topcuoglu et al. Fig. 9b): 2m - 1 recursive-call tasks in a binary tree, then
     log2(m) butterfly stages of m tasks; m must be a power of two."""
+    _check_counts(points=points)
     if points < 2 or points & (points - 1):
         raise ValueError(f"points must be a power of two >= 2, got {points}")
     src, dst = [], []
@@ -162,8 +183,7 @@ def fork_join(
     width: int, stages: int, num_procs: int, *, ccr=1.0, beta=1.0, mean_comp=50.0, integer=False, seed=0
 ) -> Problem:
     """Fork-join DAG: an entry task, then `stages` times (fork into `width` tasks, join into one)."""
-    if width < 1 or stages < 1:
-        raise ValueError(f"width and stages must be >= 1, got {width} and {stages}")
+    _check_counts(width=width, stages=stages)
     src, dst = [], []
     join = 0
     for _ in range(stages):
@@ -196,8 +216,14 @@ def cloudsim(
     processor's. Dependencies: a Topcuoglu layered DAG (alpha, out_degree); transfer times
     U[0, 2 CCR mean execution time].
     """
-    if num_tasks < 1 or num_procs < 1:
-        raise ValueError(f"need num_tasks >= 1 and num_procs >= 1, got {num_tasks} and {num_procs}")
+    _check_counts(num_tasks=num_tasks, num_procs=num_procs)
+    _check_finite(alpha=alpha, out_degree=out_degree, ccr=ccr)
+    if alpha <= 0 or out_degree < 1 or ccr < 0:
+        raise ValueError(f"need alpha > 0, out_degree >= 1 and ccr >= 0, got {alpha}, {out_degree}, {ccr}")
+    if arrival_rate is not None:
+        _check_finite(arrival_rate=arrival_rate)
+        if arrival_rate <= 0:
+            raise ValueError(f"arrival_rate must be positive, got {arrival_rate}")
     rng = _rng(seed)
     cores = rng.choice([1.0, 2.0, 4.0, 8.0, 16.0], size=num_procs)
     speed = rng.uniform(1000, 3000, size=num_procs)

@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsched.problem import Problem, Schedule
+from jaxsched.order import priority_order
+from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.timeline import Timelines
+
+
+def mean_bandwidth(problem: Problem) -> float:
+    """Mean bandwidth between distinct processors (1 without bandwidths or with one processor)."""
+    if problem.bandwidth is None or problem.num_procs == 1:
+        return 1.0
+    return float(problem.bandwidth[~np.eye(problem.num_procs, dtype=bool)].mean())
 
 
 def mean_communication(problem: Problem) -> np.ndarray:
     """[E] mean transfer time of each edge: data over the mean bandwidth between distinct processors."""
     if problem.bandwidth is None or problem.num_procs == 1:
         return problem.data
-    off_diagonal = ~np.eye(problem.num_procs, dtype=bool)
-    return problem.data / problem.bandwidth[off_diagonal].mean()
+    return problem.data / mean_bandwidth(problem)
 
 
 def upward_rank(problem: Problem) -> np.ndarray:
@@ -40,15 +47,9 @@ def upward_rank(problem: Problem) -> np.ndarray:
     return rank
 
 
-def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
-    """[T] tasks by decreasing `priority`, ties broken by canonical topological position."""
-    position = np.empty(problem.num_tasks, dtype=np.int64)
-    position[problem.topological_order] = np.arange(problem.num_tasks)
-    return np.lexsort((position, -priority))
-
-
 def heft(problem: Problem) -> Schedule:
     """Insertion-based HEFT schedule of `problem` (see the module docstring for tie-breaking)."""
+    check_problem(problem)
     num_tasks, num_procs = problem.num_tasks, problem.num_procs
     proc, start, finish = [0] * num_tasks, [0.0] * num_tasks, [0.0] * num_tasks
     timelines = Timelines(problem.comp)

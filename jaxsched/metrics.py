@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsched.problem import Problem, Schedule
+from jaxsched.problem import Problem, Schedule, check_problem
 
 
 def makespan(schedule: Schedule) -> float:
@@ -24,14 +24,33 @@ def critical_path_min(problem: Problem) -> float:
     return float(length.max())
 
 
+def _check(problem: Problem, schedule: Schedule) -> None:
+    """Raises ValueError when `schedule` is not one of `problem`'s tasks."""
+    check_problem(problem)
+    for name in ("proc", "start", "finish"):
+        shape = np.shape(getattr(schedule, name))
+        if shape != (problem.num_tasks,):
+            raise ValueError(f"schedule.{name} must have shape ({problem.num_tasks},), got {shape}")
+
+
+def _ratio(numerator: float, denominator: float, what: str) -> float:
+    """numerator / denominator, or ValueError naming `what` (a ratio with a zero denominator)."""
+    if denominator == 0:
+        raise ValueError(f"{what} is undefined: its denominator is 0")
+    return numerator / denominator
+
+
 def slr(problem: Problem, schedule: Schedule) -> float:
-    """Schedule length ratio: makespan over the minimum-cost critical path (>= 1 up to zero costs)."""
-    return schedule.makespan / critical_path_min(problem)
+    """Schedule length ratio: makespan over the minimum-cost critical path (>= 1 up to zero costs);
+    ValueError when that path costs nothing."""
+    _check(problem, schedule)
+    return _ratio(schedule.makespan, critical_path_min(problem), "SLR (makespan / critical path)")
 
 
 def speedup(problem: Problem, schedule: Schedule) -> float:
-    """Best single-processor sequential time over the makespan."""
-    return float(problem.comp.sum(axis=0).min()) / schedule.makespan
+    """Best single-processor sequential time over the makespan; ValueError for a zero makespan."""
+    _check(problem, schedule)
+    return _ratio(float(problem.comp.sum(axis=0).min()), schedule.makespan, "speedup (sequential time / makespan)")
 
 
 def efficiency(problem: Problem, schedule: Schedule) -> float:
@@ -41,11 +60,13 @@ def efficiency(problem: Problem, schedule: Schedule) -> float:
 
 def average_turnaround(problem: Problem, schedule: Schedule) -> float:
     """Mean over tasks of finish time minus arrival time (the DeepSched paper's Fig. 4 metric)."""
+    _check(problem, schedule)
     return float(np.mean(schedule.finish - problem.arrival))
 
 
 def average_waiting(problem: Problem, schedule: Schedule) -> float:
     """Mean over tasks of start time minus arrival time (the GA fitness, DeepSched Eq. 1)."""
+    _check(problem, schedule)
     return float(np.mean(schedule.start - problem.arrival))
 
 

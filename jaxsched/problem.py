@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import zipfile
+import zlib
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -16,8 +19,17 @@ import numpy as np
 _FEATURES = ("task_arrival", "task_priority", "task_memory", "proc_cores", "proc_frequency", "proc_memory")
 
 
+def real_array(name: str, value) -> np.ndarray:
+    """`value` as a new float64 array; raises ValueError naming `name` for booleans, complex numbers
+    and non-numbers (NumPy would read True as 1 and drop an imaginary part)."""
+    array = np.asarray(value)
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    return array.astype(np.float64)
+
+
 def _as_float_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
+    array = real_array(name, value)
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
     if not np.all(np.isfinite(array)):
@@ -35,7 +47,10 @@ def _as_index_array(name: str, value) -> np.ndarray:
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
     if array.size and not np.issubdtype(array.dtype, np.integer):
-        if not np.all(array == np.round(array)):
+        integral = (
+            np.issubdtype(array.dtype, np.floating) and np.all(np.isfinite(array)) and np.all(array == np.round(array))
+        )
+        if not integral:
             raise ValueError(f"{name} must hold integer task indices, got dtype {array.dtype}")
     array = array.astype(np.int64)
     array.setflags(write=False)
@@ -73,7 +88,7 @@ class Problem:
     proc_memory: Optional[np.ndarray] = None
 
     def __post_init__(self):
-        comp = np.asarray(self.comp, dtype=np.float64)
+        comp = np.asarray(self.comp)
         if comp.ndim != 2 or comp.shape[0] < 1 or comp.shape[1] < 1:
             raise ValueError(f"comp must have shape [T, P] with T, P >= 1, got {comp.shape}")
         num_tasks, num_procs = comp.shape
@@ -100,13 +115,17 @@ class Problem:
             dup = unique[counts > 1][0]
             raise ValueError(f"duplicate edge {dup // num_tasks} -> {dup % num_tasks}")
         if self.bandwidth is not None:
-            bandwidth = np.array(self.bandwidth, dtype=np.float64)
+            bandwidth = real_array("bandwidth", self.bandwidth)
             if bandwidth.shape != (num_procs, num_procs):
                 raise ValueError(f"bandwidth must have shape {(num_procs, num_procs)}, got {bandwidth.shape}")
             np.fill_diagonal(bandwidth, 1.0)
             bandwidth = _as_float_array("bandwidth", bandwidth, bandwidth.shape)
             if np.any(bandwidth == 0):
                 raise ValueError("bandwidth must be positive between distinct processors")
+            if np.any(bandwidth < 1 / np.finfo(np.float64).max):
+                raise ValueError(
+                    f"bandwidth {bandwidth.min():.3g} is too small: transfer times (data / bandwidth) overflow float64"
+                )
             set_("bandwidth", bandwidth)
         for name in _FEATURES:
             value = getattr(self, name)
@@ -114,6 +133,10 @@ class Problem:
                 length = num_tasks if name.startswith("task_") else num_procs
                 set_(name, _as_float_array(name, value, (length,)))
         _ = self.topological_order  # raises on cycles
+        with np.errstate(over="ignore"):
+            horizon = self.arrival.max() + self.comp.max(axis=1).sum() + self.data.sum() * self.inverse_bandwidth.max()
+        if not np.isfinite(horizon):
+            raise ValueError("times of this problem (release times plus costs plus transfers) overflow float64")
 
     @property
     def num_tasks(self) -> int:
@@ -126,6 +149,11 @@ class Problem:
     @property
     def num_edges(self) -> int:
         return self.src.shape[0]
+
+    @functools.cached_property
+    def max_in_degree(self) -> int:
+        """The most incoming edges of any task (0 without edges)."""
+        return int(np.bincount(self.dst, minlength=1).max()) if self.num_edges else 0
 
     @functools.cached_property
     def arrival(self) -> np.ndarray:
@@ -193,7 +221,7 @@ class Problem:
             level[frontier] = depth
             starts, ends = out_ptr[frontier], out_ptr[frontier + 1]
             if starts.size == 1:
-                children = succ[starts[0]:ends[0]]
+                children = succ[starts[0] : ends[0]]
             else:
                 children = succ[_ranges(starts, ends)]
             np.subtract.at(indegree, children, 1)
@@ -213,9 +241,9 @@ class Problem:
         while task not in seen:
             seen[task] = len(path)
             path.append(task)
-            preds = self.src[in_order[in_ptr[task]:in_ptr[task + 1]]]
+            preds = self.src[in_order[in_ptr[task] : in_ptr[task + 1]]]
             task = int(preds[remaining[preds]][0])
-        cycle = path[seen[task]:][::-1]
+        cycle = path[seen[task] :][::-1]
         return cycle + [cycle[0]]
 
 
@@ -255,6 +283,27 @@ class Schedule:
         return float(self.finish.max()) if self.finish.size else 0.0
 
 
+def check_problem(problem) -> None:
+    """Raises ValueError unless `problem` is a `Problem` (the public entry points call it, so that a
+    wrong argument is named rather than failing on a missing attribute)."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"expected a jaxsched.Problem, got {type(problem).__name__}")
+
+
+def _processor_ids(proc: np.ndarray) -> np.ndarray:
+    """`schedule.proc` as int64; raises ValueError for booleans, fractions and NaN (never truncated)."""
+    if np.issubdtype(proc.dtype, np.integer):
+        return proc.astype(np.int64)
+    if np.issubdtype(proc.dtype, np.floating):
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(proc) | (proc != np.round(proc))
+        if not fractional.any():
+            return proc.astype(np.int64)
+        t = int(np.argmax(fractional))
+        raise ValueError(f"schedule.proc must hold integer processor ids, got {proc[t]} for task {t}")
+    raise ValueError(f"schedule.proc must hold integer processor ids, got dtype {proc.dtype}")
+
+
 def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> None:
     """Raises ValueError naming the first violated constraint of `schedule` on `problem`.
 
@@ -263,26 +312,29 @@ def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> Non
     no two tasks overlap on one processor (zero-length tasks occupy no time). Tolerances are relative to
     the makespan, so schedules computed in float32 validate too when `rtol` is loosened.
     """
+    check_problem(problem)
+    if not isinstance(schedule, Schedule):
+        raise ValueError(f"expected a jaxsched.Schedule, got {type(schedule).__name__}")
+    if not (isinstance(rtol, (int, float)) and 0 <= rtol < float("inf")):
+        raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
     num_tasks = problem.num_tasks
     proc = np.asarray(schedule.proc)
-    start = np.asarray(schedule.start, dtype=np.float64)
-    finish = np.asarray(schedule.finish, dtype=np.float64)
+    start = real_array("schedule.start", schedule.start)
+    finish = real_array("schedule.finish", schedule.finish)
     for name, array in (("proc", proc), ("start", start), ("finish", finish)):
         if array.shape != (num_tasks,):
             raise ValueError(f"schedule.{name} must have shape ({num_tasks},), got {array.shape}")
+    proc = _processor_ids(proc)
     unscheduled = (proc < 0) | (proc >= problem.num_procs) | ~np.isfinite(start) | ~np.isfinite(finish)
     if unscheduled.any():
         t = int(np.argmax(unscheduled))
         raise ValueError(f"task {t} is unscheduled (proc={proc[t]}, start={start[t]}, finish={finish[t]})")
-    proc = proc.astype(np.int64)
     tol = rtol * max(1.0, float(np.abs(finish).max()))
     duration = problem.comp[np.arange(num_tasks), proc]
     bad = np.abs(finish - start - duration) > tol
     if bad.any():
         t = int(np.argmax(bad))
-        raise ValueError(
-            f"task {t} runs {finish[t] - start[t]} on processor {proc[t]} but takes {duration[t]} there"
-        )
+        raise ValueError(f"task {t} runs {finish[t] - start[t]} on processor {proc[t]} but takes {duration[t]} there")
     early = start < problem.arrival - tol
     if early.any():
         t = int(np.argmax(early))
@@ -315,10 +367,39 @@ def save_problem(path: str | os.PathLike, problem: Problem) -> None:
     np.savez_compressed(path, **{k: v for k, v in arrays.items() if v is not None})
 
 
+def read_npz(
+    path: str | os.PathLike, what: str, required: set[str], allowed: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """The arrays of the .npz file at `path`, which must hold every `required` name and only `allowed`
+    ones (None: any); raises FileNotFoundError when it is missing and ValueError naming the file when
+    it is empty, truncated, corrupted or not a `what` file (a problem given for a schedule, say)."""
+    allowed = None if allowed is None else set(allowed) | set(required)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {what} file at {path}")
+    try:
+        npz = np.load(path, allow_pickle=False)
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ValueError("a single .npy array, not an .npz archive")
+        with npz:
+            names = set(npz.files)
+            missing, unknown = required - names, set() if allowed is None else names - allowed
+            if missing or unknown:
+                raise ValueError(f"it holds arrays {sorted(names)}, not {sorted(required)}")
+            return {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        raise ValueError(f"{path} is not a {what} file ({error})") from error
+
+
 def load_problem(path: str | os.PathLike) -> Problem:
-    """Reads a problem written by `save_problem` (validated again on construction)."""
-    with np.load(path) as npz:
-        return Problem(**{k: npz[k] for k in npz.files})
+    """Reads a problem written by `save_problem` (validated again on construction); raises
+    ValueError naming the file when it is not one."""
+    names = {f.name for f in dataclasses.fields(Problem)}
+    arrays = read_npz(path, "problem", {"comp", "src", "dst", "data"}, names)
+    try:
+        return Problem(**arrays)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from error
 
 
 def save_schedule(path: str | os.PathLike, schedule: Schedule) -> None:
@@ -327,6 +408,19 @@ def save_schedule(path: str | os.PathLike, schedule: Schedule) -> None:
 
 
 def load_schedule(path: str | os.PathLike) -> Schedule:
-    """Reads a schedule written by `save_schedule`."""
-    with np.load(path) as npz:
-        return Schedule(proc=npz["proc"], start=npz["start"], finish=npz["finish"])
+    """Reads a schedule written by `save_schedule`; raises ValueError naming the file when it is not
+    one (checked: three one-dimensional arrays of one length, integer processors, real times)."""
+    names = {"proc", "start", "finish"}
+    arrays = read_npz(path, "schedule", names, names)
+    proc, start, finish = arrays["proc"], arrays["start"], arrays["finish"]
+    if not (proc.ndim == start.ndim == finish.ndim == 1 and proc.shape == start.shape == finish.shape):
+        raise ValueError(
+            f"{path}: proc, start and finish must be one-dimensional of one length, got shapes "
+            f"{proc.shape}, {start.shape}, {finish.shape}"
+        )
+    try:
+        proc = _processor_ids(proc)
+        start, finish = real_array("start", start), real_array("finish", finish)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from error
+    return Schedule(proc=proc, start=start, finish=finish)

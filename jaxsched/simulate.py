@@ -3,11 +3,7 @@
 This is how every non-HEFT scheduler here (the GA, the neural scheduler) produces schedules, so
 their outputs always satisfy precedence, communication delays and processor exclusivity.
 
-Order: tasks are placed by decreasing *effective* priority, `eff[t] = min(priority[t], eff[p] for
-each predecessor p)`, ties broken by canonical topological position. Capping a task by its
-predecessors makes the order precedence-consistent for any priority vector; when priorities already
-decrease along edges (HEFT's upward rank does), it is plain descending priority, so
-`simulate(problem, heft(problem).proc, upward_rank(problem))` reproduces HEFT exactly.
+Order: `jaxsched.order.placement_order` (decreasing effective priority, ties by topological position).
 Placement: each task starts at the earliest time its inputs have arrived on its processor, in the
 first idle gap that fits (`timeline.Timelines`), like HEFT.
 """
@@ -16,23 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsched.heft import priority_order
-from jaxsched.problem import Problem, Schedule
+from jaxsched.order import placement_order
+from jaxsched.problem import Problem, Schedule, check_problem, real_array
 from jaxsched.timeline import Timelines
-
-
-def effective_priority(problem: Problem, priority: np.ndarray) -> np.ndarray:
-    """[T] priority capped by every ancestor's, computed one DAG level at a time."""
-    eff = np.array(priority, dtype=np.float64)
-    for edges in problem.edges_by_dst_level[1:]:
-        np.minimum.at(eff, problem.dst[edges], eff[problem.src[edges]])
-    return eff
 
 
 def check_assignment(problem: Problem, proc, priority) -> tuple[np.ndarray, np.ndarray]:
     """Validates a (processor, priority) pair for `problem`; returns them as arrays."""
+    check_problem(problem)
     proc = np.asarray(proc)
-    priority = np.asarray(priority, dtype=np.float64)
+    priority = real_array("priority", priority)
     shape = (problem.num_tasks,)
     if proc.shape != shape or priority.shape != shape:
         raise ValueError(f"proc and priority must have shape {shape}, got {proc.shape} and {priority.shape}")
@@ -58,7 +47,7 @@ def simulate(problem: Problem, proc, priority) -> Schedule:
     pred_edges = np.split(in_order, in_ptr[1:-1])
     comm = problem.data * problem.inverse_bandwidth[proc[problem.src], proc[problem.dst]]  # [E]
     arrival = problem.arrival
-    for task in priority_order(problem, effective_priority(problem, priority)).tolist():
+    for task in placement_order(problem, priority).tolist():
         edges = pred_edges[task]
         ready = arrival[task]
         if edges.size:

@@ -15,9 +15,9 @@ import numpy as np
 
 
 def _check_counts(repeats: int, warmup: int) -> None:
-    if not isinstance(repeats, int) or repeats < 1:
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if not isinstance(warmup, int) or warmup < 0:
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
 
 

@@ -15,7 +15,15 @@ import numpy as np
 from jaxsched.problem import Problem
 
 RECIPES = (
-    "blast", "bwa", "cycles", "epigenomics", "genome", "montage", "seismology", "soykb", "srasearch"
+    "blast",
+    "bwa",
+    "cycles",
+    "epigenomics",
+    "genome",
+    "montage",
+    "seismology",
+    "soykb",
+    "srasearch",
 )  # rnaseq is left out: its recipe produces no edges
 
 

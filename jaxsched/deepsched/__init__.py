@@ -6,16 +6,26 @@
     schedule = scheduler.schedule(problem, decoder="sampling")  # best of 64 sampled assignments
 
 Training: `data.load_or_build` (HEFT-labelled datasets), `train.fit` (seeds vmapped, orbax
-checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. See docs/deepsched.md.
+checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The whole experiment:
+`evaluate.train_and_evaluate(config, workdir)`. See docs/deepsched.md.
 """
 
-from jaxsched.deepsched.configs import DataConfig, DeepSchedConfig, ModelConfig, TrainConfig, full, tiny
+from jaxsched.deepsched.configs import DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig, full, tiny
 from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
 from jaxsched.deepsched.decode import NeuralScheduler
-from jaxsched.deepsched.features import PROC_FEATURES, TASK_FEATURES, Features, problem_features, time_scale
-from jaxsched.deepsched.model import STATE_FEATURES, DeepSchedNet, Encoding, Prediction
+from jaxsched.deepsched.evaluate import train_and_evaluate
+from jaxsched.deepsched.features import (
+    PROC_FEATURES,
+    TASK_FEATURES,
+    Features,
+    bucket_shape,
+    padded_size,
+    problem_features,
+    time_scale,
+)
+from jaxsched.deepsched.model import STATE_FEATURES, DeepSchedNet, Encoding, Prediction, eft_rule_params
+from jaxsched.deepsched.report import markdown, plots
 from jaxsched.deepsched.train import FitResult, Metrics, TrainState, fit, loss_fn, make_train
-from jaxsched.deepsched.wavefront import wavefront_simulate
 
 __all__ = [
     "PROC_FEATURES",
@@ -25,6 +35,7 @@ __all__ = [
     "DeepSchedConfig",
     "DeepSchedNet",
     "Encoding",
+    "EvalConfig",
     "Features",
     "FitResult",
     "LabelledSet",
@@ -36,6 +47,8 @@ __all__ = [
     "Split",
     "TrainConfig",
     "TrainState",
+    "bucket_shape",
+    "eft_rule_params",
     "fit",
     "full",
     "label",
@@ -43,9 +56,12 @@ __all__ = [
     "load_problems",
     "loss_fn",
     "make_train",
+    "markdown",
+    "padded_size",
+    "plots",
     "problem_features",
     "save_problems",
-    "tiny",
     "time_scale",
-    "wavefront_simulate",
+    "tiny",
+    "train_and_evaluate",
 ]

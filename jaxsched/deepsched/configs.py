@@ -8,10 +8,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
 VARIANTS = ("paper", "dag", "gnn", "feedback")
 RECURRENCES = ("gru", "mingru")
+GENERATORS = ("topcuoglu", "cloudsim")
+
+
+def _check_ints(config: Any, minimum: int, *names: str) -> None:
+    """Raises ValueError unless each named field of `config` is an integer >= `minimum`."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{type(config).__name__}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_floats(config: Any, positive: bool, *names: str) -> None:
+    """Raises ValueError unless each named field is a finite number, > 0 (`positive`) or >= 0."""
+    for name in names:
+        value = getattr(config, name)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < 0 or (positive and value == 0):
+            bound = "> 0" if positive else ">= 0"
+            raise ValueError(f"{type(config).__name__}.{name} must be a finite number {bound}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +64,9 @@ class ModelConfig:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {VARIANTS}")
         if self.recurrence not in RECURRENCES:
             raise ValueError(f"unknown recurrence {self.recurrence!r}; choose one of {RECURRENCES}")
+        _check_ints(self, 1, "hidden", "max_tasks", "max_procs")
+        _check_ints(self, 0, "graph_layers")
+        _check_floats(self, False, "eft_prior")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +88,16 @@ class DataConfig:
     num_ood: int = 32
     seed: int = 0
 
+    def __post_init__(self):
+        if self.generator not in GENERATORS:
+            raise ValueError(f"unknown generator {self.generator!r}; choose one of {GENERATORS}")
+        _check_ints(self, 1, "num_procs", "num_train", "num_val", "num_test", "num_ood")
+        _check_ints(self, 0, "seed")
+        if not self.sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.sizes):
+            raise ValueError(f"DataConfig.sizes must be integers >= 1, got {self.sizes!r}")
+        if not self.ood_generators:
+            raise ValueError("DataConfig.ood_generators must name at least one generator")
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -83,12 +116,54 @@ class TrainConfig:
     time_weight: float = 1.0
     num_seeds: int = 2
 
+    def __post_init__(self):
+        _check_ints(self, 0, "epochs")
+        _check_ints(self, 1, "batch_size", "decay_every", "num_seeds")
+        _check_floats(self, True, "learning_rate", "decay_factor", "max_grad_norm")
+        _check_floats(self, False, "time_weight")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """What `evaluate.train_and_evaluate` measures after training (not part of a run's identity).
+
+    variants: the networks trained and compared; main: the variant of the main table; ablation: also
+      train the feedback variant without its EFT prior. count: instances per split, generator and
+      size; samples: assignments drawn by the sampling decoder. ga: run the paper's GA (population,
+      generations) on every instance. timing_sizes: problem sizes (tasks) of the timing table, on
+      `timing_procs` processors; the GA is timed up to `timing_ga_max` tasks.
+    """
+
+    variants: tuple[str, ...] = VARIANTS
+    main: str = "feedback"
+    ablation: bool = True
+    count: int = 8
+    samples: int = 32
+    ga: bool = True
+    ga_population: int = 50
+    ga_generations: int = 50
+    timing_sizes: tuple[int, ...] = (100, 486, 1000, 10000)
+    timing_procs: int = 188
+    timing_ga_max: int = 1000
+
+    def __post_init__(self):
+        if not self.variants or any(v not in VARIANTS for v in self.variants):
+            raise ValueError(f"EvalConfig.variants must be some of {VARIANTS}, got {self.variants!r}")
+        if self.main not in VARIANTS:
+            raise ValueError(f"EvalConfig.main must be one of {VARIANTS}, got {self.main!r}")
+        _check_ints(self, 1, "count", "samples", "timing_procs", "timing_ga_max")
+        _check_ints(self, 2, "ga_population")
+        _check_ints(self, 0, "ga_generations")
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.timing_sizes):
+            raise ValueError(f"EvalConfig.timing_sizes must be integers >= 1, got {self.timing_sizes!r}")
+
 
 @dataclasses.dataclass(frozen=True)
 class DeepSchedConfig:
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
 
     def replace(self, **sections: Any) -> "DeepSchedConfig":
         """A copy with fields replaced per section: `config.replace(model={"variant": "paper"})`."""
@@ -96,13 +171,31 @@ class DeepSchedConfig:
         return dataclasses.replace(self, **updated)
 
     def to_json(self) -> str:
+        """The configuration as JSON (saved with every checkpoint)."""
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "DeepSchedConfig":
+        """The configuration saved by `to_json` (a missing `eval` section takes the defaults)."""
         raw = json.loads(text)
         data = dict(raw["data"], sizes=tuple(raw["data"]["sizes"]), ood_generators=tuple(raw["data"]["ood_generators"]))
-        return cls(model=ModelConfig(**raw["model"]), data=DataConfig(**data), train=TrainConfig(**raw["train"]))
+        evaluation = raw.get("eval", {})
+        for name in ("variants", "timing_sizes"):
+            if name in evaluation:
+                evaluation = dict(evaluation, **{name: tuple(evaluation[name])})
+        return cls(
+            model=ModelConfig(**raw["model"]),
+            data=DataConfig(**data),
+            train=TrainConfig(**raw["train"]),
+            eval=EvalConfig(**evaluation),
+        )
+
+    def identity(self, seed: int) -> dict:
+        """What a training checkpoint must match to be resumed: model, data and training settings
+        (all but the number of epochs, so that a finished run can be extended) and the seed."""
+        sections = {name: dataclasses.asdict(getattr(self, name)) for name in ("model", "data", "train")}
+        sections["train"]["epochs"] = None
+        return {"config": sections, "seed": seed}
 
 
 def tiny() -> DeepSchedConfig:
@@ -127,4 +220,15 @@ def test() -> DeepSchedConfig:
         model=ModelConfig(hidden=8, graph_layers=1, max_tasks=64, max_procs=8),
         data=DataConfig(num_procs=4, sizes=(8, 12), num_train=32, num_val=8, num_test=8, num_ood=4),
         train=TrainConfig(epochs=3, batch_size=8, learning_rate=3e-3, decay_every=2, num_seeds=2),
+        eval=EvalConfig(
+            variants=("feedback",),
+            ablation=False,
+            count=1,
+            samples=8,
+            ga_population=4,
+            ga_generations=2,
+            timing_sizes=(16,),
+            timing_procs=4,
+            timing_ga_max=16,
+        ),
     )

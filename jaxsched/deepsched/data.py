@@ -24,18 +24,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from jaxsched import generate
-from jaxsched.batch import pad_problems
+from jaxsched.batch import Shape, pad_problems, stack
 from jaxsched.deepsched.configs import DataConfig
-from jaxsched.deepsched.features import (
-    Features,
-    max_in_degree,
-    padded_size,
-    problem_features,
-    stack_features,
-    time_scale,
-)
+from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
 from jaxsched.kernels import heft_batch
-from jaxsched.problem import Problem
+from jaxsched.problem import Problem, read_npz
 
 SPLITS = ("train", "val", "test", "ood")
 # Topcuoglu et al. (2002) parameter grid, one value of each drawn per instance.
@@ -140,43 +133,29 @@ def generate_problems(config: DataConfig, split: str) -> tuple[list[Problem], li
     return problems, kinds, sizes
 
 
-def label(
-    problems: Sequence[Problem],
-    num_tasks: int,
-    num_procs: int,
-    num_edges: int,
-    num_preds: int,
-    chunk: int = 128,
-    progress: bool = True,
-) -> LabelledSet:
-    """Features and HEFT labels padded to the sizes. HEFT runs batched in JAX, `chunk` problems per
+def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True) -> LabelledSet:
+    """Features and HEFT labels padded to `shape`. HEFT runs batched in JAX, `chunk` problems per
     call (the last chunk filled up with repeats, so every call has one shape and compiles once)."""
     features, procs, times = [], [], []
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]
         filled = list(part) + [part[-1]] * (chunk - len(part))
-        batch = pad_problems(
-            filled, num_tasks=num_tasks, num_procs=num_procs, max_in_degree=num_preds, num_edges=num_edges
-        )
+        batch = pad_problems(filled, shape)
         heft = heft_batch(batch)
         for index, problem in enumerate(part):
             scale = time_scale(problem)
-            features.append(problem_features(problem, num_tasks, num_procs, num_edges, num_preds))
+            features.append(problem_features(problem, shape))
             procs.append(np.where(batch.task_mask[index], np.asarray(heft.proc[index]), 0).astype(np.int32))
             stacked = np.stack([np.asarray(heft.start[index]), np.asarray(heft.finish[index])], axis=1) / scale
             times.append(np.where(batch.task_mask[index][:, None], stacked, 0).astype(np.float32))
-    return LabelledSet(stack_features(features), Labels(np.stack(procs), np.stack(times)))
+    return LabelledSet(stack(features), Labels(np.stack(procs), np.stack(times)))
 
 
-def padded_shape(problems: Sequence[Problem]) -> tuple[int, int, int, int]:
-    """(tasks, processors, edges, predecessors per task) that fit every problem, rounded up with
-    `padded_size` (processors exactly)."""
-    return (
-        padded_size(max(p.num_tasks for p in problems)),
-        max(p.num_procs for p in problems),
-        padded_size(max(p.num_edges for p in problems)),
-        padded_size(max(max_in_degree(p) for p in problems)),
-    )
+def padded_shape(problems: Sequence[Problem]) -> Shape:
+    """The dataset's `Shape`: `Shape.of(problems)` with tasks, edges and predecessors per task rounded
+    up by `padded_size` (processors exactly)."""
+    fit = Shape.of(problems)
+    return Shape(padded_size(fit.num_tasks), fit.num_procs, padded_size(fit.num_edges), padded_size(fit.max_in_degree))
 
 
 FORMAT = 2  # bump when the saved arrays change, so that old caches are not read
@@ -204,14 +183,19 @@ def save_problems(path: str | os.PathLike, problems: Sequence[Problem]) -> None:
 
 
 def load_problems(path: str | os.PathLike) -> list[Problem]:
-    """Reads problems written by `save_problems` (validated again on construction)."""
-    fields: dict[str, list] = {}
-    with np.load(path) as npz:
-        for name in {key.split("/")[0] for key in npz.files}:
-            present, shapes, values = npz[f"{name}/present"], npz[f"{name}/shape"], npz[f"{name}/values"]
+    """Reads problems written by `save_problems` (validated again on construction); raises
+    ValueError naming the file when it is not such a file."""
+    required = {f"{name}/{part}" for name in ("comp", "src", "dst", "data") for part in ("present", "shape", "values")}
+    arrays = read_npz(path, "problems", required)
+    try:
+        fields: dict[str, list] = {}
+        for name in {key.split("/")[0] for key in arrays}:
+            present, shapes, values = arrays[f"{name}/present"], arrays[f"{name}/shape"], arrays[f"{name}/values"]
             pieces = np.split(values, np.cumsum([int(np.prod(shape)) for shape in shapes])[:-1])
             fields[name] = [p.reshape(shape) if here else None for p, shape, here in zip(pieces, shapes, present)]
-    return [Problem(**{name: column[i] for name, column in fields.items()}) for i in range(len(fields["comp"]))]
+        return [Problem(**{name: column[i] for name, column in fields.items()}) for i in range(len(fields["comp"]))]
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"{path} does not hold problems written by save_problems ({error!r})") from error
 
 
 def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True) -> dict[str, Split]:
@@ -230,14 +214,16 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
         shape = padded_shape([p for problems, _, _ in drawn.values() for p in problems])
         for split, (problems, kinds, sizes) in drawn.items():
             save_problems(root / f"{split}_problems.npz", problems)
-            data = label(problems, *shape, progress=progress)
+            data = label(problems, shape, progress=progress)
             np.savez_compressed(root / f"{split}_data.npz", *data.features, *data.labels, kinds=kinds, sizes=sizes)
         done.write_text("ok\n")
     splits = {}
     for split in SPLITS:
-        with np.load(root / f"{split}_data.npz") as npz:
-            arrays = [npz[f"arr_{i}"] for i in range(len(Features._fields) + len(Labels._fields))]
-            kinds, sizes = tuple(str(k) for k in npz["kinds"]), tuple(int(s) for s in npz["sizes"])
+        count = len(Features._fields) + len(Labels._fields)
+        names = {f"arr_{i}" for i in range(count)} | {"kinds", "sizes"}
+        npz = read_npz(root / f"{split}_data.npz", "labelled data", names)
+        arrays = [npz[f"arr_{i}"] for i in range(count)]
+        kinds, sizes = tuple(str(k) for k in npz["kinds"]), tuple(int(s) for s in npz["sizes"])
         data = LabelledSet(Features(*arrays[: len(Features._fields)]), Labels(*arrays[len(Features._fields) :]))
         splits[split] = Split(tuple(load_problems(root / f"{split}_problems.npz")), kinds, sizes, data)
     return splits

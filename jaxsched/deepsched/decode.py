@@ -2,33 +2,31 @@
 
 The network's outputs never reach the user raw. A decoder picks a processor per task (greedy: the
 argmax over real processors; sampling: K draws from the softmax, plus the argmax) and a priority
-order (HEFT's upward rank, or the predicted start times), and `wavefront_simulate` (equal to
-`jaxsched.simulate`, in float64) places the tasks. Every schedule therefore satisfies precedence,
-communication delays and processor exclusivity. The sampling decoder simulates all K assignments in
-one vmapped call and keeps the shortest makespan.
+order (HEFT's upward rank, or the predicted start times), and `jaxsched.simulate_padded` (the
+wavefront method, in float64: equal to `jaxsched.simulate`) places the tasks. Every schedule
+therefore satisfies precedence, communication delays and processor exclusivity. The sampling
+decoder simulates all K assignments in one vmapped call and keeps the shortest makespan.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 
-from jaxsched.batch import PaddedProblem, pad_problem
+from jaxsched.batch import PaddedProblem, Shape, pad_problem
+from jaxsched.checkpoint import EpochCheckpointer
 from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
-from jaxsched.deepsched.model import DeepSchedNet
-from jaxsched.deepsched.train import checkpoint_manager
-from jaxsched.deepsched.wavefront import WaveSchedule, placement_order, row_capacity, wavefront_simulate
-from jaxsched.heft import priority_order
-from jaxsched.problem import Problem, Schedule
-from jaxsched.simulate import effective_priority
+from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params
+from jaxsched.kernels import ScheduleArrays, row_capacity, simulate_padded
+from jaxsched.problem import Problem, Schedule, check_problem
 
 DECODERS = ("greedy", "sampling")
 PRIORITIES = ("rank", "start")
@@ -46,24 +44,16 @@ def _sampled(model: DeepSchedNet, params, features: Features, key: jax.Array, te
     return model.apply(params, features, key, temperature, samples, method=DeepSchedNet.sample)
 
 
-@functools.partial(jax.jit, static_argnames="capacity")
-def _simulate_one(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capacity: int) -> WaveSchedule:
-    return wavefront_simulate(problem, proc, order, capacity)
+_simulate_one = jax.jit(functools.partial(simulate_padded, method="wavefront"), static_argnames="capacity")
 
 
 @functools.partial(jax.jit, static_argnames="capacity")
-def _best_of(problem: PaddedProblem, procs: jax.Array, priorities: jax.Array, capacity: int) -> WaveSchedule:
+def _best_of(problem: PaddedProblem, procs: jax.Array, priorities: jax.Array, capacity: int) -> ScheduleArrays:
     """The shortest-makespan schedule of K (proc, priority) pairs simulated at once."""
-    orders = jax.vmap(placement_order, in_axes=(None, 0))(problem, priorities)
-    schedules = jax.vmap(wavefront_simulate, in_axes=(None, 0, 0, None))(problem, procs, orders, capacity)
+    simulate = functools.partial(simulate_padded, capacity=capacity, method="wavefront")
+    schedules = jax.vmap(simulate, in_axes=(None, 0, 0))(problem, procs, priorities)
     makespans = jnp.where(problem.task_mask, schedules.finish, -jnp.inf).max(axis=1)
     return jax.tree.map(lambda x: x[jnp.argmin(makespans)], schedules)
-
-
-def _order(problem: Problem, priority: np.ndarray, num_tasks: int) -> np.ndarray:
-    """[num_tasks] `jaxsched.simulate`'s placement order for `priority` (padded tasks last), on the host."""
-    real = priority_order(problem, effective_priority(problem, priority[: problem.num_tasks]))
-    return np.concatenate([real, np.arange(problem.num_tasks, num_tasks)]).astype(np.int32)
 
 
 def _capacity(problem: PaddedProblem, proc: np.ndarray) -> int:
@@ -82,27 +72,45 @@ class NeuralScheduler:
 
     @classmethod
     def load(cls, checkpoint_dir: str | Path, seed: int | None = None) -> "NeuralScheduler":
-        """The network of the latest checkpoint written by `train.fit` in `checkpoint_dir`: seed `seed`,
-        or (None) the seed with the lowest final validation loss."""
+        """The network of the latest intact checkpoint written by `train.fit` in `checkpoint_dir`:
+        seed `seed` (an index among the run's `num_seeds`), or (None) the seed with the lowest final
+        validation loss. Raises FileNotFoundError when there is no checkpoint, ValueError for a seed
+        the run did not train."""
         path = Path(checkpoint_dir)
         if not path.is_dir():
             raise FileNotFoundError(f"no checkpoint directory at {path}")
-        with checkpoint_manager(path) as manager:
-            step = manager.latest_step()
-            if step is None:
-                raise FileNotFoundError(f"no checkpoint in {path}")
-            restored = manager.restore(
-                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
-            )
+        with EpochCheckpointer(path) as checkpointer:
+            restored = checkpointer.restore_latest()
+        if restored is None:
+            raise FileNotFoundError(f"no checkpoint in {path}")
         config = DeepSchedConfig.from_json(json.dumps(restored.meta["config"]))
+        num_seeds = config.train.num_seeds
         if seed is None:
             seed = int(np.argmin(restored.meta["history"][-1]["val_loss"]))
+        elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < num_seeds:
+            raise ValueError(f"seed must be one of the trained seeds 0..{num_seeds - 1} of {path}, got {seed!r}")
         # Through the host, so that loaded and in-memory parameters share compiled functions.
-        params = jax.tree.map(lambda x: jnp.asarray(np.asarray(x[seed])), restored.state["params"])
+        params = jax.tree.map(lambda x: jnp.asarray(np.asarray(x[seed])), restored.tree["params"])
         return cls(config, params)
 
+    @classmethod
+    def eft_rule(cls, config: DeepSchedConfig, like: Any = None) -> "NeuralScheduler":
+        """The feedback variant's prior alone (`model.eft_rule_params`): HEFT's earliest-finish rule on
+        the partial schedule, decoded like any trained network; the baseline training must beat.
+        `like`: parameters of a feedback network of `config` to take the structure from (saves
+        initialising one)."""
+        config = config.replace(model={"variant": "feedback"})
+        if like is None:
+            one_task = Problem(np.ones((1, 1)), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+            features = problem_features(one_task, bucket_shape(one_task))
+            init = jax.jit(DeepSchedNet(config.model).init, compiler_options=UNOPTIMISED)
+            like = init(jax.random.key(0), features)
+        return cls(config, eft_rule_params(like, config.model.eft_prior))
+
     def check(self, problem: Problem) -> None:
-        """Raises ValueError when `problem` is larger than the network's configured maximum."""
+        """Raises ValueError when `problem` is not a Problem or is larger than the network's configured
+        maximum."""
+        check_problem(problem)
         model = self.config.model
         if problem.num_tasks > model.max_tasks or problem.num_procs > model.max_procs:
             raise ValueError(
@@ -114,7 +122,7 @@ class NeuralScheduler:
     def features(self, problem: Problem) -> Features:
         """`problem`'s features padded to its size bucket (`features.bucket_shape`)."""
         self.check(problem)
-        return problem_features(problem, *bucket_shape(problem))
+        return problem_features(problem, bucket_shape(problem))
 
     def predict(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
         """Raw network outputs for inspection: the greedy processors [T] and predicted (start, finish)
@@ -132,7 +140,7 @@ class NeuralScheduler:
         samples: int = 64,
         temperature: float = 1.0,
         seed: int = 0,
-        shape: tuple[int, int, int, int] | None = None,
+        shape: Shape | None = None,
     ) -> Schedule:
         """A valid schedule of `problem` (see the module docstring).
 
@@ -140,31 +148,34 @@ class NeuralScheduler:
           alternate between the upward rank and the predicted start times).
         priority: the order of the greedy decoder: "rank" (HEFT's upward rank) or "start" (earliest
           predicted start first).
-        shape: padded (tasks, processors, edges, predecessors per task); default `bucket_shape`.
-          Scheduling many problems with one shape compiles once.
+        shape: the padded `Shape`; default `bucket_shape`. Scheduling many problems with one shape
+          compiles once.
         """
         if decoder not in DECODERS:
             raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
-        if samples < 1 or temperature <= 0:
-            raise ValueError(f"need samples >= 1 and temperature > 0, got {samples} and {temperature}")
+        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+            raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.check(problem)
-        shape = bucket_shape(problem) if shape is None else shape
-        features = problem_features(problem, *shape)
+        shape = bucket_shape(problem) if shape is None else Shape(*shape)
+        features = problem_features(problem, shape)
         proc, times = _greedy(self.model, self.params, features)
         if decoder == "sampling":
             key, temperature = jax.random.key(seed), jnp.asarray(temperature, jnp.float32)
             procs = _sampled(self.model, self.params, features, key, temperature, samples)
-        num_tasks, num_procs, num_edges, num_preds = shape
         with jax.enable_x64(True):
-            padded = pad_problem(problem, num_tasks, num_procs, num_preds, num_edges, dtype=np.float64)
+            padded = pad_problem(problem, shape, dtype=np.float64)
             by_rank = padded.upward_rank
             by_start = -np.asarray(times[:, 0], np.float64)
             if decoder == "greedy":
                 proc = np.asarray(proc)
-                order = features.rank_order if priority == "rank" else _order(problem, by_start, num_tasks)
-                result = _simulate_one(padded, proc, order, _capacity(padded, proc))
+                ranking = by_rank if priority == "rank" else by_start
+                result = _simulate_one(padded, proc, ranking, capacity=_capacity(padded, proc))
             else:
                 procs = np.asarray(procs)
                 priorities = np.where((np.arange(samples) % 2 == 0)[:, None], by_rank, by_start)

@@ -9,15 +9,20 @@ Defaults for what a problem lacks: arrival 0, priority 0, task memory 0, process
 execution time over all processors divided by the mean on this one). Every time is divided by the
 makespan lower bound `time_scale`, and every other feature by its maximum over the problem, so the
 network sees the same numbers for a problem and a rescaled copy of it.
+
+The padded structure (masks, edges, predecessor table, HEFT's visit order) is that of
+`jaxsched.pad_problem` for the same `Shape`: features derive from the padded problem.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
+import chex
 import numpy as np
 
-from jaxsched.heft import mean_communication, priority_order, upward_rank
+from jaxsched.batch import Shape, pad_problem
+from jaxsched.heft import mean_bandwidth, mean_communication
 from jaxsched.metrics import critical_path_min
 from jaxsched.problem import Problem
 
@@ -38,7 +43,7 @@ PROC_FEATURES = PAPER_PROC_FEATURES + ("speed",)
 
 
 class Features(NamedTuple):
-    """One problem padded to T tasks, P processors, E edges (stacked: a leading batch axis)."""
+    """One problem padded to a `Shape` (stacked: a leading batch axis)."""
 
     task: np.ndarray  # [T, len(TASK_FEATURES)] float32, 0 where padded
     proc: np.ndarray  # [P, len(PROC_FEATURES)] float32, 0 where padded
@@ -53,6 +58,18 @@ class Features(NamedTuple):
     edge_mask: np.ndarray  # [E] bool
     pred: np.ndarray  # [T, K] int32 predecessors of each task, T where padded
     pred_data: np.ndarray  # [T, K] their mean transfer time / time_scale, 0 where padded
+
+    @property
+    def shape(self) -> Shape:
+        """The padded sizes (`Shape.read`)."""
+        return Shape.read(self)
+
+
+def assert_features(features: Features) -> None:
+    """Raises (chex) unless `features` are those of one unbatched problem: the boundary check of the
+    network and the feedback state machine, so a batch passed where one problem belongs fails here."""
+    chex.assert_rank([features.task, features.proc, features.comp, features.pred, features.pred_data], [2, 2, 2, 2, 2])
+    chex.assert_rank([features.task_mask, features.proc_mask, features.rank_order, features.edge_src], [1, 1, 1, 1])
 
 
 def time_scale(problem: Problem) -> float:
@@ -127,18 +144,11 @@ def proc_features(problem: Problem) -> np.ndarray:
     return np.stack([cores, frequency, memory, speed], axis=1)
 
 
-def max_in_degree(problem: Problem) -> int:
-    return int(np.bincount(problem.dst, minlength=1).max()) if problem.num_edges else 0
-
-
-def problem_features(problem: Problem, num_tasks: int, num_procs: int, num_edges: int, num_preds: int) -> Features:
-    """`problem`'s features padded to T, P, E and K (predecessors per task); raises ValueError if it
-    does not fit."""
-    t, p, e = problem.num_tasks, problem.num_procs, problem.num_edges
-    sizes = (("tasks", t, num_tasks), ("processors", p, num_procs), ("edges", e, num_edges))
-    for what, needed, capacity in sizes + (("predecessors of a task", max_in_degree(problem), num_preds),):
-        if needed > capacity:
-            raise ValueError(f"problem has {needed} {what}, more than the padded capacity {capacity}")
+def problem_features(problem: Problem, shape: Shape) -> Features:
+    """`problem`'s features padded to `shape`; raises ValueError if it does not fit."""
+    padded = pad_problem(problem, shape, dtype=np.float64)
+    num_tasks, num_procs, num_edges, _ = shape
+    t = problem.num_tasks
     scale = time_scale(problem)
 
     def pad(array, shape, dtype=np.float32):
@@ -146,37 +156,23 @@ def problem_features(problem: Problem, num_tasks: int, num_procs: int, num_edges
         out[tuple(slice(0, n) for n in array.shape)] = array
         return out
 
-    padding = np.arange(t, num_tasks, dtype=np.int32)
-    up = upward_rank(problem)
-    transfer = mean_communication(problem) / scale
-    pred = np.full((num_tasks, num_preds), num_tasks, np.int32)
-    pred_data = np.zeros((num_tasks, num_preds), np.float32)
-    in_ptr, in_order = problem.in_edges
-    slot = np.arange(e) - in_ptr[problem.dst[in_order]]  # position of each edge among its task's inputs
-    pred[problem.dst[in_order], slot] = problem.src[in_order]
-    pred_data[problem.dst[in_order], slot] = transfer[in_order]
+    up = padded.upward_rank[:t]
     arrival_order = np.lexsort((np.arange(t), problem.arrival)).astype(np.int32)
-    rank_order = priority_order(problem, up).astype(np.int32)
     return Features(
         task=pad(task_features(problem, scale, up), (num_tasks, len(TASK_FEATURES))),
         proc=pad(proc_features(problem), (num_procs, len(PROC_FEATURES))),
-        comp=pad(problem.comp / scale, (num_tasks, num_procs)),
-        arrival_order=np.concatenate([arrival_order, padding]),
-        rank_order=np.concatenate([rank_order, padding]),
-        task_mask=np.arange(num_tasks) < t,
-        proc_mask=np.arange(num_procs) < p,
-        edge_src=pad(problem.src, (num_edges,), np.int32),
-        edge_dst=pad(problem.dst, (num_edges,), np.int32),
-        edge_data=pad(transfer, (num_edges,)),
-        edge_mask=np.arange(num_edges) < e,
-        pred=pred,
-        pred_data=pred_data,
+        comp=(padded.comp / scale).astype(np.float32),
+        arrival_order=np.concatenate([arrival_order, np.arange(t, num_tasks, dtype=np.int32)]),
+        rank_order=padded.heft_order,
+        task_mask=padded.task_mask,
+        proc_mask=padded.proc_mask,
+        edge_src=padded.edge_src,
+        edge_dst=padded.edge_dst,
+        edge_data=pad(mean_communication(problem) / scale, (num_edges,)),
+        edge_mask=padded.edge_mask,
+        pred=padded.pred,
+        pred_data=(padded.pred_data / mean_bandwidth(problem) / scale).astype(np.float32),
     )
-
-
-def stack_features(features: Sequence[Features]) -> Features:
-    """Stacks same-shape features along a new leading batch axis."""
-    return Features(*(np.stack(arrays) for arrays in zip(*features)))
 
 
 def padded_size(needed: int, minimum: int = 8) -> int:
@@ -190,16 +186,16 @@ def padded_size(needed: int, minimum: int = 8) -> int:
     return -(-size // step) * step
 
 
-def bucket_shape(problem: Problem) -> tuple[int, int, int, int]:
-    """(T, P, E, K) padded sizes of `problem` for inference: tasks and processors by `padded_size`,
-    edges and predecessors per task by powers of two (they vary most between problems)."""
+def bucket_shape(problem: Problem) -> Shape:
+    """The padded `Shape` of `problem` for inference: tasks and processors by `padded_size`, edges
+    and predecessors per task by powers of two (they vary most between problems)."""
 
     def power_of_two(n: int, minimum: int) -> int:
         return 1 << (max(n, minimum) - 1).bit_length()
 
-    return (
+    return Shape(
         padded_size(problem.num_tasks),
         padded_size(problem.num_procs),
         power_of_two(problem.num_edges, 8),
-        power_of_two(max_in_degree(problem), 4),
+        power_of_two(problem.max_in_degree, 4),
     )

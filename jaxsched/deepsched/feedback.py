@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 
-from jaxsched.deepsched.features import TASK_FEATURES, Features
+from jaxsched.deepsched.features import TASK_FEATURES, Features, assert_features
 
 GAP_SLOTS = 4
 STATE_FEATURES = ("eft", "eft_excess", "wait", "transfer")
@@ -47,6 +48,7 @@ class Options(NamedTuple):
 
 
 def empty_schedule(features: Features) -> PartialSchedule:
+    """The partial schedule before any decision: idle processors, no gaps."""
     num_tasks, num_procs = features.comp.shape
     dtype = features.comp.dtype
     no_gaps = jnp.zeros((num_procs, GAP_SLOTS), dtype)
@@ -142,6 +144,8 @@ def place(
 def teacher_state(features: Features, proc: jax.Array) -> jax.Array:
     """[T, P, len(STATE_FEATURES)] `state_features` of every task when the tasks before it in
     upward-rank order went to `proc` (HEFT's choices when training: teacher forcing)."""
+    assert_features(features)
+    chex.assert_rank(proc, 1)
     features = jax.tree.map(jnp.asarray, features)
 
     def step(partial, task):
@@ -160,6 +164,8 @@ def decode(
     """[T] processors chosen one task at a time in upward-rank order, with scores
     logits[t] + state_features @ state_weights[t]: the argmax (key None) or a draw from the softmax
     at `temperature`."""
+    assert_features(features)
+    chex.assert_rank([logits, state_weights], [2, 2])
     features = jax.tree.map(jnp.asarray, features)
     num_tasks = features.comp.shape[0]
     keys = jax.random.split(jax.random.key(0) if key is None else key, num_tasks)

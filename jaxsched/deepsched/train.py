@@ -3,11 +3,13 @@ which runs the same epochs for several seeds at once with orbax checkpoints and 
 
 PureJaxRL style: `jax.jit(jax.vmap(make_train(config, data)))(keys)` trains one network per key in
 a single compiled call; `fit` calls the same jitted, vmapped epoch once per epoch instead, so that
-it can save a checkpoint after every epoch.
+it can save a checkpoint after every epoch (`jaxsched.checkpoint.EpochCheckpointer`: a directory
+of another configuration or seed is refused, a damaged latest epoch falls back to the one before).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -17,20 +19,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
-from jaxsched.deepsched.configs import DeepSchedConfig, TrainConfig
+from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet
-from jaxsched.deepsched.model import DeepSchedNet
-
-# XLA options for functions that run once (parameter initialisation): without backend optimisation
-# the CPU compiler is several times faster (20 s -> 5 s for the GRU's initialisers on 2 cores), and
-# their run time does not matter.
-UNOPTIMISED = {"xla_backend_optimization_level": 0}
+from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet
 
 
 class TrainState(NamedTuple):
+    """Parameters, optimiser state, shuffling key and epochs completed of one network (or, with a
+    leading seed axis, of several)."""
+
     params: Any
     opt_state: Any
     key: jax.Array
@@ -47,6 +47,8 @@ class Metrics(NamedTuple):
 
 
 class TrainFns(NamedTuple):
+    """The pure functions of one training run (see `make_train_fns`)."""
+
     init: Callable[[jax.Array], TrainState]
     epoch: Callable[[TrainState, LabelledSet], tuple[TrainState, Metrics]]
     evaluate: Callable[[Any, LabelledSet], Metrics]
@@ -135,6 +137,8 @@ def make_train(config: DeepSchedConfig, data: LabelledSet) -> Callable[[jax.Arra
 
 
 class FitResult(NamedTuple):
+    """What `fit` returns: the trained states of every seed and the per-epoch metric history."""
+
     state: TrainState  # leading seed axis
     history: list[dict[str, list[float]]]  # per epoch: "train_*" and "val_*" metrics, one value per seed
 
@@ -146,13 +150,6 @@ def _to_saved(state: TrainState) -> dict:
         "key": jax.random.key_data(state.key),
         "epoch": state.epoch,
     }
-
-
-def checkpoint_manager(directory: str | Path) -> ocp.CheckpointManager:
-    """Orbax manager of `directory` (absolute path), keeping the last two epochs. Saving is
-    synchronous: an epoch's checkpoint is complete before the next epoch starts."""
-    options = ocp.CheckpointManagerOptions(max_to_keep=2, create=True, enable_async_checkpointing=False)
-    return ocp.CheckpointManager(Path(directory).absolute(), options=options)
 
 
 @functools.lru_cache(maxsize=16)
@@ -181,25 +178,21 @@ def fit(
 ) -> FitResult:
     """Trains `config.train.num_seeds` networks at once (vmap over seeds), saving an orbax checkpoint
     of all of them after every epoch; if `checkpoint_dir` holds one, training resumes from it, so a
-    killed run loses at most the epoch in progress. Validation metrics are recorded per epoch."""
+    killed run loses at most the epoch in progress (a directory written with another configuration or
+    `seed` raises ValueError). Validation metrics are recorded per epoch."""
     num_train = int(train_set.labels.proc.shape[0])
     leaves, treedef = jax.tree.flatten(train_set)
     signature = tuple((leaf.shape[1:], np.dtype(leaf.dtype).name) for leaf in leaves)
-    init, epoch = _seed_vmapped(config.replace(train={"epochs": 0}), num_train, treedef, signature)
+    training = dataclasses.replace(config.replace(train={"epochs": 0}), eval=EvalConfig())  # what compiles
+    init, epoch = _seed_vmapped(training, num_train, treedef, signature)
     keys = jax.random.split(jax.random.key(seed), config.train.num_seeds)
     train_set, val_set = jax.tree.map(jnp.asarray, train_set), jax.tree.map(jnp.asarray, val_set)
     state = init(keys)
     history: list[dict[str, list[float]]] = []
-    with checkpoint_manager(checkpoint_dir) as manager:
-        latest = manager.latest_step()
-        if latest is not None:
-            restored = manager.restore(
-                latest,
-                args=ocp.args.Composite(state=ocp.args.StandardRestore(_to_saved(state)), meta=ocp.args.JsonRestore()),
-            )
-            # Through the host: restored arrays are committed to a device, fresh ones are not, and
-            # jit would compile the epoch again for them.
-            saved = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), restored.state)
+    with EpochCheckpointer(checkpoint_dir, identity=config.identity(seed)) as checkpointer:
+        restored = checkpointer.restore_latest(_to_saved(state))
+        if restored is not None:
+            saved = jax.tree.map(jnp.asarray, restored.tree)
             state = TrainState(
                 saved["params"], saved["opt_state"], jax.random.wrap_key_data(saved["key"]), saved["epoch"]
             )
@@ -221,9 +214,5 @@ def fit(
                 loss=f"{np.mean(record['train_loss']):.3f}", val_acc=f"{np.mean(record['val_accuracy']):.3f}"
             )
             meta = {"config": json.loads(config.to_json()), "history": history}
-            manager.save(
-                len(history),
-                args=ocp.args.Composite(state=ocp.args.StandardSave(_to_saved(state)), meta=ocp.args.JsonSave(meta)),
-            )
-        manager.wait_until_finished()
+            checkpointer.save(len(history), _to_saved(state), meta)
     return FitResult(state, history)

@@ -79,3 +79,12 @@ def test_read_only_checkpointer_restores_any_run_but_cannot_save(tmp_path):
         assert checkpointer.restore_latest().epoch == 1
         with pytest.raises(ValueError, match="read-only"):
             checkpointer.save(2, _tree(2))
+
+
+def test_python_scalar_targets_and_unserialisable_identities(tmp_path):
+    with EpochCheckpointer(tmp_path, identity={"run": 1}) as checkpointer:
+        checkpointer.save(1, {"step": np.int32(3), "weights": np.ones(2, np.float32)})
+        restored = checkpointer.restore_latest({"step": 0, "weights": np.zeros(2, np.float32)})  # was AttributeError
+    assert int(restored.tree["step"]) == 3
+    with pytest.raises(ValueError, match="identity must be JSON-serialisable"):
+        EpochCheckpointer(tmp_path / "other", identity={"config": object()})  # was TypeError

@@ -88,8 +88,27 @@ def test_jax_ga_loop_equals_the_scanned_ga(monkeypatch):
         (dict(objective="energy"), "objective"),
         (dict(mutation_rate=2.0), "mutation_rate"),
         (dict(backend="torch"), "backend"),
+        (dict(population=10.5), "population must be an integer"),
+        (dict(elite=True), "elite must be an integer"),
+        (dict(crossover_rate=float("nan")), "crossover_rate"),
+        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(shape=(24, 3, 64, 8)), "needs backend='jax'"),
     ],
 )
 def test_bad_ga_options(options, message):
     with pytest.raises(ValueError, match=message):
         ga(PROBLEM, **{"generations": 1, **options})
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_the_documented_minimum_population_of_two_works(backend):
+    """population=2 used to fail against the default elite=2; the default elite is now min(2, N - 1)."""
+    assert GAConfig(population=2).elite == 1 and GAConfig().elite == 2
+    problem = random_dag(6, 2, integer=True, seed=0)
+    validate(problem, ga(problem, population=2, generations=2, seed=0, backend=backend))
+
+
+def test_a_population_batch_fails_at_the_fitness_boundary():
+    padded = jax.tree.map(jnp.asarray, pad_problem(PROBLEM))
+    with pytest.raises(AssertionError, match="rank"):
+        population_fitness(padded, jnp.zeros(24, jnp.int32), jnp.zeros(24), "waiting")

@@ -68,9 +68,19 @@ def test_integer_costs(integer):
     [
         (lambda: gaussian_elimination(1, 2), "matrix_size"),
         (lambda: fft(6, 2), "power of two"),
-        (lambda: fork_join(0, 1, 2), "width and stages"),
+        (lambda: fork_join(0, 1, 2), "width must be an integer >= 1"),
         (lambda: random_dag(10, 2, beta=3.0), "beta"),
         (lambda: random_dag(0, 2), "num_tasks"),
+        (lambda: random_dag(10, 3, ccr=float("nan")), "ccr must be finite"),  # was OverflowError
+        (lambda: random_dag(10, 3, alpha=float("nan")), "alpha must be finite"),
+        (lambda: random_dag(10, 3, mean_comp=float("inf")), "mean_comp must be finite"),
+        (lambda: random_dag(10.5, 3), "num_tasks must be an integer"),
+        (lambda: random_dag(10, True), "num_procs must be an integer"),
+        (lambda: cloudsim(10, 3, out_degree=float("nan")), "out_degree must be finite"),
+        (lambda: cloudsim(10, 3, arrival_rate=0.0), "arrival_rate must be positive"),
+        (lambda: fft(4.0, 2), "points must be an integer"),
+        (lambda: fork_join(2, 2, 0), "num_procs must be an integer >= 1"),
+        (lambda: gaussian_elimination(4, 2, beta=float("nan")), "beta must be finite"),
     ],
 )
 def test_bad_generator_arguments(make, message):
@@ -90,3 +100,4 @@ def test_wfcommons_recipes():
         wfcommons_problem("rnaseq", 100, 4)
     with pytest.raises(ValueError, match="cannot build recipe 'montage' with 10 tasks"):
         wfcommons_problem("montage", 10, 4)
+

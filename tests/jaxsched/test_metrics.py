@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from jaxsched import heft, summary
@@ -16,3 +17,16 @@ def test_metrics_on_the_published_example():
     assert metrics["avg_turnaround"] == pytest.approx(442 / 10)  # sum of finish times
     assert metrics["avg_waiting"] == pytest.approx(332 / 10)  # sum of start times
     assert metrics["makespan"] == 80
+
+
+def test_ratios_with_a_zero_denominator_and_foreign_schedules_are_refused():
+    from jaxsched import Problem, Schedule, slr, speedup
+
+    free = Problem(np.zeros((2, 2)), [0], [1], [0.0])
+    schedule = heft(free)
+    with pytest.raises(ValueError, match="SLR .* undefined"):
+        slr(free, schedule)  # was ZeroDivisionError
+    with pytest.raises(ValueError, match="speedup .* undefined"):
+        speedup(free, schedule)
+    with pytest.raises(ValueError, match=r"schedule.proc must have shape \(10,\)"):
+        summary(topcuoglu_example(), Schedule(np.zeros(2, int), np.zeros(2), np.ones(2)))

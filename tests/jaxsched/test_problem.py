@@ -73,3 +73,62 @@ def test_problem_and_schedule_round_trip(tmp_path):
     back = load_schedule(tmp_path / "s.npz")
     np.testing.assert_array_equal(back.start, schedule.start)
     assert back.makespan == 6.0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(src=[True, True], dst=[False, False]), "src must hold integer task indices, got dtype bool"),
+        (dict(src=[0, np.nan]), "src must hold integer task indices"),
+        (dict(comp=np.ones((3, 2)) + 1j), "comp must hold real numbers, got dtype complex128"),
+        (dict(data=[1.0 + 2j, 1.0]), "data must hold real numbers"),
+        (dict(comp=np.ones((3, 2), bool)), "comp must hold real numbers, got dtype bool"),
+        (dict(bandwidth=np.array([[1, 1j], [1, 1]])), "bandwidth must hold real numbers"),
+        (dict(task_arrival=["a", "b", "c"]), "task_arrival must hold real numbers"),
+        (dict(bandwidth=np.array([[1, 1e-320], [1e-320, 1]])), "bandwidth 1e-320 is too small"),
+        (dict(comp=np.full((3, 2), 1e308)), "overflow float64"),
+    ],
+)
+def test_booleans_complex_numbers_and_overflowing_times_are_refused(change, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Problem(**{**GOOD, **change})
+
+
+def _files(tmp_path):
+    problem_file, schedule_file = tmp_path / "p.npz", tmp_path / "s.npz"
+    save_problem(problem_file, random_problem(1, max_tasks=30))
+    save_schedule(schedule_file, Schedule(np.array([0, 1]), np.array([0.0, 1.0]), np.array([1.0, 2.0])))
+    return problem_file, schedule_file
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "corrupted", "npy", "text"])
+@pytest.mark.parametrize("loader", [load_problem, load_schedule])
+def test_damaged_files_raise_value_error_naming_the_file(tmp_path, damage, loader):
+    problem_file, schedule_file = _files(tmp_path)
+    good = problem_file if loader is load_problem else schedule_file
+    raw = good.read_bytes()
+    bad = tmp_path / "bad.npz"
+    if damage == "empty":
+        bad.write_bytes(b"")
+    elif damage == "truncated":
+        bad.write_bytes(raw[: len(raw) // 2])
+    elif damage == "corrupted":  # flip bytes inside the compressed data, keep the zip directory
+        middle = len(raw) // 3
+        bad.write_bytes(raw[:middle] + bytes(b ^ 0xFF for b in raw[middle : middle + 64]) + raw[middle + 64 :])
+    elif damage == "npy":
+        np.save(tmp_path / "bad.npy", np.ones(3))
+        bad = tmp_path / "bad.npy"
+    else:
+        bad.write_text("proc,start,finish\n0,0,1\n")
+    with pytest.raises(ValueError, match=re.escape(str(bad))):
+        loader(bad)
+
+
+def test_a_problem_file_is_not_a_schedule_and_the_reverse(tmp_path):
+    problem_file, schedule_file = _files(tmp_path)
+    with pytest.raises(ValueError, match=re.escape(str(problem_file)) + ".*not a schedule file"):
+        load_schedule(problem_file)
+    with pytest.raises(ValueError, match=re.escape(str(schedule_file)) + ".*not a problem file"):
+        load_problem(schedule_file)
+    with pytest.raises(FileNotFoundError):
+        load_problem(tmp_path / "missing.npz")

@@ -23,3 +23,8 @@ def test_best_time_measures_a_sleep():
 def test_bad_counts_are_named(repeats, warmup):
     with pytest.raises(ValueError, match="repeats|warmup"):
         alternated_times({"a": lambda: None}, repeats, warmup)
+
+
+def test_boolean_counts_are_refused():
+    with pytest.raises(ValueError, match="repeats"):
+        best_time(lambda: None, repeats=True)

@@ -46,3 +46,21 @@ def test_release_time_is_checked():
 def test_zero_length_tasks_overlap_nothing():
     problem = type(topcuoglu_example())(np.array([[4.0], [0.0]]), [], [], [])
     validate(problem, Schedule(np.array([0, 0]), np.array([0.0, 2.0]), np.array([4.0, 2.0])))
+
+
+@pytest.mark.parametrize(
+    "proc, message",
+    [
+        (0.7, "got 0.7 for task 3"),  # was read as processor 0
+        (np.nan, "got nan for task 3"),  # was an IndexError
+    ],
+)
+def test_fractional_and_nan_processor_ids_are_refused(proc, message):
+    problem, schedule = _heft_with()
+    as_float = schedule.proc.astype(float)
+    as_float[3] = proc
+    with pytest.raises(ValueError, match=f"integer processor ids, {message}"):
+        validate(problem, Schedule(as_float, schedule.start, schedule.finish))
+    with pytest.raises(ValueError, match="dtype bool"):
+        validate(problem, Schedule(schedule.proc.astype(bool), schedule.start, schedule.finish))
+    validate(problem, Schedule(schedule.proc.astype(float), schedule.start, schedule.finish))  # whole floats are ids

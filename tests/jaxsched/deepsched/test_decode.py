@@ -6,13 +6,16 @@ import numpy as np
 import pytest
 
 import jaxsched
+from jaxsched.batch import Shape
 from jaxsched.deepsched import DeepSchedNet, NeuralScheduler, problem_features
 from jaxsched.deepsched import decode as decode_module
 from jaxsched.deepsched.features import bucket_shape
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
-from tests.jaxsched.problems import random_problem
+from tests.jaxsched.problems import random_problem, topcuoglu_example
 
-SHAPE = (16, 8, 64, 16)  # one padded shape for every problem below: one compilation per decoder
+# One padded shape for every problem below (one compilation per decoder): the test dataset's, so
+# that the experiment's test (test_evaluate.py) reuses these compilations.
+SHAPE = Shape(16, 4, 32, 16)
 
 
 def _problems():
@@ -33,7 +36,7 @@ def scheduler(trained):
 
 def _untrained(config, variant):
     config = config.replace(model={"variant": variant})
-    features = problem_features(random_dag(8, 2, seed=0), *SHAPE)
+    features = problem_features(random_dag(8, 2, seed=0), SHAPE)
     return NeuralScheduler(config, jax.jit(DeepSchedNet(config.model).init)(jax.random.key(0), features))
 
 
@@ -93,7 +96,7 @@ def test_one_compilation_per_padded_shape(scheduler):
     assert (decode_module._greedy._cache_size(), decode_module._simulate_one._cache_size()) == sizes
 
 
-def test_errors(scheduler, tmp_path):
+def test_errors(scheduler, trained, tmp_path):
     too_big = random_dag(scheduler.config.model.max_tasks + 1, 2, seed=0)
     with pytest.raises(ValueError, match="at most"):
         scheduler.schedule(too_big)
@@ -101,4 +104,27 @@ def test_errors(scheduler, tmp_path):
         scheduler.schedule(random_dag(5, 2), decoder="beam")
     with pytest.raises(FileNotFoundError):
         NeuralScheduler.load(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+        NeuralScheduler.load(tmp_path)
+    _, directory, _ = trained
+    for seed in (-1, 2, True):
+        with pytest.raises(ValueError, match="seed must be one of the trained seeds 0..1"):
+            NeuralScheduler.load(directory, seed=seed)
+    for options, message in (
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(samples=0), "samples"),
+        (dict(seed=-3), "seed"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            scheduler.schedule(random_dag(5, 2), decoder="sampling", **options)
     assert bucket_shape(random_dag(5, 2)) == (8, 8, 8, 4)
+
+
+@pytest.mark.slow
+def test_eft_rule_without_a_template_equals_the_one_built_from_trained_parameters(trained, scheduler):
+    config, _, _ = trained
+    fresh, templated = NeuralScheduler.eft_rule(config), NeuralScheduler.eft_rule(config, like=scheduler.params)
+    for a, b in zip(jax.tree.leaves(fresh.params), jax.tree.leaves(templated.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    problem = topcuoglu_example()  # the prior alone reproduces HEFT's processors here (test_model)
+    np.testing.assert_array_equal(fresh.schedule(problem).proc, jaxsched.heft(problem).proc)

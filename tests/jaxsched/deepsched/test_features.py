@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import jaxsched
+from jaxsched.batch import Shape
 from jaxsched.deepsched.features import (
     PROC_FEATURES,
     TASK_FEATURES,
@@ -35,7 +36,7 @@ def test_downward_rank_matches_brute_force():
 
 def test_shapes_masks_orders_and_predecessor_table():
     problem = random_dag(20, 3, seed=0)
-    features = problem_features(problem, 32, 8, 128, 16)
+    features = problem_features(problem, Shape(32, 8, 128, 16))
     assert features.task.shape == (32, len(TASK_FEATURES)) and features.proc.shape == (8, len(PROC_FEATURES))
     assert features.comp.shape == (32, 8) and features.pred.shape == (32, 16)
     assert (
@@ -54,12 +55,12 @@ def test_shapes_masks_orders_and_predecessor_table():
 
 def test_too_small_padding_raises():
     with pytest.raises(ValueError, match="tasks"):
-        problem_features(random_dag(20, 3, seed=0), 16, 8, 128, 16)
+        problem_features(random_dag(20, 3, seed=0), Shape(16, 8, 128, 16))
 
 
 def test_defaults_for_missing_features():
     problem = random_dag(12, 4, seed=1)  # no task or processor features
-    features = problem_features(problem, 16, 4, 64, 16)
+    features = problem_features(problem, Shape(16, 4, 64, 16))
     column = {name: i for i, name in enumerate(TASK_FEATURES)}
     assert not features.task[:12, [column["arrival"], column["priority"], column["memory"]]].any()
     proc = {name: features.proc[:4, i] for i, name in enumerate(PROC_FEATURES)}
@@ -72,7 +73,7 @@ def test_defaults_for_missing_features():
 
 def test_present_features_are_used():
     problem = cloudsim(12, 4, seed=2)
-    features = problem_features(problem, 16, 4, 64, 16)
+    features = problem_features(problem, Shape(16, 4, 64, 16))
     proc = {name: features.proc[:4, i] for i, name in enumerate(PROC_FEATURES)}
     np.testing.assert_allclose(proc["cores"], problem.proc_cores / problem.proc_cores.max(), rtol=1e-6)
     priority = features.task[:12, TASK_FEATURES.index("priority")]
@@ -92,12 +93,9 @@ def test_features_do_not_change_when_all_times_scale():
     )
     base = problem_features(
         jaxsched.Problem(problem.comp, problem.src, problem.dst, problem.data, task_arrival=problem.task_arrival),
-        16,
-        3,
-        64,
-        16,
+        Shape(16, 3, 64, 16),
     )
-    other = problem_features(scaled, 16, 3, 64, 16)
+    other = problem_features(scaled, Shape(16, 3, 64, 16))
     for a, b in zip(base, other):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import jaxsched
+from jaxsched.batch import Shape
 from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import problem_features, time_scale
 from jaxsched.deepsched.feedback import GAP_SLOTS, STATE_FEATURES, decode, teacher_state
-from jaxsched.deepsched.model import MASKED_LOGIT, DeepSchedNet, MinGRU
-from jaxsched.deepsched.train import UNOPTIMISED
+from jaxsched.deepsched.model import MASKED_LOGIT, UNOPTIMISED, DeepSchedNet, MinGRU, eft_rule_params
 from jaxsched.generate import cloudsim, random_dag
 from tests.jaxsched.problems import topcuoglu_example
 
-SMALL, LARGE = (24, 4, 64, 8), (40, 8, 128, 16)  # (T, P, E, K) paddings of one problem
+SMALL, LARGE = Shape(24, 4, 64, 8), Shape(40, 8, 128, 16)  # two paddings of one problem
 
 
 PROBLEM = cloudsim(20, 4, seed=1)
@@ -30,7 +30,7 @@ def network(config: ModelConfig):
     init = jax.jit(model.init, compiler_options=UNOPTIMISED)
     # Unoptimised code too: these tests check what is computed, not how fast (compiles 2x faster).
     apply = jax.jit(model.apply, compiler_options=UNOPTIMISED)
-    return model, init(jax.random.key(0), problem_features(PROBLEM, *SMALL)), apply
+    return model, init(jax.random.key(0), problem_features(PROBLEM, SMALL)), apply
 
 
 # The fast pair covers the GRU's padded reverse pass and the feedback state; MinGRU masking is checked
@@ -46,7 +46,7 @@ COMBINATIONS = [
 @pytest.mark.parametrize("variant, recurrence", COMBINATIONS)
 def test_padding_does_not_change_outputs_for_real_tasks(variant, recurrence):
     _, params, apply = network(ModelConfig(variant=variant, recurrence=recurrence, hidden=8, graph_layers=1))
-    small, large = problem_features(PROBLEM, *SMALL), problem_features(PROBLEM, *LARGE)
+    small, large = problem_features(PROBLEM, SMALL), problem_features(PROBLEM, LARGE)
     out_small, out_large = apply(params, small), apply(params, large)
     assert out_small.logits.shape == (24, 4) and out_small.times.shape == (24, 2)
     assert out_large.logits.shape == (40, 8)
@@ -80,7 +80,7 @@ def test_teacher_state_matches_the_exact_list_schedule_while_gaps_fit_in_memory(
     proc = np.random.default_rng(0).permutation(np.arange(12) % 3)
     assert np.bincount(proc).max() <= GAP_SLOTS
     expected = jaxsched.simulate(problem, proc, jaxsched.upward_rank(problem))
-    features = problem_features(problem, 16, 4, 64, 16)
+    features = problem_features(problem, Shape(16, 4, 64, 16))
     state = jax.jit(teacher_state)(features, jnp.asarray(np.concatenate([proc, np.zeros(4, int)]), jnp.int32))
     eft = np.asarray(state[np.arange(12), proc, STATE_FEATURES.index("eft")]) * time_scale(problem)
     np.testing.assert_allclose(eft, expected.finish, rtol=1e-5)
@@ -105,7 +105,7 @@ def feedback_model():
 def test_feedback_decode_sees_the_same_state_as_teacher_forcing(feedback_model):
     """The greedy sequential decode picks the argmax of the teacher-forced logits of its own choices."""
     params, decode_and_force = feedback_model
-    proc, forced_logits = decode_and_force(params, problem_features(PROBLEM, *SMALL))
+    proc, forced_logits = decode_and_force(params, problem_features(PROBLEM, SMALL))
     np.testing.assert_array_equal(np.argmax(forced_logits, axis=1)[:20], proc[:20])
 
 
@@ -113,8 +113,7 @@ def test_untrained_feedback_prior_follows_heft_on_the_published_example(feedback
     """With only the EFT prior (every learned weight zero), the greedy decode reproduces HEFT's
     processors on Topcuoglu et al.'s example (no gap is forgotten at this size)."""
     params, decode_and_force = feedback_model
-    prior_only = jax.tree.map(jnp.zeros_like, params)
-    prior_only["params"]["eft_sharpness"] = params["params"]["eft_sharpness"]
+    prior_only = eft_rule_params(params, FEEDBACK.eft_prior)
     problem = topcuoglu_example()
-    proc, _ = decode_and_force(prior_only, problem_features(problem, *SMALL))
+    proc, _ = decode_and_force(prior_only, problem_features(problem, SMALL))
     np.testing.assert_array_equal(proc[:10], jaxsched.heft(problem).proc)

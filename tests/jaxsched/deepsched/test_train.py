@@ -2,6 +2,7 @@
 padding does not change the loss, and batches of one padded shape compile once."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,11 +13,10 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsched.deepsched import fit, loss_fn, make_train
+from jaxsched.deepsched import NeuralScheduler, fit, loss_fn, make_train
 from jaxsched.deepsched.data import LabelledSet, Labels
 from jaxsched.deepsched.features import Features
-from jaxsched.deepsched.model import DeepSchedNet
-from jaxsched.deepsched.train import UNOPTIMISED
+from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet
 
 
 def _assert_trees_equal(a, b, **tolerance):
@@ -44,6 +44,19 @@ def test_resume_after_interruption_continues_exactly(trained, splits, tmp_path):
     assert len(resumed.history) == 3 and resumed.history[:2] == first.history
     _assert_trees_equal(resumed.state.params, uninterrupted.state.params)
     _assert_trees_equal(resumed.state.opt_state, uninterrupted.state.opt_state)
+    # The last epoch without its saved tree (was an orbax KeyError): loading falls back to epoch 2...
+    shutil.rmtree(tmp_path / "3" / "tree")
+    with pytest.warns(UserWarning, match="damaged"):
+        scheduler = NeuralScheduler.load(tmp_path, seed=1)
+    _assert_trees_equal(scheduler.params, jax.tree.map(lambda x: x[1], first.state.params))
+    with pytest.raises(ValueError, match=r"seed must be one of the trained seeds 0\.\.1 .* got 99"):
+        NeuralScheduler.load(tmp_path, seed=99)  # JAX used to clamp it to seed 1
+    # ... and training redoes only epoch 3, exactly; a different configuration is refused.
+    again = fit(config, splits["train"].data, splits["val"].data, tmp_path, progress=False)
+    assert again.history[:2] == first.history
+    _assert_trees_equal(again.state.params, uninterrupted.state.params)
+    with pytest.raises(ValueError, match="different run"):
+        fit(config.replace(train={"learning_rate": 0.1}), splits["train"].data, splits["val"].data, tmp_path)
 
 
 def test_train_is_a_pure_function_of_the_key_that_vmaps(trained, splits):
