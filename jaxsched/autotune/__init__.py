@@ -1,0 +1,67 @@
+"""jaxsched.autotune: a load-aware scheduler for the stages of many autotuning jobs (Stiller 2019).
+
+Jobs are state machines over four stages (propose, build, profile, update), each declaring the
+resource it needs (CPU cores or an exclusive device). One central `Scheduler` decides which stage
+runs when under a policy (sequential, parallel, load_aware, predictive); it drives the event
+simulator, the process runner and the Ray backend alike.
+"""
+
+from jaxsched.autotune.jobs import (
+    DEFAULT_DEMANDS,
+    STAGES,
+    Job,
+    MockJob,
+    Progress,
+    StageDistributions,
+    assign_machines,
+    check_placement,
+    fit_stage_distributions,
+    mock_jobs,
+)
+from jaxsched.autotune.policies import (
+    POLICIES,
+    DurationEstimator,
+    LoadAware,
+    Parallel,
+    Policy,
+    Predictive,
+    Sequential,
+    make_policy,
+)
+from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores
+from jaxsched.autotune.scheduler import Scheduler, StageStart
+from jaxsched.autotune.simulator import simulate_policy
+from jaxsched.autotune.trace import Trace, check_trace, gantt
+
+__all__ = [
+    "CPU",
+    "DEFAULT_DEMANDS",
+    "DEVICE",
+    "Demand",
+    "DurationEstimator",
+    "Job",
+    "LoadAware",
+    "Machine",
+    "MockJob",
+    "POLICIES",
+    "Parallel",
+    "Policy",
+    "Predictive",
+    "Progress",
+    "STAGES",
+    "Scheduler",
+    "Sequential",
+    "StageDistributions",
+    "StageStart",
+    "Trace",
+    "assign_machines",
+    "check_placement",
+    "check_trace",
+    "fit_stage_distributions",
+    "gantt",
+    "local_machine",
+    "make_policy",
+    "mock_jobs",
+    "pin_to_cores",
+    "simulate_policy",
+]
