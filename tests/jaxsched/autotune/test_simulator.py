@@ -100,9 +100,10 @@ def test_sequential_on_one_machine_is_the_sum_of_all_stages(spec):
 
 
 def test_check_trace_catches_overlapping_profiles():
-    wide = [Machine(3, 1)]  # CPU stages never queue: only the device is shared
+    # three cores: CPU stages never queue; B profiles 2-4, A and C join it at 3
+    wide = [Machine(3, 1)]
     trace = simulate_policy(HAND, wide, make_policy("parallel"))
-    with pytest.raises(ValueError, match="machine 0 device: 2 units in use"):
+    with pytest.raises(ValueError, match="machine 0 device: 3 units in use at t=3, capacity 1"):
         check_trace(trace, [1, 1, 1], wide, exclusive=True)
 
 
