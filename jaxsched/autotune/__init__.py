@@ -29,6 +29,7 @@ from jaxsched.autotune.policies import (
     make_policy,
 )
 from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores
+from jaxsched.autotune.runner import ProcessRunner, RunResult
 from jaxsched.autotune.scheduler import Scheduler, StageStart
 from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
@@ -47,7 +48,9 @@ __all__ = [
     "Parallel",
     "Policy",
     "Predictive",
+    "ProcessRunner",
     "Progress",
+    "RunResult",
     "STAGES",
     "Scheduler",
     "Sequential",
