@@ -86,7 +86,8 @@ def fit(features: np.ndarray, log_seconds: np.ndarray, seed: int = 0, members: i
     weights[0] = 1.0  # one member sees every point once
     keys = jax.random.split(jax.random.key(seed), members)
     params = _init(keys, jnp.zeros((members, 1, features.shape[1]), jnp.float32))
-    params = _train_jit(params, x, y, mask, weights, steps=steps, learning_rate=learning_rate)
+    with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats with int32 step counts
+        params = _train_jit(params, x, y, mask, weights, steps=steps, learning_rate=learning_rate)
     params = jax.tree.map(np.asarray, params)
     return CostModel(params, x_mean, x_scale, y_mean, y_scale)
 

@@ -117,7 +117,7 @@ class TuningJob(Job):
         args = jax.block_until_ready(self.workload.inputs())
         calls = {}
         for i, payload in zip(state.pending, state.executables):
-            executable = serialize_executable.deserialize_and_load(*payload)
+            executable = serialize_executable.deserialize_and_load(*payload, execution_devices=jax.devices()[:1])
             call = _blocking(executable, args)
             number = calls_per_repeat(call, self.min_repeat_s)  # its first call is the warm-up
             calls[i] = (_repeated(call, number), number)

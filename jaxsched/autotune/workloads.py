@@ -5,7 +5,7 @@
 * `scan`: a linear recurrence h_t = a * h_{t-1} + x_t over L steps, computed in chunks of `chunk`
   steps (a dense decay matrix inside a chunk, `lax.scan` across chunks, `unroll` chunks per
   iteration): chunking trades loop steps for quadratic work per chunk (as in chunked SSM kernels).
-* `xla_options`: a tanh-MLP chain compiled with XLA CPU options passed to
+* `xla_options`: a GELU-MLP chain compiled with XLA CPU options passed to
   `.lower().compile(compiler_options=...)`: LLVM optimisation level, preferred vector width, fast math.
 
 `Workload.build(config)` lowers and compiles one configuration (the CPU-heavy build stage);
@@ -133,5 +133,5 @@ def _chunked_recurrence(length: int, chunk: int, unroll: int):
 
 def _mlp_chain(x, w):
     for _ in range(8):
-        x = jnp.tanh(x @ w)
+        x = jax.nn.gelu(x @ w)
     return x
