@@ -28,13 +28,28 @@ from jaxsched.autotune.policies import (
     Sequential,
     make_policy,
 )
+from jaxsched.autotune.records import Record, TuningRecords, machine_name
 from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores
 from jaxsched.autotune.runner import ProcessRunner, RunResult
 from jaxsched.autotune.scheduler import Scheduler, StageStart
+from jaxsched.autotune.service import Answer, TuningService
 from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
+from jaxsched.autotune.tuning import TuningJob, TuningResult, TuningState, measure_alone
+from jaxsched.autotune.workloads import KINDS, Workload
 
 __all__ = [
+    "Answer",
+    "KINDS",
+    "Record",
+    "TuningJob",
+    "TuningRecords",
+    "TuningResult",
+    "TuningService",
+    "TuningState",
+    "Workload",
+    "machine_name",
+    "measure_alone",
     "CPU",
     "DEFAULT_DEMANDS",
     "DEVICE",

@@ -74,7 +74,8 @@ def fit(features: np.ndarray, log_seconds: np.ndarray, seed: int = 0, members: i
         raise ValueError("cost model training data must be finite")
     count = features.shape[0]
     capacity = max(64, 1 << (count - 1).bit_length())
-    x_mean, x_scale = features.mean(0), features.std(0) + 1e-3
+    x_mean, x_std = features.mean(0), features.std(0)
+    x_scale = np.where(x_std > 1e-6, x_std, 1.0).astype(np.float32)  # a constant feature (one size) stays in units
     y_mean, y_scale = float(log_seconds.mean()), float(log_seconds.std() + 1e-3)
     x = np.zeros((capacity, features.shape[1]), np.float32)
     x[:count] = (features - x_mean) / x_scale
