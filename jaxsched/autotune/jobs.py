@@ -52,6 +52,9 @@ class Job:
         """The state before the first stage."""
         return None
 
+    def prepare(self) -> None:
+        """One-time setup of a long-lived runner process before the job starts (nothing by default)."""
+
     def run_stage(self, stage: int, round_: int, state: Any) -> Any:
         """Runs one stage on the resource it was granted; returns the new state."""
         raise NotImplementedError

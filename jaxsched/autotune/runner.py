@@ -1,7 +1,8 @@
 """Real execution: one worker process per job, commanded stage by stage by the central scheduler.
 
 As in the thesis's implementation (4.2), a job's runner does nothing on its own: its worker process
-holds the job's state and waits for commands. Before each stage the worker pins all its threads to
+holds the job's state and waits for commands. A worker calls `job.prepare()` when it starts, before
+the clock starts (a tuning job compiles its cost model there, as a TVM runner is up before tuning). Before each stage the worker pins all its threads to
 the cores of the resource the scheduler granted (`pin_to_cores`): the CPU cores for propose, build
 and update, the device core for profile. Exclusive policies hand out distinct cores; the
 uncoordinated `parallel` policy pins every stage to its whole resource, where the OS shares it and
@@ -38,6 +39,7 @@ def _worker(conn, job: Job, cores: tuple[int, ...] | None) -> None:
     try:
         if cores:
             pin_to_cores(cores)
+        job.prepare()
         state = job.init_state()
         conn.send(("ready", None))
         while True:

@@ -83,6 +83,11 @@ class TuningJob(Job):
         """No measurements, no model."""
         return TuningState([], [], [], None)
 
+    def prepare(self) -> None:
+        """Compiles the cost model's trainer and predictor once, so no stage pays for it."""
+        model = cost_model.fit(self.features[:2], np.zeros(2), seed=self.seed, steps=self.fit_steps)
+        cost_model.predict(model, self.features)
+
     def run_stage(self, stage: int, round_: int, state: TuningState) -> TuningState:
         """Runs propose, build, profile or update on the resource the scheduler granted."""
         return (self._propose, self._build, self._profile, self._update)[stage](round_, state)
