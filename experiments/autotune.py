@@ -1,0 +1,38 @@
+"""Load-aware scheduling of autotuning jobs (Stiller 2019): the evaluation on this machine plus a simulator study.
+
+    python -m experiments.autotune                  # four real jobs, every policy; a few minutes on 2 CPU cores
+    python -m experiments.autotune --config test    # seconds: a smoke run
+    python -m experiments.autotune --config full    # eight bigger jobs (for a larger machine)
+
+One core plays the device (profiling is pinned to it). Writes results/autotune/{results.json,
+results.md, gantt.png, simulation.png}; finished policies are kept in results/autotune/runs/ and a
+rerun with the same config skips them (delete that folder to measure again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from jaxsched.autotune.study import CONFIGS, markdown, run_study
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="default", help=f"one of {sorted(CONFIGS)}")
+    parser.add_argument("--workdir", default="results/autotune")
+    args = parser.parse_args(argv)
+    if args.config not in CONFIGS:
+        print(f"error: unknown config {args.config!r}; choose one of {sorted(CONFIGS)}", file=sys.stderr)
+        return 2
+    if len(os.sched_getaffinity(0)) < 2:
+        print("error: needs at least two usable cores (one plays the device)", file=sys.stderr)
+        return 2
+    results = run_study(CONFIGS[args.config], args.workdir)
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The central scheduler: job state machines, ready queues per resource, capacity accounting.
+
+Agnostic of what stages do (Stiller 2019, 4.1.1): it knows which resource each job's next stage
+needs and which resources are free. The event simulator, the process runner and the Ray backend
+all drive this one class, so a policy decides identically in simulation and for real:
+`submit` a job when it arrives, `dispatch` to get the stages to start now, `finish` when one ends.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple, Sequence
+
+from jaxsched.autotune.jobs import Job, Progress, check_placement
+from jaxsched.autotune.policies import Policy
+from jaxsched.autotune.resources import Machine
+
+
+class StageStart(NamedTuple):
+    """A stage the scheduler started: which job, round and stage, on which machine's resource."""
+
+    job: int
+    round: int
+    stage: int
+    machine: int
+    kind: str
+    amount: int
+
+
+class Scheduler:
+    """Decides which stages run when, for jobs on `machines` under `policy`."""
+
+    def __init__(self, machines: Sequence[Machine], policy: Policy):
+        if not machines:
+            raise ValueError("at least one machine is needed")
+        self.machines = tuple(machines)
+        self.policy = policy
+        self.jobs: list[Job] = []
+        self.machine_of: list[int] = []
+        self.progress: list[Progress] = []
+        self.submitted: list[float] = []
+        self.free = {(m, kind): machine.capacity(kind) for m, machine in enumerate(self.machines) for kind in ("cpu", "device")}
+        self.queues: dict[tuple[int, str], list] = {pool: [] for pool in self.free}
+        self.running_on = [0] * len(self.machines)  # stages running per machine
+        self.unfinished = 0
+        self._seq = 0
+        self._names: set[str] = set()
+
+    def submit(self, job: Job, now: float) -> int:
+        """Registers `job`, arrived at `now`; returns its index. Raises ValueError for a job whose
+        stages its machine cannot run (see `check_placement`)."""
+        index = len(self.jobs)
+        machine = index % len(self.machines) if job.machine is None else job.machine
+        check_placement(job, machine, self.machines)
+        if job.name in self._names:
+            raise ValueError(f"job names must be unique, {job.name!r} was submitted twice")
+        self._names.add(job.name)
+        self.jobs.append(job)
+        self.machine_of.append(machine)
+        self.progress.append(Progress(job.rounds))
+        self.submitted.append(now)
+        self.unfinished += 1
+        self.progress[index].arrive()
+        self._enqueue(index, now)
+        return index
+
+    def _pool(self, job: int) -> tuple[int, str]:
+        return self.machine_of[job], self.jobs[job].demands[self.progress[job].stage].kind
+
+    def _enqueue(self, job: int, now: float) -> None:
+        state = self.progress[job]
+        key = self.policy.priority(job, state.round, state.stage, self.jobs[job].rounds, self.submitted[job], now)
+        heapq.heappush(self.queues[self._pool(job)], (key, self._seq, job))
+        self._seq += 1
+
+    def _start(self, job: int) -> StageStart:
+        state = self.progress[job]
+        kind, amount = self.jobs[job].demands[state.stage]
+        machine = self.machine_of[job]
+        state.start()
+        self.free[machine, kind] -= amount
+        self.running_on[machine] += 1
+        return StageStart(job, state.round, state.stage, machine, kind, amount)
+
+    def dispatch(self) -> list[StageStart]:
+        """Starts every stage the policy allows now and returns them."""
+        started = []
+        if self.policy.one_job_per_machine:
+            for m in range(len(self.machines)):
+                heads = [self.queues[pool][0] for pool in ((m, "cpu"), (m, "device")) if self.queues[pool]]
+                if self.running_on[m] == 0 and heads:
+                    job = min(heads)[2]
+                    heapq.heappop(self.queues[self._pool(job)])
+                    started.append(self._start(job))
+            return started
+        for pool, queue in self.queues.items():
+            while queue:
+                job = queue[0][2]
+                if self.policy.exclusive and self.jobs[job].demands[self.progress[job].stage].amount > self.free[pool]:
+                    break  # strict order: a waiting stage is never overtaken on its resource
+                heapq.heappop(queue)
+                started.append(self._start(job))
+        return started
+
+    def finish(self, start: StageStart, now: float, seconds: float) -> bool:
+        """Records that `start` ended at `now` after running `seconds`; returns whether its job is done."""
+        state = self.progress[start.job]
+        if (state.phase, state.round, state.stage) != (Progress.RUNNING, start.round, start.stage):
+            raise RuntimeError(f"finish of a stage that is not running: {start}")
+        self.free[start.machine, start.kind] += start.amount
+        self.running_on[start.machine] -= 1
+        self.policy.observe(start.job, start.stage, seconds)
+        state.finish()
+        if state.phase == Progress.DONE:
+            self.unfinished -= 1
+            return True
+        self._enqueue(start.job, now)
+        return False

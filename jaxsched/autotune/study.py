@@ -1,0 +1,254 @@
+"""The thesis's evaluation (Stiller 2019, ch. 5), run for real on this machine plus a simulator study.
+
+`run_study(config, workdir)`:
+1. tunes the same mix of real jobs under every policy with the process runner on `local_machine()`
+   (one core plays the device), keeping each finished policy's run in `workdir/runs/` (a rerun
+   skips finished policies);
+2. re-measures each job's chosen best configuration alone, pinned to the device core (tuned
+   quality and profiling error);
+3. per policy: makespan, busy fraction and idle time per resource, per-stage slowdown against the
+   sequential run (interference), simulated makespan of the same stages (simulator error);
+4. fits MockJob stage distributions to the sequential run's stages and simulates 10 to 1,000 jobs
+   on 1 to 8 machines under every policy;
+5. writes results.json, results.md, gantt.png and simulation.png to `workdir`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from jaxsched.autotune.jobs import STAGES, MockJob, fit_stage_distributions, mock_jobs
+from jaxsched.autotune.policies import POLICIES, make_policy
+from jaxsched.autotune.resources import CPU, DEVICE, Machine, local_machine, pin_to_cores
+from jaxsched.autotune.runner import ProcessRunner
+from jaxsched.autotune.simulator import simulate_policy
+from jaxsched.autotune.trace import Trace, check_trace, gantt
+from jaxsched.autotune.tuning import TuningJob, measure_alone
+from jaxsched.autotune.workloads import Workload
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+    """The job mix, the tuning knobs of every job and the simulator study's grid."""
+
+    workloads: tuple[tuple[str, int], ...] = (("matmul", 256), ("scan", 1024), ("xla_options", 256), ("matmul", 128))
+    rounds: int = 4
+    batch: int = 4
+    repeats: int = 5
+    min_repeat_s: float = 0.1
+    fit_steps: int = 2000
+    seed: int = 0
+    policies: tuple[str, ...] = ("sequential", "parallel", "load_aware", "predictive")
+    alone_repeats: int = 7
+    sim_jobs: tuple[int, ...] = (10, 100, 1000)
+    sim_machines: tuple[int, ...] = (1, 2, 4, 8)
+    sim_seed: int = 0
+
+    def __post_init__(self):
+        unknown = [p for p in self.policies if p not in POLICIES]
+        if unknown or "sequential" not in self.policies:
+            raise ValueError(f"policies must be known and include 'sequential' (the reference), got {self.policies}")
+        for kind, size in self.workloads:
+            Workload(kind, size)  # raises on a bad workload
+        if len({Workload(k, s).name for k, s in self.workloads}) != len(self.workloads):
+            raise ValueError(f"workloads must differ, got {self.workloads}")
+
+
+CONFIGS = {
+    "default": StudyConfig(),
+    "test": StudyConfig(workloads=(("matmul", 32), ("xla_options", 16)), rounds=1, batch=2, repeats=2, min_repeat_s=0.0,
+                        fit_steps=50, policies=("sequential", "load_aware"), alone_repeats=2, sim_jobs=(10,),
+                        sim_machines=(1, 2)),
+    "full": StudyConfig(workloads=(("matmul", 512), ("scan", 4096), ("xla_options", 512), ("matmul", 256),
+                                   ("scan", 2048), ("xla_options", 256), ("matmul", 128), ("scan", 1024)),
+                        rounds=8, batch=8),
+}
+
+
+def make_jobs(config: StudyConfig) -> list[TuningJob]:
+    """The real job mix, identical for every policy (same seeds)."""
+    return [TuningJob(Workload(kind, size), config.rounds, config.batch, repeats=config.repeats,
+                      min_repeat_s=config.min_repeat_s, fit_steps=config.fit_steps, seed=config.seed + j)
+            for j, (kind, size) in enumerate(config.workloads)]
+
+
+def _trace_json(trace: Trace) -> dict:
+    return {"names": list(trace.names), **{f: getattr(trace, f).tolist() for f in
+                                            ("job", "round", "stage", "machine", "kind", "amount", "start", "finish")}}
+
+
+def _trace_from_json(data: dict) -> Trace:
+    rows = zip(data["job"], data["round"], data["stage"], data["machine"], [(CPU, DEVICE)[k] for k in data["kind"]],
+               data["amount"], data["start"], data["finish"])
+    return Trace.from_rows(data["names"], rows)
+
+
+def tune_with_policy(config: StudyConfig, policy: str, machine: Machine) -> dict:
+    """Runs the job mix under `policy`; the trace and each job's best configuration, as JSON."""
+    runner = ProcessRunner(machine, make_policy(policy))
+    for job in make_jobs(config):
+        runner.submit(job)
+    run = runner.run()
+    check_trace(run.trace, [config.rounds] * len(config.workloads), [machine], exclusive=POLICIES[policy].exclusive)
+    best = {name: {"workload": r.workload, "config": r.best_config, "seconds": r.best_seconds}
+            for name, r in run.results.items()}
+    return {"trace": _trace_json(run.trace), "best": best}
+
+
+def _replay(trace: Trace, rounds: int) -> list[MockJob]:
+    """MockJobs whose stage durations are the ones measured in `trace`."""
+    jobs = []
+    for j, name in enumerate(trace.names):
+        durations = np.zeros((rounds, len(STAGES)))
+        rows = trace.job == j
+        durations[trace.round[rows], trace.stage[rows]] = trace.seconds[rows]
+        jobs.append(MockJob(name, durations))
+    return jobs
+
+
+def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tuple, float], machine: Machine) -> dict:
+    """Per policy: makespan, utilisation, stage slowdown, tuned quality, profiling and simulator error."""
+    sim_machine = Machine(machine.cpu_cores, machine.devices)
+    traces = {p: _trace_from_json(run["trace"]) for p, run in runs.items()}
+    reference = traces["sequential"]
+    summary = {}
+    for policy, trace in traces.items():
+        best = runs[policy]["best"]
+        quality = [alone[_key(b)] / alone[_key(runs["sequential"]["best"][name])] for name, b in best.items()]
+        profiling = [abs(b["seconds"] - alone[_key(b)]) / alone[_key(b)] for b in best.values()]
+        # the simulator replays each exclusive run's own stage times; the uncoordinated run is
+        # predicted from the sequential run's (alone) times, with ideal processor sharing
+        source = reference if policy == "parallel" else trace
+        simulated = simulate_policy(_replay(source, config.rounds), [sim_machine], make_policy(policy)).makespan
+        own, ref = trace.mean_seconds(), reference.mean_seconds()
+        summary[policy] = {
+            "makespan_s": trace.makespan,
+            "speedup_vs_sequential": reference.makespan / trace.makespan,
+            "cpu_busy": trace.busy_fraction(0, CPU),
+            "device_busy": trace.busy_fraction(0, DEVICE),
+            "cpu_idle_s": trace.makespan * (1 - trace.busy_fraction(0, CPU)),
+            "device_idle_s": trace.makespan * (1 - trace.busy_fraction(0, DEVICE)),
+            "stage_slowdown": {s: own[s] / ref[s] for s in STAGES},
+            "tuned_quality_vs_sequential": float(np.mean(quality)),
+            "profiling_error": float(np.mean(profiling)),
+            "simulated_makespan_s": simulated,
+            "simulator_error": abs(simulated - trace.makespan) / trace.makespan,
+        }
+    return summary
+
+
+def _key(best: dict) -> tuple:
+    return best["workload"], json.dumps(best["config"], sort_keys=True)
+
+
+def measure_best_alone(config: StudyConfig, runs: dict[str, dict], machine: Machine) -> dict[tuple, float]:
+    """Seconds of every distinct chosen configuration, measured here alone on the device core."""
+    keys = sorted({_key(b) for run in runs.values() for b in run["best"].values()})
+    previous = tuple(os.sched_getaffinity(0))
+    if machine.device_ids:
+        pin_to_cores(machine.device_ids)
+    alone = {}
+    try:
+        for workload, config_json in tqdm(keys, desc="re-measuring best configurations alone"):
+            kind, size = workload.rsplit("-", 1)
+            alone[workload, config_json] = measure_alone(Workload(kind, int(size)), json.loads(config_json),
+                                                         config.alone_repeats, config.min_repeat_s)
+    finally:
+        pin_to_cores(previous)
+    return alone
+
+
+def simulation_study(config: StudyConfig, reference: Trace, machine: Machine) -> list[dict]:
+    """MockJobs drawn from stage distributions fitted to `reference`, simulated under every policy."""
+    dists = fit_stage_distributions(reference.stage, np.maximum(reference.seconds, 1e-6))
+    rows = []
+    grid = [(n, m, p) for n in config.sim_jobs for m in config.sim_machines for p in config.policies]
+    for count, machines, policy in tqdm(grid, desc="simulating"):
+        jobs = mock_jobs(count, config.rounds, dists, seed=config.sim_seed)
+        start = time.perf_counter()
+        trace = simulate_policy(jobs, [Machine(machine.cpu_cores, machine.devices)] * machines, make_policy(policy))
+        seconds = time.perf_counter() - start
+        rows.append({"jobs": count, "machines": machines, "policy": policy, "makespan_s": trace.makespan,
+                     "device_busy": float(np.mean([trace.busy_fraction(m, DEVICE) for m in range(machines)])),
+                     "cpu_busy": float(np.mean([trace.busy_fraction(m, CPU) for m in range(machines)])),
+                     "simulator_seconds": seconds})
+    return rows
+
+
+def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
+    """Runs the whole study (see the module docstring); returns what it writes to results.json."""
+    workdir = Path(workdir)
+    (workdir / "runs").mkdir(parents=True, exist_ok=True)
+    machine = local_machine()
+    runs = {}
+    for policy in tqdm(config.policies, desc="tuning under each policy"):
+        path = workdir / "runs" / f"{policy}.json"
+        stored = json.loads(path.read_text()) if path.exists() else None
+        if stored is None or stored.get("config") != json.loads(json.dumps(dataclasses.asdict(config))):
+            stored = {"config": dataclasses.asdict(config), **tune_with_policy(config, policy, machine)}
+            path.write_text(json.dumps(stored))
+        runs[policy] = stored
+    alone = measure_best_alone(config, runs, machine)
+    summary = measured_summary(config, runs, alone, machine)
+    simulation = simulation_study(config, _trace_from_json(runs["sequential"]["trace"]), machine)
+    results = {"config": dataclasses.asdict(config), "machine": dataclasses.asdict(machine), "measured": summary,
+               "best": {p: run["best"] for p, run in runs.items()},
+               "alone_seconds": {f"{w} {c}": s for (w, c), s in alone.items()}, "simulation": simulation}
+    (workdir / "results.json").write_text(json.dumps(results, indent=1))
+    (workdir / "results.md").write_text(markdown(results))
+    _plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, workdir)
+    return results
+
+
+def markdown(results: dict) -> str:
+    """The measured table and the simulation table."""
+    lines = ["| policy | makespan s | vs sequential | CPU busy | device busy | device idle s | slowdown propose/build/profile/update | tuned quality vs seq. | profiling error | simulated s | sim. error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for policy, r in results["measured"].items():
+        slow = "/".join(f"{r['stage_slowdown'][s]:.2f}" for s in STAGES)
+        lines.append(f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
+                     f"{r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | {r['tuned_quality_vs_sequential']:.3f} | "
+                     f"{r['profiling_error']:.1%} | {r['simulated_makespan_s']:.1f} | {r['simulator_error']:.1%} |")
+    lines += ["", "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |", "|---|---|---|---|---|---|---|"]
+    for r in results["simulation"]:
+        lines.append(f"| {r['jobs']} | {r['machines']} | {r['policy']} | {r['makespan_s']:.1f} | {r['device_busy']:.0%} | "
+                     f"{r['cpu_busy']:.0%} | {r['simulator_seconds']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _plots(results: dict, traces: dict[str, Trace], workdir: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (extra `plots`): no PNGs")
+        return
+    machine = Machine(results["machine"]["cpu_cores"], results["machine"]["devices"])
+    fig, axes = plt.subplots(len(traces), 1, figsize=(12, 1.6 * len(traces) + 1), sharex=True, squeeze=False)
+    for ax, (policy, trace) in zip(axes[:, 0], traces.items()):
+        gantt(trace, [machine], ax=ax, title=f"{policy}: makespan {trace.makespan:.1f} s")
+    fig.tight_layout()
+    fig.savefig(workdir / "gantt.png", dpi=120)
+    plt.close(fig)
+    rows = results["simulation"]
+    counts = sorted({r["machines"] for r in rows})
+    fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.5), squeeze=False)
+    for ax, machines in zip(axes[0], counts):
+        for policy in dict.fromkeys(r["policy"] for r in rows):
+            points = [(r["jobs"], r["makespan_s"]) for r in rows if r["machines"] == machines and r["policy"] == policy]
+            ax.plot(*zip(*points), marker="o", label=policy)
+        ax.set(xscale="log", yscale="log", xlabel="jobs", ylabel="makespan (s)", title=f"{machines} machine(s)")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(workdir / "simulation.png", dpi=120)
+    plt.close(fig)

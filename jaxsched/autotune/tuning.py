@@ -1,0 +1,171 @@
+"""Real tuning jobs: propose with a learned cost model, build (lower + compile), profile, update.
+
+Each stage is a function of an explicit, picklable `TuningState`: the build stage ships compiled
+executables as serialized bytes (`jax.experimental.serialize_executable`), as TVM ships built
+modules to its device runner, so the profile stage may run in another process or on a Ray node.
+Profiling follows TVM's measure loop: a warm-up call, then `repeats` timed repeats of `number`
+calls each (`number` chosen so a repeat lasts at least `min_repeat_s`), interleaved across the
+batch's candidates (`jaxsched.timing.alternated_times`) so a slow spell hits them alike. A
+candidate's time is its fastest repeat per call: on a machine shared with other work the least
+disturbed repeat is the best estimate, while sustained sharing of the device (the uncoordinated
+policy) still slows every repeat and so still shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import NamedTuple, Sequence
+
+import jax
+import numpy as np
+from jax.experimental import serialize_executable
+
+from jaxsched.autotune import cost_model
+from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
+from jaxsched.autotune.resources import Demand
+from jaxsched.autotune.workloads import Workload
+from jaxsched.timing import alternated_times, best_time
+
+
+@dataclasses.dataclass
+class TuningState:
+    """Everything a tuning job knows between stages."""
+
+    measured: list[tuple[int, float]]  # (index into the workload's space, seconds per call)
+    pending: list[int]  # the batch proposed this round
+    executables: list[tuple]  # serialized compiled programs of the pending batch
+    model: cost_model.CostModel | None
+
+
+class TuningResult(NamedTuple):
+    """A finished job: its workload, best configuration and its time, and every measurement."""
+
+    workload: str
+    best_config: dict[str, int]
+    best_seconds: float
+    measured: list[tuple[dict[str, int], float]]
+
+
+class TuningJob(Job):
+    """Tunes `workload` for `rounds` rounds of `batch` candidates.
+
+    `warm_start` = (features[N, F], log_seconds[N]) of earlier measurements of similar workloads
+    (from the tuning-record database): they train the cost model before the first proposal and stay
+    in its training data. Exploration: lower confidence bound with `kappa`, `epsilon`-greedy slots.
+    """
+
+    def __init__(self, workload: Workload, rounds: int, batch: int = 4, name: str | None = None,
+                 repeats: int = 5, min_repeat_s: float = 0.05, kappa: float = 1.0, epsilon: float = 0.1,
+                 fit_steps: int = 2000, seed: int = 0, warm_start: tuple[np.ndarray, np.ndarray] | None = None,
+                 demands: Sequence[Demand] = DEFAULT_DEMANDS, arrival: float = 0.0, machine: int | None = None):
+        super().__init__(name or workload.name, rounds, demands, arrival, machine)
+        if not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"job {self.name!r}: batch must be a positive integer, got {batch!r}")
+        if not isinstance(repeats, int) or repeats < 1 or not min_repeat_s >= 0:
+            raise ValueError(f"job {self.name!r}: repeats must be >= 1 and min_repeat_s >= 0, got {repeats}, {min_repeat_s}")
+        if not (kappa >= 0 and 0 <= epsilon <= 1 and fit_steps >= 1):
+            raise ValueError(f"job {self.name!r}: need kappa >= 0, 0 <= epsilon <= 1, fit_steps >= 1")
+        self.workload, self.batch, self.repeats, self.min_repeat_s = workload, batch, repeats, min_repeat_s
+        self.kappa, self.epsilon, self.fit_steps, self.seed = kappa, epsilon, fit_steps, seed
+        self.space = workload.space()
+        self.features = np.stack([workload.features(config) for config in self.space])  # [C, F]
+        if warm_start is not None:
+            warm_x, warm_y = (np.asarray(a, np.float64) for a in warm_start)
+            if warm_x.ndim != 2 or warm_x.shape[1] != self.features.shape[1] or warm_y.shape != warm_x.shape[:1]:
+                raise ValueError(f"job {self.name!r}: warm_start must be features [N, {self.features.shape[1]}] and "
+                                 f"log seconds [N], got {warm_x.shape} and {warm_y.shape}")
+            warm_start = (warm_x, warm_y)
+        self.warm_start = warm_start
+
+    def init_state(self) -> TuningState:
+        """No measurements, no model."""
+        return TuningState([], [], [], None)
+
+    def prepare(self) -> None:
+        """Compiles the cost model's trainer and predictor once, so no stage pays for it."""
+        model = cost_model.fit(self.features[:2], np.zeros(2), seed=self.seed, steps=self.fit_steps)
+        cost_model.predict(model, self.features)
+
+    def run_stage(self, stage: int, round_: int, state: TuningState) -> TuningState:
+        """Runs propose, build, profile or update on the resource the scheduler granted."""
+        return (self._propose, self._build, self._profile, self._update)[stage](round_, state)
+
+    def _training_data(self, state: TuningState) -> tuple[np.ndarray, np.ndarray]:
+        x = [self.features[[i for i, _ in state.measured]]]
+        y = [np.log([s for _, s in state.measured])]
+        if self.warm_start is not None:
+            x.append(self.warm_start[0])
+            y.append(self.warm_start[1])
+        return np.concatenate(x), np.concatenate(y)
+
+    def _propose(self, round_: int, state: TuningState) -> TuningState:
+        rng = np.random.default_rng([self.seed, round_])
+        available = np.ones(len(self.space), dtype=bool)
+        available[[i for i, _ in state.measured]] = False
+        model = state.model
+        if model is None and self.warm_start is not None:
+            model = cost_model.fit(*self._training_data(state), seed=self.seed, steps=self.fit_steps)
+        if model is None:  # nothing known yet: a random batch
+            pending = rng.choice(np.flatnonzero(available), size=min(self.batch, int(available.sum())), replace=False)
+        else:
+            mean, spread = cost_model.predict(model, self.features)
+            pending = cost_model.select(mean, spread, available, self.batch, self.kappa, self.epsilon, rng)
+        return dataclasses.replace(state, pending=[int(i) for i in pending], model=model)
+
+    def _build(self, round_: int, state: TuningState) -> TuningState:
+        executables = [serialize_executable.serialize(self.workload.build(self.space[i])) for i in state.pending]
+        return dataclasses.replace(state, executables=executables)
+
+    def _profile(self, round_: int, state: TuningState) -> TuningState:
+        args = jax.block_until_ready(self.workload.inputs())
+        calls = {}
+        for i, payload in zip(state.pending, state.executables):
+            executable = serialize_executable.deserialize_and_load(*payload, execution_devices=jax.devices()[:1])
+            call = _blocking(executable, args)
+            number = calls_per_repeat(call, self.min_repeat_s)  # its first call is the warm-up
+            calls[i] = (_repeated(call, number), number)
+        times = alternated_times({i: fn for i, (fn, _) in calls.items()}, self.repeats, warmup=0)
+        measured = state.measured + [(i, float(np.min(times[i])) / number) for i, (_, number) in calls.items()]
+        return dataclasses.replace(state, measured=measured, pending=[], executables=[])
+
+    def _update(self, round_: int, state: TuningState) -> TuningState:
+        model = cost_model.fit(*self._training_data(state), seed=self.seed + round_, steps=self.fit_steps)
+        return dataclasses.replace(state, model=model)
+
+    def result(self, state: TuningState) -> TuningResult:
+        """The fastest configuration measured."""
+        if not state.measured:
+            raise ValueError(f"job {self.name!r} has measured nothing yet")
+        best, seconds = min(state.measured, key=lambda m: m[1])
+        return TuningResult(self.workload.name, self.space[best], seconds,
+                            [(self.space[i], s) for i, s in state.measured])
+
+
+def _blocking(executable, args):
+    return lambda: jax.block_until_ready(executable(*args))
+
+
+def _repeated(call, number: int):
+    def run():
+        for _ in range(number):
+            call()
+    return run
+
+
+def calls_per_repeat(call, min_repeat_s: float) -> int:
+    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms),
+    from the duration of one (warm-up) call of `call`."""
+    start = time.perf_counter()
+    call()
+    return max(1, math.ceil(min_repeat_s / max(time.perf_counter() - start, 1e-9)))
+
+
+def measure_alone(workload: Workload, config: dict[str, int], repeats: int = 5, min_repeat_s: float = 0.05) -> float:
+    """Seconds per call (fastest repeat) of `config`, compiled and timed here (to re-measure a tuned best
+    configuration on a quiet device after tuning)."""
+    executable = workload.build(config)
+    call = _blocking(executable, jax.block_until_ready(workload.inputs()))
+    number = calls_per_repeat(call, min_repeat_s)
+    return best_time(_repeated(call, number), repeats) / number

@@ -1,0 +1,90 @@
+"""The process runner: real runs of MockJobs agree with the simulator; pinning; submission while
+others run; failures name the job and stage."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from jaxsched.autotune import Job, Machine, MockJob, check_trace, make_policy, simulate_policy
+from jaxsched.autotune.runner import ProcessRunner
+from tests.jaxsched.autotune.reference import brute_force_check
+
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+
+
+def machine():
+    cores = sorted(os.sched_getaffinity(0))
+    return Machine(1, 1, (cores[0],), (cores[1],))
+
+
+def sleep_jobs():
+    # distinct durations (0.1 s apart) keep every decision away from ties that timing noise could flip
+    durations = [[[0.1, 0.3, 0.2, 0.1]], [[0.2, 0.1, 0.3, 0.2]], [[0.1, 0.2, 0.1, 0.3]]]
+    return [MockJob(f"m{j}", d) for j, d in enumerate(durations)]
+
+
+def start_order(trace, kind):
+    rows = np.flatnonzero(trace.kind == kind)
+    return [(int(trace.job[r]), int(trace.stage[r])) for r in rows[np.argsort(trace.start[rows], kind="stable")]]
+
+
+@pytest.mark.parametrize("name", ["load_aware", "sequential"])
+def test_real_run_of_mock_jobs_agrees_with_simulator(name):
+    jobs, m = sleep_jobs(), machine()
+    simulated = simulate_policy(jobs, [m], make_policy(name))
+    runner = ProcessRunner(m, make_policy(name))
+    for job in jobs:
+        runner.submit(job)
+    real = runner.run().trace
+    brute_force_check(real, jobs, [m], exclusive=True)
+    assert start_order(real, 0) == start_order(simulated, 0)
+    assert start_order(real, 1) == start_order(simulated, 1)
+    assert real.makespan == pytest.approx(simulated.makespan, rel=0.1)
+
+
+class ProbeJob(Job):
+    """Records the cores each of its stages ran on."""
+
+    def init_state(self):
+        return []
+
+    def run_stage(self, stage, round_, state):
+        return state + [(stage, sorted(os.sched_getaffinity(0)))]
+
+    def result(self, state):
+        return state
+
+
+def test_stages_are_pinned_and_jobs_can_join_a_running_run():
+    m = machine()
+    runner = ProcessRunner(m, make_policy("load_aware"))
+    runner.submit(MockJob("long", [[0.2, 0.4, 0.4, 0.2]] * 2))
+    late = ProbeJob("late", 1)
+    timer = threading.Timer(0.3, runner.submit, args=(late,))
+    timer.start()
+    result = runner.run()
+    timer.join()
+    assert result.trace.names == ("long", "late")
+    check_trace(result.trace, [2, 1], [m])
+    first_late = result.trace.start[result.trace.job == 1].min()
+    assert first_late > 0.3
+    assert result.results["late"] == [(0, list(m.cpu_ids)), (1, list(m.cpu_ids)), (2, list(m.device_ids)),
+                                      (3, list(m.cpu_ids))]
+    with pytest.raises(RuntimeError, match="has finished"):
+        runner.submit(MockJob("too_late", [[0, 0, 0, 0]]))
+
+
+class FailingJob(Job):
+    def run_stage(self, stage, round_, state):
+        if stage == 2:
+            raise ArithmeticError("device fell over")
+        return state
+
+
+def test_failing_stage_names_job_and_stage():
+    runner = ProcessRunner(machine(), make_policy("load_aware"))
+    runner.submit(FailingJob("fragile", 1))
+    with pytest.raises(RuntimeError, match=r"(?s)job 'fragile' failed in stage 'profile' of round 0.*device fell over"):
+        runner.run()
