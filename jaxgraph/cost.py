@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import jax
 import numpy as np
 
+from jaxgraph.arguments import integer, number
 from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.ops import OPS, Shape
@@ -81,6 +82,11 @@ class Roofline:
     bandwidth: float = 1e10  # bytes/s
     overhead: float = 2e-6  # s per op
 
+    def __post_init__(self) -> None:
+        number("peak_flops", self.peak_flops, 0.0, above=True)
+        number("bandwidth", self.bandwidth, 0.0, above=True)
+        number("overhead", self.overhead, 0.0)
+
     def op_time(self, key: OpKey) -> float:
         flops, traffic = flops_and_bytes(key)
         return 1e3 * (max(flops / self.peak_flops, traffic / self.bandwidth) + self.overhead)
@@ -97,9 +103,15 @@ def _device_tag() -> str:
 CLOCKS: Mapping[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _median_seconds(fn: Callable[[], Any], warmup: int, repeats: int, clock: str = "wall") -> float:
+def _check_timing(warmup: int, repeats: int, clock: str) -> None:
+    integer("warmup", warmup, 0)
+    integer("repeats", repeats, 1)
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+
+
+def _median_seconds(fn: Callable[[], Any], warmup: int, repeats: int, clock: str = "wall") -> float:
+    _check_timing(warmup, repeats, clock)
     now = CLOCKS[clock]
     for _ in range(warmup):
         jax.block_until_ready(fn())
@@ -109,6 +121,18 @@ def _median_seconds(fn: Callable[[], Any], warmup: int, repeats: int, clock: str
         jax.block_until_ready(fn())
         times.append(now() - start)
     return statistics.median(times)
+
+
+def _read_cache(path: Path) -> dict[str, float]:
+    """A JSON object of op keys -> milliseconds; ValueError naming the file if it is anything else."""
+    try:
+        times = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        times = None
+    if not isinstance(times, dict) or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+                                              for v in times.values()):
+        raise ValueError(f"op-time cache {path} is damaged (not a JSON object of positive times); delete it")
+    return times
 
 
 class MeasuredCost:
@@ -125,12 +149,11 @@ class MeasuredCost:
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 3, repeats: int = 15,
                  clock: str = "wall") -> None:
-        if clock not in CLOCKS:
-            raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+        _check_timing(warmup, repeats, clock)
         root = cache_dir or os.environ.get("JAXGRAPH_CACHE_DIR") or Path.home() / ".cache" / "jaxgraph"
         self.path = Path(root) / f"op_costs-{_device_tag()}.{clock}.json"
         self.warmup, self.repeats, self.clock = warmup, repeats, clock
-        self._times: dict[str, float] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self._times: dict[str, float] = _read_cache(self.path) if self.path.exists() else {}
         self._overhead: float | None = None
 
     def _dispatch_overhead(self) -> float:
@@ -179,6 +202,7 @@ def cost_change(model: CostModel, before: Graph, after: Graph, delta: Delta) -> 
 def measure_runtime(graph: Graph, inputs: Mapping[str, np.ndarray] | None = None, warmup: int = 3,
                     repeats: int = 20, clock: str = "wall") -> float:
     """Median end-to-end runtime (ms) of the jitted graph on the current device (`clock` as in `MeasuredCost`)."""
+    _check_timing(warmup, repeats, clock)
     run = runner(graph, inputs if inputs is not None else random_inputs(graph))
     return 1e3 * _median_seconds(run, warmup, repeats, clock)
 
@@ -187,6 +211,8 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Spearman rank correlation (average ranks for ties)."""
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError(f"need two equally long sequences of at least 2 values, got {len(xs)} and {len(ys)}")
+    if not (np.isfinite(np.asarray(xs, np.float64)).all() and np.isfinite(np.asarray(ys, np.float64)).all()):
+        raise ValueError("spearman needs finite values (NaN has no rank)")
 
     def ranks(values: Sequence[float]) -> np.ndarray:
         values = np.asarray(values, dtype=np.float64)

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from jaxgraph.arguments import integer, number
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 
 
@@ -64,16 +65,19 @@ def _channels(c: int, width: float) -> int:
     return max(1, round(c * width))
 
 
-def _image_input(layers: _Layers, batch: int, image_size: int) -> Ref:
-    if batch < 1 or image_size < 1:
-        raise ValueError(f"batch and image_size must be positive, got {batch} and {image_size}")
-    return layers.g.input("input", (batch, 3, image_size, image_size))
+def _image_input(layers: _Layers, batch: int, image_size: int, width: float, num_classes: int) -> Ref:
+    """The NCHW image input, after checking the arguments every image builder shares."""
+    number("width", width, 0.0, above=True)
+    integer("num_classes", num_classes, 1)
+    return layers.g.input("input", (integer("batch", batch, 1), 3, integer("image_size", image_size, 1),
+                                    image_size))
 
 
 def _resnet(blocks: tuple[int, ...], bottleneck: bool, batch: int, image_size: int, width: float,
             num_classes: int, seed: int) -> Graph:
     net = _Layers(seed)
-    x = net.conv_bn_relu(_image_input(net, batch, image_size), "stem", _channels(64, width), (7, 7), 2, (3, 3))
+    x = _image_input(net, batch, image_size, width, num_classes)
+    x = net.conv_bn_relu(x, "stem", _channels(64, width), (7, 7), 2, (3, 3))
     x = net.pool(x, "maxpool2d", "stem.maxpool", 3, 2, 1)
     for stage, count in enumerate(blocks):
         planes = _channels(64 * 2 ** stage, width)
@@ -121,7 +125,8 @@ def squeezenet1_1(batch: int = 1, image_size: int = 224, width: float = 1.0, num
         e3 = conv_relu(s, f"{name}.expand3x3", _channels(expand, width), 3, 1, 1)
         return net.g.add("concat", [e1, e3], f"{name}.concat", axis=1)
 
-    x = conv_relu(_image_input(net, batch, image_size), "features.0", _channels(64, width), 3, 2)
+    x = conv_relu(_image_input(net, batch, image_size, width, num_classes), "features.0", _channels(64, width), 3,
+                  2)
     x = net.pool(x, "maxpool2d", "features.2", 3, 2)
     x = fire(fire(x, "features.3", 16, 64), "features.4", 16, 64)
     x = net.pool(x, "maxpool2d", "features.5", 3, 2)
@@ -197,7 +202,7 @@ def inception_v3(batch: int = 1, image_size: int = 299, width: float = 1.0, num_
                    conv(d, f"{name}.branch3x3dbl_3b", 384, (3, 1), 1, (1, 0)))
         return concat(f"{name}.concat", b1, b3, d, avgpool_branch(x, f"{name}.branch_pool", 192))
 
-    x = conv(_image_input(net, batch, image_size), "Conv2d_1a_3x3", 32, (3, 3), 2)
+    x = conv(_image_input(net, batch, image_size, width, num_classes), "Conv2d_1a_3x3", 32, (3, 3), 2)
     x = conv(x, "Conv2d_2a_3x3", 32, (3, 3))
     x = conv(x, "Conv2d_2b_3x3", 64, (3, 3), 1, (1, 1))
     x = net.pool(x, "maxpool2d", "maxpool1", 3, 2)
@@ -223,6 +228,8 @@ def bert(seq_length: int = 64, hidden: int = 1024, heads: int = 16, layers: int 
     attention (reshape, transpose, batched matmul, softmax), and an output projection that feeds the
     next layer.
     """
+    for name, value in (("seq_length", seq_length), ("hidden", hidden), ("heads", heads), ("layers", layers)):
+        integer(name, value, 1)
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not divisible by {heads} heads")
     net = _Layers(seed)

@@ -6,7 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from jaxgraph import RULES, GraphBuilder, LocationIndex, MeasuredCost, Roofline, cost, cost_change, spearman
+from jaxgraph import (
+    RULES,
+    GraphBuilder,
+    LocationIndex,
+    MeasuredCost,
+    Roofline,
+    cost,
+    cost_change,
+    measure_runtime,
+    spearman,
+)
 from jaxgraph.cost import flops_and_bytes, op_key
 
 from .conftest import small_model
@@ -90,3 +100,35 @@ def test_measured_cost_clocks(tmp_path):
     assert MeasuredCost(cache_dir=tmp_path).path.name.endswith(".wall.json")
     with pytest.raises(ValueError, match="clock must be one of"):
         MeasuredCost(cache_dir=tmp_path, clock="gpu")
+
+
+@pytest.mark.parametrize("kwargs", [dict(peak_flops=0.0), dict(bandwidth=float("nan")), dict(overhead=-1.0)])
+def test_roofline_rejects_bad_parameters(kwargs):
+    """Today: peak_flops=0 divided by zero on first use; NaN made every cost NaN."""
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        Roofline(**kwargs)
+
+
+def test_timing_arguments_are_checked_before_work(tmp_path):
+    """Today: repeats=0 raised StatisticsError after compiling and warming up."""
+    with pytest.raises(ValueError, match="repeats"):
+        MeasuredCost(cache_dir=tmp_path, repeats=0)
+    with pytest.raises(ValueError, match="warmup"):
+        MeasuredCost(cache_dir=tmp_path, warmup=-1)
+    with pytest.raises(ValueError, match="repeats"):
+        measure_runtime(conv_graph()[0], repeats=0)
+
+
+def test_damaged_cache_names_the_file(tmp_path):
+    """Today: a truncated cache file raised json.JSONDecodeError from inside the constructor."""
+    path = MeasuredCost(cache_dir=tmp_path).path
+    for damaged in ('{"a": 1.', '[1, 2]', '{"a": "x"}'):
+        path.write_text(damaged)
+        with pytest.raises(ValueError, match=str(path)):
+            MeasuredCost(cache_dir=tmp_path)
+
+
+def test_spearman_rejects_nan():
+    """Today: NaN got a rank (argsort puts it last) and a number came out."""
+    with pytest.raises(ValueError, match="finite"):
+        spearman([1, 2, float("nan")], [1, 2, 3])

@@ -135,3 +135,25 @@ def test_one_compiled_function_serves_every_step():
         message_pass(g.nodes, g.senders, g.receivers, obs.edge_mask, obs.node_mask)
         obs, _, terminated, truncated, _ = env.step(random_action(obs, rng))
         done = terminated or truncated
+
+
+@pytest.mark.parametrize("action", [(1.7, 0), (0, 0.5), (True, 0), ("0", 0), (np.float32(0.0), 0), 3, (0, 0, 0)])
+def test_non_integer_or_malformed_actions_raise(action):
+    """Today's bug: (1.7, 0) ran xfer 1. An action must be a pair of integers (NumPy/JAX ints are fine)."""
+    env = Env(small_model("squeezenet1_1"))
+    env.reset()
+    with pytest.raises(ValueError, match="integer|pair"):
+        env.step(action)
+    obs, *_ = env.step((jnp.int32(0), np.int64(0)))  # integer scalars of any library are accepted
+    assert obs.node_mask.sum() == len(env.graph)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(node_capacity=0), "node_capacity"), (dict(edge_capacity=0), "edge_capacity"),
+    (dict(node_capacity=-5), "node_capacity"), (dict(max_locations=2.5), "max_locations"),
+    (dict(max_steps=0), "max_steps"), (dict(max_location_size=0), "max_location_size"), (dict(rules=()), "rule"),
+])
+def test_bad_constructor_arguments_raise(kwargs, name):
+    """Today's bug: node_capacity=0 quietly used the default (twice the graph)."""
+    with pytest.raises(ValueError, match=name):
+        Env(small_model("squeezenet1_1"), **kwargs)

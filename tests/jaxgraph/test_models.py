@@ -63,7 +63,15 @@ def test_builders_are_seeded_and_scale():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="not divisible"):
         bert(hidden=100, heads=16)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="heads"):  # today: ZeroDivisionError
+        bert(heads=0)
+    with pytest.raises(ValueError, match="layers"):  # today: a graph whose output is its input
+        bert(layers=0)
+    with pytest.raises(ValueError, match="width"):  # today: "cannot convert float NaN to integer"
+        resnet18(width=float("nan"))
+    with pytest.raises(ValueError, match="width"):  # today: every layer silently one channel wide
+        resnet18(width=-1.0)
+    with pytest.raises(ValueError, match="batch"):
         resnet18(batch=0)
     with pytest.raises(ValueError, match="does not fit"):
         squeezenet1_1(image_size=16)

@@ -1,10 +1,14 @@
-"""The command line optimizes an exported model and verifies it with onnxruntime."""
+"""The command line optimizes an exported model and verifies it with onnxruntime; bad input gets one line
+and exit status 2, checked before any work."""
 
 import re
 
 import pytest
 
+onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper  # noqa: E402
 
 from jaxgraph import load_onnx, save_onnx  # noqa: E402
 from jaxgraph.optimize import main  # noqa: E402
@@ -27,6 +31,55 @@ def test_cli_optimizes_checks_and_times(tmp_path, capsys, method):
     assert load_onnx(target).num_ops <= load_onnx(source).num_ops  # exported activations are separate ops again
 
 
-def test_cli_rejects_malformed_input_shapes(tmp_path):
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--input-shape", "x=1,a"])
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "model.onnx"
+    save_onnx(small_model("squeezenet1_1"), path)
+    return path
+
+
+def unsupported_op_model(path):
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("case, make_args, message", [
+    ("missing file", lambda d, m: [str(d / "nope.onnx"), "-o", str(d / "o.onnx")], "no ONNX model"),
+    ("not ONNX", lambda d, m: [str(write(d / "t.onnx", b"hello world")), "-o", str(d / "o.onnx")], "t.onnx"),
+    ("empty file", lambda d, m: [str(write(d / "e.onnx", b"")), "-o", str(d / "o.onnx")], "e.onnx"),
+    ("unsupported op", lambda d, m: [str(unsupported_op_model(d / "u.onnx")), "-o", str(d / "o.onnx")], "Frobnicate"),
+    ("output is input", lambda d, m: [str(m), "-o", str(m)], "input model"),
+    ("output dir missing", lambda d, m: [str(m), "-o", str(d / "no" / "o.onnx")], "does not exist"),
+    ("repeats 0", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--repeats", "0"], "--repeats"),
+    ("budget 0", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--budget", "0"], "--budget"),
+    ("alpha nan", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--alpha", "nan"], "--alpha"),
+    ("bad shape", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--input-shape", "x=1,a"], "--input-shape"),
+    ("unknown input", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--input-shape", "img=1,3,48,48"], "img"),
+    ("no output flag", lambda d, m: [str(m)], "-o"),
+])
+def test_bad_input_prints_one_line_and_exits_2_before_any_work(tmp_path, capsys, model_file, case, make_args,
+                                                               message):
+    original = model_file.read_bytes()
+    status = main(make_args(tmp_path, model_file) + ["--no-progress"])
+    captured = capsys.readouterr()
+    assert status == 2, case
+    assert captured.out == ""  # nothing loaded, searched or timed
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in captured.err, captured.err
+    assert not (tmp_path / "o.onnx").exists()
+    assert model_file.read_bytes() == original
+
+
+def write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def test_unsupported_op_model_is_valid_onnx(tmp_path):
+    """The model above is well-formed, so the CLI's refusal is about the op, not the file."""
+    onnx.checker.check_model(onnx.load(unsupported_op_model(tmp_path / "u.onnx")))

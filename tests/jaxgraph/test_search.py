@@ -72,3 +72,32 @@ def test_bert_merges_qkv_projections():
     assert counts["matmul"] == 3 * 2 + 3 + 1  # scores and context per layer, 3 merged QKV, the last output projection
     assert counts["split"] == 3 * 2
     assert [RULES[x].name for x, _ in result.history].count("AssociateMatmul()") == 2
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(alpha=float("nan")), "alpha"), (dict(alpha=0.9), "alpha"), (dict(budget=0), "budget"),
+    (dict(budget=2.5), "budget"), (dict(max_size_factor=float("nan")), "max_size_factor"),
+    (dict(max_size_factor=0), "max_size_factor"),
+])
+def test_taso_search_rejects_bad_arguments(kwargs, name):
+    """Today's bug: alpha=nan passed the `alpha < 1` check and ran."""
+    with pytest.raises(ValueError, match=name):
+        taso_search(small_model("bert"), **kwargs)
+
+
+def test_greedy_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="max_steps"):
+        greedy(small_model("bert"), max_steps=-1)
+    with pytest.raises(ValueError, match="rule"):
+        greedy(small_model("bert"), rules=())
+
+
+def test_library_searches_are_quiet_by_default(capsys):
+    """Library calls print nothing unless asked (today taso_search drew a tqdm bar by default)."""
+    graph = small_model("bert")
+    greedy(graph)
+    taso_search(graph, budget=3)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    taso_search(graph, budget=3, progress=True)
+    assert "taso search" in capsys.readouterr().err
