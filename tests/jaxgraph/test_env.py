@@ -69,7 +69,7 @@ def test_masks_are_exact_and_rewards_are_cost_decreases():
     assert total == pytest.approx(env.initial_cost - cost(env.graph))
 
 
-@pytest.mark.parametrize("name", ["inception_v3", "bert"])
+@pytest.mark.parametrize("name", ["inception_v3", "taso_attention_stack", "bert"])
 def test_random_episodes_keep_the_observation_consistent(name):
     env = Env(small_model(name))
     rng = np.random.default_rng(1)
@@ -119,7 +119,7 @@ def test_capacity_masks_out_growing_rewrites():
 
 def test_one_compiled_function_serves_every_step():
     """Observation shapes never change, so a jitted consumer (a GNN-like segment sum) traces once."""
-    env = Env(small_model("bert"))
+    env = Env(small_model("taso_attention_stack"))
 
     @jax.jit
     @chex.assert_max_traces(n=1)

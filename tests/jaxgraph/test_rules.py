@@ -22,7 +22,7 @@ from jaxgraph.rules import (
     split_concat,
 )
 
-from .conftest import SMALL, assert_same_outputs, small_model
+from .conftest import FAITHFUL, SMALL, assert_same_outputs, small_model
 
 RNG = np.random.default_rng(1)
 
@@ -174,7 +174,7 @@ def test_apply_rejects_a_location_that_does_not_match():
         fuse_conv_relu(1, "SAME").apply(graph, (123456,))
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", sorted(SMALL) + sorted(FAITHFUL))
 def test_every_rewrite_of_every_model_preserves_outputs(name):
     """Every location in each model; every step of greedy descent; a random walk to a graph where no
     rule applies (checked every few steps and at the end)."""
