@@ -22,7 +22,7 @@ import jraph
 import numpy as np
 
 from jaxgraph.arguments import integer
-from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change, node_cost
+from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, affected, cost, cost_change, node_cost
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
@@ -132,11 +132,16 @@ class _Slots:
             self.edge_mask[edge] = False
             heapq.heappush(self.free_edges, edge)
 
-    def update(self, graph: Graph, delta: Delta) -> None:
+    def update(self, graph: Graph, delta: Delta, recost: set[int]) -> None:
+        """Apply a rewrite; `recost` holds surviving nodes whose cost (a feature) may have changed."""
         for node_id in delta.removed:
             self._forget(node_id)
         for node_id in sorted(delta.added):
             self._place(graph, node_id)
+        for node_id in recost - delta.added:
+            if node_id in graph.nodes:
+                self.nodes[self.slot[node_id]] = node_features(graph.nodes[node_id],
+                                                               node_cost(self.model, graph, node_id))
         for node_id in delta.added | delta.rewired:  # rewired nodes keep their features, not their edges
             self._connect(graph, node_id)
 
@@ -229,11 +234,12 @@ class Env:
         rule = self.rules[xfer]
         before = self._graph
         self._graph, delta = rule.rewrite(before, location, check=False)
-        reward = -cost_change(self.model, before, self._graph, delta)
+        region = affected(self.model, before, self._graph, delta)
+        reward = -cost_change(self.model, before, self._graph, delta, region)
         self._cost -= reward
         previous = self._index
         self._index = self._index.update(self._graph, delta)
-        self._slots.update(self._graph, delta)
+        self._slots.update(self._graph, delta, region)
         changed = [x for x in range(self.num_xfers) if self._index.by_rule[x] is not previous.by_rule[x]]
         self._fill_locations(self._index, self._slots, changed, self._location_mask, self._location_nodes)
         self._steps += 1
