@@ -390,6 +390,111 @@ def associate_matmul() -> Rule:
                      _build_associate_matmul)
 
 
+def _bias_add(graph: Graph, node_id: int) -> int | None:
+    """The sole consumer of `node_id` if it adds a constant vector over the last axis (a Linear's bias)."""
+    uses = graph.uses(node_id)
+    if len(uses) != 1 or node_id in graph.output_nodes:
+        return None
+    add = graph.nodes[uses[0].node]
+    bias = add.inputs[1 - uses[0].input_index] if add.op == "add" else None
+    if bias is None or not graph.nodes[bias.node].constant or add.shape != graph.nodes[node_id].shape:
+        return None
+    return uses[0].node if graph.shape(bias) == (add.shape[-1],) else None
+
+
+def _match_merge_linears(graph, root):
+    a = graph.nodes[root]
+    add_a = _bias_add(graph, root)
+    if (add_a is None or a.attrs["activation"] != "none" or len(graph.shape(a.inputs[1])) != 2
+            or not _constant_inputs(graph, a, 1)):
+        return
+    for _, other_id, b in _siblings(graph, root):
+        add_b = _bias_add(graph, other_id)
+        if (add_b is not None and b.attrs == a.attrs and len(graph.shape(b.inputs[1])) == 2
+                and _constant_inputs(graph, b, 1)):
+            yield root, other_id, add_a, add_b
+
+
+def _build_merge_linears(patch, location):
+    a_id, b_id, add_a, add_b = location
+    a, b = patch.node(a_id), patch.node(b_id)
+    biases = [next(r for r in patch.node(i).inputs if r.node != m) for i, m in ((add_a, a_id), (add_b, b_id))]
+    merged = patch.add("matmul", [a.inputs[0], patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)], **a.attrs)
+    biased = patch.add("add", [merged, patch.add("concat", biases, axis=0)])
+    axis = len(a.shape) - 1
+    parts = patch.add_outputs("split", [biased], axis=axis, sizes=(a.shape[-1], b.shape[-1]))
+    for node_id, part in zip((add_a, add_b), parts):
+        patch.replace(Ref(node_id), part)
+    patch.remove(*location)
+
+
+def merge_linears() -> Rule:
+    """x @ A + a, x @ B + b -> split(x @ concat(A, B) + concat(a, b)) for constant A, B, a, b: the Q/K/V
+    projections of a real transformer, biases included, as one Gemm. TASO 95 with the bias adds (TASO's
+    BERT had no biases)."""
+    return make_rule("MergeLinears", "matmul", 3, (), (5, 9), _match_merge_linears, _build_merge_linears)
+
+
+def _match_fold_conv_bias(graph, root):
+    add = graph.nodes[root]
+    for side in (0, 1):
+        conv_id, constant = add.inputs[side].node, add.inputs[1 - side]
+        conv = graph.nodes[conv_id]
+        if (conv.op == "conv2d" and conv.attrs["activation"] == "none" and _sole_use(graph, conv_id)
+                and graph.nodes[constant.node].constant and add.shape == conv.shape):
+            shape = (1,) * (4 - len(graph.shape(constant))) + graph.shape(constant)
+            if len(shape) == 4 and shape[:2] == (1, conv.shape[1]) and shape[2:] == (1, 1):
+                yield root, conv_id
+
+
+def _build_fold_conv_bias(patch, location):
+    add_id, conv_id = location
+    add, conv = patch.node(add_id), patch.node(conv_id)
+    constant = add.inputs[1] if add.inputs[0].node == conv_id else add.inputs[0]
+    shift = patch.add("reshape", [constant], shape=(conv.shape[1],))
+    x, w, *bias = conv.inputs
+    folded = patch.add("add", [bias[0], shift]) if bias else shift
+    patch.replace(Ref(add_id), patch.add("conv2d", [x, w, folded], **conv.attrs))
+    patch.remove(add_id, conv_id)
+
+
+def fold_conv_bias() -> Rule:
+    """conv(x, w [, b]) + c -> conv(x, w, b + c) for a constant per-channel c (the bias add a framework
+    exports after a bias-free conv). No TASO id (TASO's conv has no bias input)."""
+    return make_rule("FoldConvBias", "add", 1, (), (3, 6), _match_fold_conv_bias, _build_fold_conv_bias)
+
+
+def _match_split_of_split(graph, root):
+    outer = graph.nodes[root]
+    inner_id = outer.inputs[0].node
+    inner = graph.nodes[inner_id]
+    rank = len(outer.shape)
+    if (inner.op == "split" and len(graph.ref_uses(outer.inputs[0])) == 1 and outer.inputs[0] not in graph.outputs
+            and inner.attrs["axis"] % rank == outer.attrs["axis"] % rank):
+        yield root, inner_id
+
+
+def _build_split_of_split(patch, location):
+    outer_id, inner_id = location
+    outer, inner = patch.node(outer_id), patch.node(inner_id)
+    k = outer.inputs[0].index
+    sizes = inner.attrs["sizes"]
+    parts = patch.add_outputs("split", inner.inputs, axis=inner.attrs["axis"],
+                              sizes=sizes[:k] + outer.attrs["sizes"] + sizes[k + 1:])
+    for j in range(len(sizes)):
+        if j != k:
+            patch.replace(Ref(inner_id, j), parts[j if j < k else j + len(outer.attrs["sizes"]) - 1])
+    for j in range(len(outer.attrs["sizes"])):
+        patch.replace(Ref(outer_id, j), parts[k + j])
+    patch.remove(outer_id, inner_id)
+
+
+def split_of_split() -> Rule:
+    """split(split(x)[k]) on the same axis -> one split of x with part k's sizes spliced in (pairwise
+    merges of three or more siblings leave nested splits). No TASO id."""
+    return make_rule("SplitOfSplit", "split", 1, (), (1, 1), _match_split_of_split, _build_split_of_split)
+
+
 # ---------------------------------------------------------------- relu / concat / split identities
 
 
@@ -449,4 +554,7 @@ RULES: tuple[Rule, ...] = (
     associate_matmul(),
     concat_of_relus(),
     split_concat(),
+    merge_linears(),
+    fold_conv_bias(),
+    split_of_split(),
 )

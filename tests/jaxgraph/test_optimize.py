@@ -10,25 +10,56 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from jaxgraph import load_onnx, save_onnx  # noqa: E402
+from jaxgraph import (  # noqa: E402
+    load_onnx,
+    optimize,  # noqa: E402
+    save_onnx,
+)
 from jaxgraph.optimize import main  # noqa: E402
+from jaxgraph.timing import Comparison  # noqa: E402
 
 from .conftest import small_model  # noqa: E402
 
 
-@pytest.mark.parametrize("method", ["taso", "greedy"])
-def test_cli_optimizes_checks_and_times(tmp_path, capsys, method):
-    source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
+@pytest.mark.parametrize("method, target", [("taso", "onnxruntime"), ("greedy", "jax")])
+def test_cli_optimizes_checks_times_and_keeps_the_faster(tmp_path, capsys, method, target):
+    source, target_path = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
     save_onnx(small_model("squeezenet1_1"), source)
-    status = main([str(source), "-o", str(target), "--method", method, "--budget", "20", "--repeats", "3",
-                   "--no-progress"])
+    status = main([str(source), "-o", str(target_path), "--method", method, "--budget", "20", "--repeats", "3",
+                   "--target", target, "--cost", "taso", "--no-progress"])
     out = capsys.readouterr().out
     assert status == 0
     before, after = map(float, re.search(r"cost ([\d.]+) -> ([\d.]+) ms", out).groups())
     assert after < before
     assert "onnxruntime check: max relative difference" in out and "-> OK" in out
-    assert re.search(r"latency: original [\d.]+ ms, optimized [\d.]+ ms", out)
-    assert load_onnx(target).num_ops <= load_onnx(source).num_ops  # exported activations are separate ops again
+    assert re.search(r"latency: original [\d.]+ ms, optimized [\d.]+ ms, speedup [\d.]+x \(95% interval", out)
+    if "wrote the optimized model" in out:  # which one it keeps depends on the measured times
+        assert load_onnx(target_path).num_ops < load_onnx(source).num_ops
+    else:
+        assert "kept the original" in out and target_path.read_bytes() == source.read_bytes()
+
+
+@pytest.mark.parametrize("ratio, keeps_original", [(0.98, True), (1.01, True), (1.2, False)])
+def test_cli_never_returns_a_slower_model(tmp_path, capsys, monkeypatch, ratio, keeps_original):
+    """Slower, or faster only within noise (interval reaching below 1): the original is written."""
+    source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
+    save_onnx(small_model("squeezenet1_1"), source)
+    spread = 0.02
+    monkeypatch.setattr(optimize, "compare", lambda *a, **k: Comparison(1.0, 1.0 / ratio, ratio, ratio - spread,
+                                                                        ratio + spread))
+    assert main([str(source), "-o", str(target), "--method", "greedy", "--cost", "taso", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert ("kept the original" in out) == keeps_original
+    assert (target.read_bytes() == source.read_bytes()) == keeps_original
+
+
+def test_cli_writes_the_original_when_no_rewrite_pays_on_the_target(tmp_path, capsys):
+    """onnxruntime fuses conv + ReLU itself: with its cost model no rewrite of SqueezeNet pays."""
+    source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
+    save_onnx(small_model("squeezenet1_1"), source)
+    assert main([str(source), "-o", str(target), "--method", "greedy", "--no-progress"]) == 0
+    assert "no rewrite lowers the cost" in capsys.readouterr().out
+    assert target.read_bytes() == source.read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +87,8 @@ def unsupported_op_model(path):
     ("output is input", lambda d, m: [str(m), "-o", str(m)], "input model"),
     ("output dir missing", lambda d, m: [str(m), "-o", str(d / "no" / "o.onnx")], "does not exist"),
     ("repeats 0", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--repeats", "0"], "--repeats"),
+    ("repeats 1", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--repeats", "1"], "--repeats"),
+    ("bad target", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--target", "tvm"], "--target"),
     ("budget 0", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--budget", "0"], "--budget"),
     ("alpha nan", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--alpha", "nan"], "--alpha"),
     ("bad shape", lambda d, m: [str(m), "-o", str(d / "o.onnx"), "--input-shape", "x=1,a"], "--input-shape"),

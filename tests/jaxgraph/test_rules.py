@@ -14,12 +14,15 @@ from jaxgraph import RULES, GraphBuilder, LocationIndex, execute, execute_refere
 from jaxgraph.rules import (
     associate_matmul,
     concat_of_relus,
+    fold_conv_bias,
     fuse_conv_batchnorm,
     fuse_conv_mul,
     fuse_conv_relu,
     merge_convs,
+    merge_linears,
     merge_matmuls,
     split_concat,
+    split_of_split,
 )
 
 from .conftest import FAITHFUL, SMALL, assert_same_outputs, small_model
@@ -83,6 +86,15 @@ def example(rule):
     elif rule.family == "SplitConcat":
         parts = b.add_outputs("split", [b.add("tanh", [x])], axis=2, sizes=(4, 5))
         y = b.add("concat", list(parts), axis=-2)
+    elif rule.family == "MergeLinears":
+        x = b.input("m", (3, 5, 6))
+        y = [b.add("add", [b.add("matmul", [x, weight(b, "A", (6, 4))]), weight(b, "a", (4,))]),
+             b.add("add", [weight(b, "b", (2,)), b.add("matmul", [x, weight(b, "B", (6, 2))])])]
+    elif rule.family == "FoldConvBias":
+        y = b.add("relu", [b.add("add", [weight(b, "c", (1, 6, 1, 1)), conv(b, x, "c", 6, (3, 3), bias=False)])])
+    elif rule.family == "SplitOfSplit":
+        first, rest = b.add_outputs("split", [b.add("tanh", [x])], axis=1, sizes=(1, 3))
+        y = [first, *b.add_outputs("split", [rest], axis=-3, sizes=(2, 1))]
     else:
         raise AssertionError(f"no example for {rule}")
     outputs = y if isinstance(y, list) else [y]
@@ -130,6 +142,15 @@ def inner_product_used_twice(b, x):
     return [inner, b.add("matmul", [inner, weight(b, "B", (8, 2))])]
 
 
+def linears(b, x, computed_bias=False, reuse=False):
+    rows = b.add("reshape", [x], shape=(32, 8))
+    first = b.add("matmul", [rows, weight(b, "A", (8, 2))])
+    second = b.add("matmul", [rows, weight(b, "B", (8, 2))])
+    flat = b.add("reshape", [x], shape=(256,))
+    bias_a = b.add_outputs("split", [flat], axis=0, sizes=(2, 254))[0] if computed_bias else weight(b, "a", (2,))
+    return [b.add("add", [first, bias_a]), b.add("add", [second, weight(b, "b", (2,))])] + ([first] if reuse else [])
+
+
 def parts_rejoined_out_of_order(b, x):
     first, second = b.add_outputs("split", [x], axis=1, sizes=(2, 2))
     return [b.add("concat", [second, first], axis=1)]
@@ -159,6 +180,15 @@ def conv_bn(b, x):
     (associate_matmul(), inner_product_used_twice),
     (split_concat(), parts_rejoined_out_of_order),
     (concat_of_relus(), lambda b, x: [b.add("concat", [b.add("relu", [x]), b.add("tanh", [x])], axis=1)]),
+    # a bias computed from the input; a matmul output used twice (the bias add cannot absorb it)
+    (merge_linears(), lambda b, x: linears(b, x, computed_bias=True)),
+    (merge_linears(), lambda b, x: linears(b, x, reuse=True)),
+    # a scalar or per-position constant is not a conv bias
+    (fold_conv_bias(), lambda b, x: [b.add("add", [conv(b, x, "c", 4, (3, 3)), weight(b, "s", (1,))])]),
+    (fold_conv_bias(), lambda b, x: [b.add("add", [conv(b, x, "c", 4, (3, 3)), weight(b, "s", (4, 8, 8))])]),
+    # nested splits on different axes
+    (split_of_split(), lambda b, x: [b.add_outputs("split", [b.add_outputs("split", [x], axis=1, sizes=(2, 2))[1]],
+                                                   axis=2, sizes=(4, 4))[0]]),
 ])
 def test_rule_does_not_apply(rule, make):
     graph = build(make)
