@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -41,9 +42,9 @@ from jaxgraph.execute import runner
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
 # baseline, and the thesis's TensorFlow -> TASO inference times (RTX 2070).
-TASO_PAPER = {"inception_v3": 1.1, "squeezenet1_1": 1.3, "bert": 1.5}
+TASO_PAPER = {"inception_v3": 1.1, "squeezenet1_1": 1.3, "taso_attention_stack": 1.5}
 THESIS_MS = {"squeezenet1_1": (4.60, 3.22), "resnet18": (12.20, 11.35), "resnet50": (26.70, 24.96),
-             "inception_v3": (17.60, 13.80), "bert": (4.10, 2.03)}
+             "inception_v3": (17.60, 13.80), "taso_attention_stack": (4.10, 2.03)}
 
 
 def interleaved_ms(functions, repeats: int) -> tuple[list[float], list[float]]:
@@ -168,7 +169,7 @@ def print_tables(rows: list[dict], args) -> None:
           "| env step wall median / mean / p90 / max ms | env step CPU median / p90 ms (steps) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tf, taso = THESIS_MS[r["model"]]
+        tf, taso = THESIS_MS.get(r["model"], (math.nan, 1.0))
         paper = f"{TASO_PAPER[r['model']]}x" if r["model"] in TASO_PAPER else "-"
         print(f"| {r['model']} | {r['ops']} | {r['cost']:.2f} | {r['greedy_cost']:.2f} | {r['taso_cost']:.2f} "
               f"| {r['cost'] / r['taso_cost']:.3f}x | {paper} "

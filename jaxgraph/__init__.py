@@ -8,7 +8,16 @@ from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
 from jaxgraph.locations import LocationIndex
-from jaxgraph.models import MODELS, bert, inception_v3, resnet18, resnet50, squeezenet1_1
+from jaxgraph.models import (
+    MODELS,
+    bert,
+    inception_v3,
+    mobilenet_v2,
+    resnet18,
+    resnet50,
+    squeezenet1_1,
+    taso_attention_stack,
+)
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
@@ -19,6 +28,6 @@ __all__ = [
     "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Location", "LocationIndex", "MODELS", "MeasuredCost",
     "Node", "OPS", "OP_TYPES", "Observation", "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "bert",
     "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
-    "load_onnx", "measure_runtime", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman",
-    "squeezenet1_1", "taso_search", "to_onnx",
+    "load_onnx", "measure_runtime", "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman",
+    "squeezenet1_1", "taso_attention_stack", "taso_search", "to_onnx",
 ]

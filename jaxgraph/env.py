@@ -21,7 +21,8 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import jraph
 import numpy as np
 
-from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change, node_cost
+from jaxgraph.arguments import integer
+from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, affected, cost, cost_change, node_cost
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
@@ -131,11 +132,16 @@ class _Slots:
             self.edge_mask[edge] = False
             heapq.heappush(self.free_edges, edge)
 
-    def update(self, graph: Graph, delta: Delta) -> None:
+    def update(self, graph: Graph, delta: Delta, recost: set[int]) -> None:
+        """Apply a rewrite; `recost` holds surviving nodes whose cost (a feature) may have changed."""
         for node_id in delta.removed:
             self._forget(node_id)
         for node_id in sorted(delta.added):
             self._place(graph, node_id)
+        for node_id in recost - delta.added:
+            if node_id in graph.nodes:
+                self.nodes[self.slot[node_id]] = node_features(graph.nodes[node_id],
+                                                               node_cost(self.model, graph, node_id))
         for node_id in delta.added | delta.rewired:  # rewired nodes keep their features, not their edges
             self._connect(graph, node_id)
 
@@ -156,7 +162,8 @@ class Env:
 
     reward = cost before - cost after (the thesis's R(t-1) - R(t), in cost-model milliseconds).
     The episode terminates on the NO-OP or when no rewrite applies, and is truncated after `max_steps`.
-    Masked-out actions raise `ValueError` (an agent that samples from the masks never sends one).
+    Masked-out or non-integer actions raise `ValueError` (an agent that samples from the masks never
+    sends one).
     `node_capacity` defaults to twice the graph (TASO's size bound), `edge_capacity` likewise; an xfer is
     masked out when its worst-case growth would not fit.
     """
@@ -165,15 +172,14 @@ class Env:
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8,
                  max_steps: int | None = None) -> None:
-        if max_locations < 1 or max_location_size < 1:
-            raise ValueError(f"max_locations and max_location_size must be positive, got {max_locations}, "
-                             f"{max_location_size}")
         self.rules = tuple(rules)
         self.model = cost_model or DEFAULT_COST_MODEL
-        self.max_locations, self.max_location_size, self.max_steps = max_locations, max_location_size, max_steps
+        self.max_locations = integer("max_locations", max_locations, 1)
+        self.max_location_size = integer("max_location_size", max_location_size, 1)
+        self.max_steps = None if max_steps is None else integer("max_steps", max_steps, 1)
         edges = sum(len(n.inputs) for n in graph.nodes.values())
-        self.node_capacity = node_capacity or 2 * len(graph)
-        self.edge_capacity = edge_capacity or 2 * edges
+        self.node_capacity = 2 * len(graph) if node_capacity is None else integer("node_capacity", node_capacity, 1)
+        self.edge_capacity = 2 * edges if edge_capacity is None else integer("edge_capacity", edge_capacity, 1)
         self.initial_graph = graph
         self.initial_cost = cost(graph, self.model)
         self._initial_index = LocationIndex.build(self.rules, graph)
@@ -201,6 +207,7 @@ class Env:
 
     def location(self, xfer: int, location_id: int) -> Location:
         """The node ids behind action (xfer, location_id)."""
+        xfer, location_id = integer("xfer id", xfer), integer("location id", location_id)
         self._check_action(xfer, location_id)
         return self._index.locations(xfer)[location_id]
 
@@ -215,7 +222,11 @@ class Env:
     def step(self, action: tuple[int, int]) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self._episode_over:
             raise ValueError("the episode is over; call reset() first")
-        xfer, location_id = (int(a) for a in action)
+        try:
+            xfer, location_id = action
+        except (TypeError, ValueError):
+            raise ValueError(f"an action is a pair (xfer, location id), got {action!r}") from None
+        xfer, location_id = integer("xfer id", xfer), integer("location id", location_id)
         if xfer == self.num_xfers:
             self._episode_over = True
             return self._observe(), 0.0, True, False, {"cost": self._cost, "rule": "NO-OP", "location": None}
@@ -223,11 +234,12 @@ class Env:
         rule = self.rules[xfer]
         before = self._graph
         self._graph, delta = rule.rewrite(before, location, check=False)
-        reward = -cost_change(self.model, before, self._graph, delta)
+        region = affected(self.model, before, self._graph, delta)
+        reward = -cost_change(self.model, before, self._graph, delta, region)
         self._cost -= reward
         previous = self._index
         self._index = self._index.update(self._graph, delta)
-        self._slots.update(self._graph, delta)
+        self._slots.update(self._graph, delta, region)
         changed = [x for x in range(self.num_xfers) if self._index.by_rule[x] is not previous.by_rule[x]]
         self._fill_locations(self._index, self._slots, changed, self._location_mask, self._location_nodes)
         self._steps += 1

@@ -25,6 +25,8 @@ class LocationIndex:
                  by_node: Mapping[int, frozenset[Match]],
                  rules_by_op: Mapping[str, tuple[tuple[int, Rule], ...]] | None = None) -> None:
         self.rules = tuple(rules)
+        if not self.rules:
+            raise ValueError("need at least one rule")
         self.by_rule = by_rule
         self._by_node = by_node
         self._sorted: dict[int, tuple[Location, ...]] = {}

@@ -9,9 +9,11 @@ sizes for numerical checks and the full sizes for structure only.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from jaxgraph.arguments import integer, number
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 
 
@@ -51,6 +53,39 @@ class _Layers:
     def pool(self, x: Ref, op: str, name: str, kernel: int, stride: int, pad: int = 0) -> Ref:
         return self.g.add(op, [x], name, kernel=(kernel, kernel), stride=(stride, stride), pads=(pad,) * 4)
 
+    def linear(self, x: Ref, name: str, out: int, std: float, bias: bool = True) -> Ref:
+        """x @ W (+ b) on the last axis: a torch Linear as exported (MatMul then Add)."""
+        y = self.g.add("matmul", [x, self.param(f"{name}.weight", (self.g.shape(x)[-1], out), std)], name)
+        return self.g.add("add", [y, self.param(f"{name}.bias", (out,), 0.02)], f"{name}.bias_add") if bias else y
+
+    def layernorm(self, x: Ref, name: str) -> Ref:
+        c = self.g.shape(x)[-1]
+        scale = self.g.weight(f"{name}.weight", self.rng.uniform(0.8, 1.2, c).astype(np.float32))
+        return self.g.add("layernorm", [x, scale, self.param(f"{name}.bias", (c,), 0.05)], name, eps=1e-12)
+
+    def attention(self, x: Ref, name: str, heads: int, project: Callable[[str], Ref]) -> Ref:
+        """Per-head scaled dot-product attention of [..., seq, hidden] projections `project(part)` of `x`
+        (part: query, key, value); [..., seq, hidden] out."""
+        *lead, seq, hidden = self.g.shape(x)
+        d, b = hidden // heads, tuple(range(len(lead)))
+        swap = (*b, len(lead) + 1, len(lead), len(lead) + 2)  # [..., seq, heads, d] <-> [..., heads, seq, d]
+        to_keys = (*b, len(lead) + 1, len(lead) + 2, len(lead))  # [..., seq, heads, d] -> [..., heads, d, seq]
+
+        def split_heads(t: Ref, part: str, perm: tuple[int, ...]) -> Ref:
+            t = self.g.add("reshape", [t], f"{name}.{part}.reshape", shape=(*lead, seq, heads, d))
+            return self.g.add("transpose", [t], f"{name}.{part}.transpose", perm=perm)
+
+        queries = split_heads(project("query"), "query", swap)
+        keys = split_heads(project("key"), "key", to_keys)
+        values = split_heads(project("value"), "value", swap)
+        scale = self.g.weight(f"{name}.scale", np.full((1,), 1.0 / math.sqrt(d), np.float32))
+        scores = self.g.add("mul", [self.g.add("matmul", [queries, keys], f"{name}.scores"), scale],
+                            f"{name}.scaled")
+        probs = self.g.add("softmax", [scores], f"{name}.softmax", axis=-1)
+        context = self.g.add("matmul", [probs, values], f"{name}.context")  # [..., heads, seq, d]
+        merged = self.g.add("transpose", [context], f"{name}.merge", perm=swap)
+        return self.g.add("reshape", [merged], f"{name}.flatten", shape=(*lead, seq, hidden))
+
     def classifier_head(self, x: Ref, num_classes: int) -> Ref:
         """Global average pool, flatten, fully connected layer with bias."""
         n, c, h, w = self.g.shape(x)
@@ -64,16 +99,19 @@ def _channels(c: int, width: float) -> int:
     return max(1, round(c * width))
 
 
-def _image_input(layers: _Layers, batch: int, image_size: int) -> Ref:
-    if batch < 1 or image_size < 1:
-        raise ValueError(f"batch and image_size must be positive, got {batch} and {image_size}")
-    return layers.g.input("input", (batch, 3, image_size, image_size))
+def _image_input(layers: _Layers, batch: int, image_size: int, width: float, num_classes: int) -> Ref:
+    """The NCHW image input, after checking the arguments every image builder shares."""
+    number("width", width, 0.0, above=True)
+    integer("num_classes", num_classes, 1)
+    return layers.g.input("input", (integer("batch", batch, 1), 3, integer("image_size", image_size, 1),
+                                    image_size))
 
 
 def _resnet(blocks: tuple[int, ...], bottleneck: bool, batch: int, image_size: int, width: float,
             num_classes: int, seed: int) -> Graph:
     net = _Layers(seed)
-    x = net.conv_bn_relu(_image_input(net, batch, image_size), "stem", _channels(64, width), (7, 7), 2, (3, 3))
+    x = _image_input(net, batch, image_size, width, num_classes)
+    x = net.conv_bn_relu(x, "stem", _channels(64, width), (7, 7), 2, (3, 3))
     x = net.pool(x, "maxpool2d", "stem.maxpool", 3, 2, 1)
     for stage, count in enumerate(blocks):
         planes = _channels(64 * 2 ** stage, width)
@@ -121,7 +159,8 @@ def squeezenet1_1(batch: int = 1, image_size: int = 224, width: float = 1.0, num
         e3 = conv_relu(s, f"{name}.expand3x3", _channels(expand, width), 3, 1, 1)
         return net.g.add("concat", [e1, e3], f"{name}.concat", axis=1)
 
-    x = conv_relu(_image_input(net, batch, image_size), "features.0", _channels(64, width), 3, 2)
+    x = conv_relu(_image_input(net, batch, image_size, width, num_classes), "features.0", _channels(64, width), 3,
+                  2)
     x = net.pool(x, "maxpool2d", "features.2", 3, 2)
     x = fire(fire(x, "features.3", 16, 64), "features.4", 16, 64)
     x = net.pool(x, "maxpool2d", "features.5", 3, 2)
@@ -197,7 +236,7 @@ def inception_v3(batch: int = 1, image_size: int = 299, width: float = 1.0, num_
                    conv(d, f"{name}.branch3x3dbl_3b", 384, (3, 1), 1, (1, 0)))
         return concat(f"{name}.concat", b1, b3, d, avgpool_branch(x, f"{name}.branch_pool", 192))
 
-    x = conv(_image_input(net, batch, image_size), "Conv2d_1a_3x3", 32, (3, 3), 2)
+    x = conv(_image_input(net, batch, image_size, width, num_classes), "Conv2d_1a_3x3", 32, (3, 3), 2)
     x = conv(x, "Conv2d_2a_3x3", 32, (3, 3))
     x = conv(x, "Conv2d_2b_3x3", 64, (3, 3), 1, (1, 1))
     x = net.pool(x, "maxpool2d", "maxpool1", 3, 2)
@@ -215,39 +254,107 @@ def inception_v3(batch: int = 1, image_size: int = 299, width: float = 1.0, num_
     return net.g.build({"logits": net.classifier_head(x, num_classes)})
 
 
-def bert(seq_length: int = 64, hidden: int = 1024, heads: int = 16, layers: int = 8, seed: int = 0) -> Graph:
-    """The BERT self-attention stack of TASO's example (8 layers, 16 heads, 64 x 1024), made correct.
+def taso_attention_stack(seq_length: int = 64, hidden: int = 1024, heads: int = 16, layers: int = 8,
+                         seed: int = 0) -> Graph:
+    """The self-attention stack of TASO's `examples/bert.py` (8 layers, 16 heads, 64 x 1024), made correct.
 
-    TASO's `examples/bert.py` computes each layer's output from the layer input, leaving the attention
-    ops dead. Here each layer is: Q, K and V projections of the same input, per-head scaled dot-product
-    attention (reshape, transpose, batched matmul, softmax), and an output projection that feeds the
-    next layer.
+    Not BERT: there are no residuals, layer norms, feed-forward blocks or biases, so one layer's output
+    projection meets the next layer's Q/K/V projections and associativity merges them, a gain no real
+    BERT offers (`bert` is the real encoder). TASO's version computes each layer's output from the layer
+    input, leaving the attention ops dead. Here each layer is: Q, K and V projections of the same input,
+    per-head scaled dot-product attention (reshape, transpose, batched matmul, softmax), and an output
+    projection that feeds the next layer.
     """
+    for name, value in (("seq_length", seq_length), ("hidden", hidden), ("heads", heads), ("layers", layers)):
+        integer(name, value, 1)
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not divisible by {heads} heads")
     net = _Layers(seed)
-    g, d = net.g, hidden // heads
+    g = net.g
     x = g.input("x", (seq_length, hidden))
-
-    def project(t: Ref, name: str) -> Ref:
-        return g.add("matmul", [t, net.param(f"{name}.weight", (hidden, hidden), math.sqrt(1.0 / hidden))], name)
-
-    def split_heads(t: Ref, name: str, perm: tuple[int, int, int]) -> Ref:
-        return g.add("transpose", [g.add("reshape", [t], f"{name}.reshape", shape=(seq_length, heads, d))],
-                     f"{name}.transpose", perm=perm)
-
     for i in range(layers):
         name = f"layer{i}"
-        q = split_heads(project(x, f"{name}.query"), f"{name}.query", (1, 0, 2))  # [heads, seq, d]
-        k = split_heads(project(x, f"{name}.key"), f"{name}.key", (1, 2, 0))  # [heads, d, seq]
-        v = split_heads(project(x, f"{name}.value"), f"{name}.value", (1, 0, 2))  # [heads, seq, d]
-        scale = g.weight(f"{name}.scale", np.full((1,), 1.0 / math.sqrt(d), np.float32))
-        scores = g.add("mul", [g.add("matmul", [q, k], f"{name}.scores"), scale], f"{name}.scaled")
-        probs = g.add("softmax", [scores], f"{name}.softmax", axis=-1)
-        context = g.add("transpose", [g.add("matmul", [probs, v], f"{name}.context")], f"{name}.merge", perm=(1, 0, 2))
-        x = project(g.add("reshape", [context], f"{name}.flatten", shape=(seq_length, hidden)), f"{name}.output")
+        context = net.attention(x, name, heads, lambda part: net.linear(
+            x, f"{name}.{part}", hidden, math.sqrt(1.0 / hidden), bias=False))  # noqa: B023 - called at once
+        x = net.linear(context, f"{name}.output", hidden, math.sqrt(1.0 / hidden), bias=False)
     return g.build({"y": x})
 
 
+def bert(batch: int = 1, seq_length: int = 128, hidden: int = 768, heads: int = 12, layers: int = 12,
+         intermediate: int = 3072, seed: int = 0) -> Graph:
+    """The BERT encoder (Devlin et al. 2019; default BERT-base) as `torch.onnx.export` of Hugging Face's
+    `BertEncoder` lays it out: per layer, Q/K/V linear projections with biases, per-head scaled softmax
+    attention, an output projection, residual add and LayerNorm, then a GELU feed-forward block
+    (hidden -> intermediate -> hidden, with biases), residual add and LayerNorm (post-norm).
+
+    Input `x` is the embedded sequence [batch, seq_length, hidden] (the embedding lookup takes token ids,
+    which float32 graphs do not have); there is no attention mask (no padding). Parameters: 85,054,464
+    for BERT-base, the encoder part of its published 110M.
+    """
+    for name, value in (("batch", batch), ("seq_length", seq_length), ("hidden", hidden), ("heads", heads),
+                        ("layers", layers), ("intermediate", intermediate)):
+        integer(name, value, 1)
+    if hidden % heads:
+        raise ValueError(f"hidden size {hidden} is not divisible by {heads} heads")
+    net = _Layers(seed)
+    x = net.g.input("x", (batch, seq_length, hidden))
+    for i in range(layers):
+        name = f"encoder.layer.{i}"
+        context = net.attention(x, f"{name}.attention.self", heads, lambda part: net.linear(
+            x, f"{name}.attention.self.{part}", hidden, 0.02))  # noqa: B023 - called at once
+        attended = net.linear(context, f"{name}.attention.output.dense", hidden, 0.02)
+        x = net.layernorm(net.g.add("add", [attended, x], f"{name}.attention.output.residual"),
+                          f"{name}.attention.output.LayerNorm")
+        inner = net.g.add("gelu", [net.linear(x, f"{name}.intermediate.dense", intermediate, 0.02)],
+                          f"{name}.intermediate.gelu")
+        out = net.linear(inner, f"{name}.output.dense", hidden, 0.02)
+        x = net.layernorm(net.g.add("add", [out, x], f"{name}.output.residual"), f"{name}.output.LayerNorm")
+    return net.g.build({"y": x})
+
+
+def _make_divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's channel rounding for MobileNet widths: nearest multiple of 8, at most 10% below."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+def mobilenet_v2(batch: int = 1, image_size: int = 224, width: float = 1.0, num_classes: int = 1000,
+                 seed: int = 0) -> Graph:
+    """MobileNetV2 (Sandler et al. 2018), torchvision's inference graph: inverted residual blocks of a 1x1
+    expansion, a 3x3 depthwise convolution (groups = channels) and a linear 1x1 projection, each
+    convolution followed by batch norm and ReLU6 (`clip(0, 6)`) except the projection; a residual add where
+    stride is 1 and channels match. `width` rounds channels to multiples of 8 as torchvision does."""
+    net = _Layers(seed)
+
+    def conv_bn(x: Ref, name: str, out: int, kernel: int, stride: int = 1, groups: int = 1,
+                relu6: bool = True) -> Ref:
+        cin = net.g.shape(x)[1]
+        w = net.param(f"{name}.0.weight", (out, cin // groups, kernel, kernel),
+                      math.sqrt(2.0 / (cin // groups * kernel * kernel)))
+        pad = (kernel - 1) // 2
+        y = net.g.add("conv2d", [x, w], f"{name}.0", stride=(stride, stride), pads=(pad,) * 4, groups=groups)
+        y = net.batchnorm(y, f"{name}.1", gain=1.0 if relu6 else 0.5)
+        return net.g.add("clip", [y], f"{name}.2", min=0.0, max=6.0) if relu6 else y
+
+    x = _image_input(net, batch, image_size, width, num_classes)
+    channels = _make_divisible(32 * width)
+    x = conv_bn(x, "features.0", channels, 3, 2)
+    index = 1
+    for expand, out, repeats, first_stride in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                                               (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        out = _make_divisible(out * width)
+        for r in range(repeats):
+            stride, name = first_stride if r == 0 else 1, f"features.{index}.conv"
+            hidden = channels * expand
+            y = x if expand == 1 else conv_bn(x, f"{name}.expand", hidden, 1)
+            y = conv_bn(y, f"{name}.depthwise", hidden, 3, stride, groups=hidden)
+            y = conv_bn(y, f"{name}.project", out, 1, relu6=False)
+            x = net.g.add("add", [x, y], f"features.{index}.add") if stride == 1 and channels == out else y
+            channels, index = out, index + 1
+    x = conv_bn(x, f"features.{index}", _make_divisible(1280 * max(1.0, width)), 1)
+    return net.g.build({"logits": net.classifier_head(x, num_classes)})
+
+
 MODELS = {"resnet18": resnet18, "resnet50": resnet50, "squeezenet1_1": squeezenet1_1,
-          "inception_v3": inception_v3, "bert": bert}
+          "inception_v3": inception_v3, "taso_attention_stack": taso_attention_stack, "bert": bert,
+          "mobilenet_v2": mobilenet_v2}

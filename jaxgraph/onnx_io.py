@@ -437,6 +437,25 @@ def _export_reshape(node, inputs, outputs, label, names, constant, helper):
     return [helper.make_node("Reshape", inputs + [shape], outputs, name=label)]
 
 
+def _export_gelu(node, inputs, outputs, label, names, constant, helper):
+    """x * 0.5 * (1 + erf(x / sqrt(2))), as torch exports GELU at opset < 20 (onnxruntime fuses it back)."""
+    scaled, erf, shifted, product = (names.fresh(f"{label}.{part}") for part in ("div", "erf", "add", "mul"))
+    sqrt2 = constant(f"{label}.sqrt2", np.asarray(math.sqrt(2.0), np.float32))
+    one = constant(f"{label}.one", np.asarray(1.0, np.float32))
+    half = constant(f"{label}.half", np.asarray(0.5, np.float32))
+    return [helper.make_node("Div", [inputs[0], sqrt2], [scaled], name=f"{label}.div"),
+            helper.make_node("Erf", [scaled], [erf], name=f"{label}.erf"),
+            helper.make_node("Add", [erf, one], [shifted], name=f"{label}.add"),
+            helper.make_node("Mul", [inputs[0], shifted], [product], name=f"{label}.mul"),
+            helper.make_node("Mul", [product, half], outputs, name=label)]
+
+
+def _export_clip(node, inputs, outputs, label, names, constant, helper):
+    low = constant(f"{label}.min", np.asarray(node.attrs["min"], np.float32))
+    high = constant(f"{label}.max", np.asarray(node.attrs["max"], np.float32))
+    return [helper.make_node("Clip", inputs + [low, high], outputs, name=label)]
+
+
 _EXPORTERS: dict[str, Callable] = {
     "conv2d": _export_conv, "matmul": _with_activation("MatMul"),
     "add": _simple("Add"), "mul": _simple("Mul"), "relu": _simple("Relu"), "sigmoid": _simple("Sigmoid"),
@@ -444,4 +463,6 @@ _EXPORTERS: dict[str, Callable] = {
     "maxpool2d": _export_pool("MaxPool"), "avgpool2d": _export_pool("AveragePool"),
     "concat": _simple("Concat", axis="axis"), "split": _export_split, "transpose": _simple("Transpose", perm="perm"),
     "reshape": _export_reshape, "softmax": _simple("Softmax", axis="axis"),
+    "layernorm": _simple("LayerNormalization", axis="axis", epsilon="eps"), "gelu": _export_gelu,
+    "clip": _export_clip,
 }

@@ -297,6 +297,40 @@ def _bn_fold_bias(attrs, scale, bias, mean, var, conv_bias=None):
     return shift * scale * lax.rsqrt(var + attrs["eps"]) + bias
 
 
+# ---------------------------------------------------------------- transformer and MobileNet ops
+# layernorm (ONNX LayerNormalization: normalize over axes axis..rank-1, then scale and shift), gelu (exact,
+# erf form) and clip (ReLU6 = clip(x, 0, 6)): what the faithful BERT and MobileNetV2 builders need.
+
+
+def _infer_layernorm(attrs, shapes):
+    x = shapes[0]
+    axis = _normalize_axis(attrs["axis"], len(x))
+    for param in shapes[1:]:
+        _require(param == x[axis:], f"layernorm scale and bias must have shape {x[axis:]}, got {param}")
+    return (x,)
+
+
+def _layernorm(attrs, x, scale, bias):
+    axes = tuple(range(_normalize_axis(attrs["axis"], x.ndim), x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    lead = (1,) * (x.ndim - scale.ndim)
+    return (x - mean) * lax.rsqrt(var + attrs["eps"]) * jnp.reshape(scale, lead + scale.shape) + jnp.reshape(
+        bias, lead + bias.shape)
+
+
+def _infer_clip(attrs, shapes):
+    _require(attrs["min"] <= attrs["max"], f"clip bounds must satisfy min <= max, got {attrs['min']}, {attrs['max']}")
+    return (shapes[0],)
+
+
+_TRANSFORMER_OPS = (
+    ("layernorm", (3, 3), _infer_layernorm, _layernorm, dict(axis=-1, eps=1e-5)),
+    ("gelu", (1, 1), _infer_same, lambda attrs, x: jax.nn.gelu(x, approximate=False), {}),
+    ("clip", (1, 1), _infer_clip, lambda attrs, x: jnp.clip(x, attrs["min"], attrs["max"]), dict(min=0.0, max=6.0)),
+)
+
+
 def _spec(name, arity, infer, impl, layout_only=False, **defaults):
     low, high = arity
     return OpSpec(name, low, high, MappingProxyType(defaults), infer, impl, layout_only)
@@ -322,6 +356,7 @@ OPS: Mapping[str, OpSpec] = MappingProxyType({s.name: s for s in (
     _spec("transpose", (1, 1), _infer_transpose, lambda attrs, x: jnp.transpose(x, attrs["perm"]), True, perm=()),
     _spec("reshape", (1, 1), _infer_reshape, lambda attrs, x: jnp.reshape(x, attrs["shape"]), True, shape=()),
     _spec("softmax", (1, 1), _infer_softmax, lambda attrs, x: jax.nn.softmax(x, axis=attrs["axis"]), axis=-1),
+    *(_spec(name, arity, infer, impl, **defaults) for name, arity, infer, impl, defaults in _TRANSFORMER_OPS),
     # Weight-only ops created by substitutions; free once their inputs are constants.
     _spec("enlarge", (1, 1), _infer_enlarge, _enlarge, kernel=(1, 1)),
     _spec("merge_gconv", (1, 1), _infer_merge_gconv, _merge_gconv, groups=1, count=2),

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
 from jaxgraph.graph import Graph, Node, Ref
@@ -107,6 +108,12 @@ def _bn_fold_bias(a, scale, bias, mean, var, conv_bias=None):
     return shift * scale / np.sqrt(var + a["eps"]) + bias
 
 
+def _layernorm(a, x, scale, bias):
+    axes = tuple(range(a["axis"] % x.ndim, x.ndim))
+    centred = x - x.mean(axis=axes, keepdims=True)
+    return centred / np.sqrt((centred ** 2).mean(axis=axes, keepdims=True) + a["eps"]) * scale + bias
+
+
 KERNELS: Mapping[str, Callable[..., Any]] = MappingProxyType({
     "conv2d": _conv2d,
     "matmul": lambda a, x, y: _activate(np.matmul(x, y), a["activation"]),
@@ -123,6 +130,9 @@ KERNELS: Mapping[str, Callable[..., Any]] = MappingProxyType({
     "transpose": lambda a, x: np.transpose(x, a["perm"]),
     "reshape": lambda a, x: np.reshape(x, a["shape"]),
     "softmax": _softmax,
+    "layernorm": _layernorm,
+    "gelu": lambda a, x: 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2))),
+    "clip": lambda a, x: np.minimum(np.maximum(x, a["min"]), a["max"]),
     "enlarge": _enlarge,
     "merge_gconv": _merge_gconv,
     "bn_fold_weight": _bn_fold_weight,

@@ -1,10 +1,14 @@
 """TASO-style graph substitutions: each rule finds every location where it applies and rewrites one.
 
-A location is a tuple of node ids whose first entry is the rule's *root* (a node of `root_op`);
-`match_at(graph, root)` yields every location rooted there. Every node a match reads lies within
-`radius` undirected hops of the root, which is what lets `LocationIndex` re-match only around a
-rewrite. All rules are checked by running both sides on random inputs (tests/jaxgraph/test_rules.py),
-the numerical counterpart of TASO's Z3 proofs.
+A rule is data plus two functions. The data: the op of its *root* node (`root_op`), the `radius` (every
+node a match reads lies within that many undirected hops of the root, which is what lets
+`LocationIndex` re-match only around a rewrite), the TASO xfer ids it implements, and upper bounds on
+the nodes and edges a rewrite adds (for fixed-capacity layouts). The functions: `match_at(graph, root)`
+yields every location rooted at `root` (a location is a tuple of node ids whose first entry is the
+root) and `build(patch, location)` writes the replacement. A rule family is a pair of such functions
+taking keyword parameters (stride, padding, activation, ...) bound by `make_rule`; adding a rule is
+one `make_rule` call. All rules are checked by running both sides on random inputs
+(tests/jaxgraph/test_rules.py), the numerical counterpart of TASO's Z3 proofs.
 
 `RULES` is the xfer list of the RL environment; ids 0-17 coincide with TASO's hand-written xfers 0-17
 and every rule records the TASO ids it implements (`taso_ids`; see docs/jaxgraph.md).
@@ -12,40 +16,43 @@ and every rule records the TASO ids it implements (`taso_ids`; see docs/jaxgraph
 
 from __future__ import annotations
 
+import functools
 import math
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
 from jaxgraph.graph import Delta, Graph, Node, Patch, Ref
 
 Location = tuple[int, ...]
+Matcher = Callable[[Graph, int], Iterable[Location]]
+Builder = Callable[[Patch, Location], None]
 
 
-class Rule(ABC):
-    """A pattern and its replacement."""
+@dataclass(frozen=True)
+class Rule:
+    """A pattern and its replacement: facts about the pattern, TASO ids, growth bounds, `match_at`, `build`.
 
+    `family` and `params` name the rule (`name` reads like a constructor call, e.g.
+    `FuseConvRelu(stride=1, padding='SAME')`); `match_at` and `build` already have the params bound.
+    """
+
+    family: str
+    params: tuple[tuple[str, Any], ...]
     root_op: str
     radius: int
+    taso_ids: tuple[int, ...]  # TASO xfer ids (0-150, see reference/taso_substitutions.txt)
     max_node_growth: int  # upper bounds on nodes/edges a rewrite adds, for fixed-capacity layouts
     max_edge_growth: int
-
-    @property
-    @abstractmethod
-    def taso_ids(self) -> tuple[int, ...]:
-        """TASO xfer ids (0-150, see reference/taso_substitutions.txt) this rule implements."""
+    match_at: Matcher = field(compare=False, repr=False)  # every location rooted at a node of `root_op`
+    build: Builder = field(compare=False, repr=False)  # write the replacement of a location into a patch
 
     @property
     def name(self) -> str:
-        return repr(self)
+        return f"{self.family}({', '.join(f'{k}={v!r}' for k, v in self.params)})"
 
-    @abstractmethod
-    def match_at(self, graph: Graph, root: int) -> Iterator[Location]:
-        """Every location rooted at node `root`, a node of `root_op` (an empty iterator if none)."""
-
-    @abstractmethod
-    def build(self, patch: Patch, location: Location) -> None:
-        """Write the replacement of `location` into `patch`."""
+    def param(self, key: str) -> Any:
+        """The value of one parameter of the rule's family."""
+        return dict(self.params)[key]
 
     def find(self, graph: Graph) -> list[Location]:
         """Every location in `graph`, sorted."""
@@ -67,11 +74,15 @@ class Rule(ABC):
         return self.rewrite(graph, location)[0]
 
 
+def make_rule(family: str, root_op: str, radius: int, taso_ids: Iterable[int], growth: tuple[int, int],
+              match_at: Callable[..., Iterable[Location]], build: Callable[..., None], **params: Any) -> Rule:
+    """A `Rule` of a family: `match_at(graph, root, **params)` and `build(patch, location, **params)`
+    get `params` bound; `growth` is (max added nodes, max added edges)."""
+    return Rule(family, tuple(params.items()), root_op, radius, tuple(taso_ids), *growth,
+                functools.partial(match_at, **params), functools.partial(build, **params))
+
+
 # ---------------------------------------------------------------- matching helpers
-
-
-def _producer(graph: Graph, ref: Ref) -> tuple[int, Node]:
-    return ref.node, graph.nodes[ref.node]
 
 
 def _sole_use(graph: Graph, node_id: int) -> bool:
@@ -104,6 +115,16 @@ def _constant_inputs(graph: Graph, node: Node, start: int) -> bool:
     return all(graph.nodes[r.node].constant for r in node.inputs[start:])
 
 
+def _siblings(graph: Graph, root: int) -> Iterator[tuple[Node, int, Node]]:
+    """Nodes of the root's op reading the root's first input tensor as their first input, with larger
+    ids (each pair once)."""
+    node = graph.nodes[root]
+    for use in graph.uses(node.inputs[0].node):
+        other = graph.nodes[use.node]
+        if use.node > root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]:
+            yield node, use.node, other
+
+
 _PADDINGS = ("SAME", "VALID")
 _ACTIVATIONS = ("none", "relu")
 
@@ -116,130 +137,97 @@ def _hand_written_id(stride: int, padding: str, kind: int) -> int:
 # ---------------------------------------------------------------- fusions into a convolution (TASO 0-11)
 
 
-@dataclass(frozen=True)
-class _ConvFusion(Rule):
-    """Shared matching for `conv -> op` fusions: the conv has no activation, the given stride and padding
-    class, and no other consumer."""
-
-    stride: int
-    padding: str
-    radius = 1
-
-    def _conv(self, graph: Graph, ref: Ref) -> tuple[int, Node] | None:
-        conv_id, conv = _producer(graph, ref)
-        if (conv.op == "conv2d" and conv.attrs["activation"] == "none" and _stride(conv) == self.stride
-                and padding_mode(graph, conv) == self.padding and _sole_use(graph, conv_id)):
-            return conv_id, conv
-        return None
+def _fusable_conv(graph: Graph, ref: Ref, stride: int, padding: str) -> int | None:
+    """The conv producing `ref` if it has no activation, the given stride and padding class, and no
+    other consumer."""
+    conv = graph.nodes[ref.node]
+    if (conv.op == "conv2d" and conv.attrs["activation"] == "none" and _stride(conv) == stride
+            and padding_mode(graph, conv) == padding and _sole_use(graph, ref.node)):
+        return ref.node
+    return None
 
 
-@dataclass(frozen=True)
-class FuseConvRelu(_ConvFusion):
-    """relu(conv(x, w)) -> conv(x, w, activation=relu). TASO 0/3/6/9 (and generated 82 = rule 64)."""
-
-    root_op = "relu"
-    max_node_growth = 0
-    max_edge_growth = 0
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        own = _hand_written_id(self.stride, self.padding, 0)
-        return (own, 82) if own == 0 else (own,)
-
-    def match_at(self, graph, root):
-        found = self._conv(graph, graph.nodes[root].inputs[0])
-        if found:
-            yield root, found[0]
-
-    def build(self, patch, location):
-        relu, conv_id = location
-        conv = patch.node(conv_id)
-        fused = patch.add("conv2d", conv.inputs, **{**conv.attrs, "activation": "relu"})
-        patch.replace(Ref(relu), fused)
-        patch.remove(relu, conv_id)
+def _match_conv_relu(graph, root, *, stride, padding):
+    conv_id = _fusable_conv(graph, graph.nodes[root].inputs[0], stride, padding)
+    if conv_id is not None:
+        yield root, conv_id
 
 
-@dataclass(frozen=True)
-class FuseConvBatchNorm(_ConvFusion):
+def _build_conv_relu(patch, location, **_):
+    relu, conv_id = location
+    conv = patch.node(conv_id)
+    fused = patch.add("conv2d", conv.inputs, **{**conv.attrs, "activation": "relu"})
+    patch.replace(Ref(relu), fused)
+    patch.remove(relu, conv_id)
+
+
+def _match_conv_batchnorm(graph, root, *, stride, padding):
+    bn = graph.nodes[root]
+    conv_id = _fusable_conv(graph, bn.inputs[0], stride, padding)
+    if conv_id is not None and len(bn.shape) == 4 and _constant_inputs(graph, bn, 1):
+        yield root, conv_id
+
+
+def _build_conv_batchnorm(patch, location, **_):
     """batchnorm(conv(x, w [, b])) -> conv(x, w * s, (b - mean) * s + beta), s = gamma / sqrt(var + eps).
-
-    TASO 1/4/7/10. TASO adds the folded bias with a separate broadcast add; our conv takes a bias.
-    """
-
-    root_op = "batchnorm"
-    max_node_growth = 1
-    max_edge_growth = 3
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (_hand_written_id(self.stride, self.padding, 1),)
-
-    def match_at(self, graph, root):
-        bn = graph.nodes[root]
-        found = self._conv(graph, bn.inputs[0])
-        if found and len(bn.shape) == 4 and _constant_inputs(graph, bn, 1):
-            yield root, found[0]
-
-    def build(self, patch, location):
-        bn_id, conv_id = location
-        bn, conv = patch.node(bn_id), patch.node(conv_id)
-        x, w, *bias = conv.inputs
-        scale, shift, mean, var = bn.inputs[1:]
-        eps = bn.attrs["eps"]
-        weight = patch.add("bn_fold_weight", [w, scale, var], eps=eps)
-        folded_bias = patch.add("bn_fold_bias", [scale, shift, mean, var, *bias], eps=eps)
-        patch.replace(Ref(bn_id), patch.add("conv2d", [x, weight, folded_bias], **conv.attrs))
-        patch.remove(bn_id, conv_id)
+    TASO adds the folded bias with a separate broadcast add; our conv takes a bias."""
+    bn_id, conv_id = location
+    bn, conv = patch.node(bn_id), patch.node(conv_id)
+    x, w, *bias = conv.inputs
+    scale, shift, mean, var = bn.inputs[1:]
+    eps = bn.attrs["eps"]
+    weight = patch.add("bn_fold_weight", [w, scale, var], eps=eps)
+    folded_bias = patch.add("bn_fold_bias", [scale, shift, mean, var, *bias], eps=eps)
+    patch.replace(Ref(bn_id), patch.add("conv2d", [x, weight, folded_bias], **conv.attrs))
+    patch.remove(bn_id, conv_id)
 
 
-@dataclass(frozen=True)
-class FuseConvMul(_ConvFusion):
-    """conv(x, w [, b]) * c -> conv(x, w * c, b * c) for a constant scalar or per-channel c. TASO 2/5/8/11."""
-
-    root_op = "mul"
-    max_node_growth = 3
-    max_edge_growth = 4
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (_hand_written_id(self.stride, self.padding, 2),)
-
-    def match_at(self, graph, root):
-        mul = graph.nodes[root]
-        for side in (0, 1):
-            found = self._conv(graph, mul.inputs[side])
-            factor = mul.inputs[1 - side]
-            if found and graph.nodes[factor.node].constant and mul.shape == found[1].shape:
-                shape = (1,) * (4 - len(graph.shape(factor))) + graph.shape(factor)
-                if len(shape) == 4 and shape[0] == 1 and shape[1] in (1, found[1].shape[1]) and shape[2:] == (1, 1):
-                    yield root, found[0]
-
-    def build(self, patch, location):
-        mul_id, conv_id = location
-        mul, conv = patch.node(mul_id), patch.node(conv_id)
-        factor = mul.inputs[1] if mul.inputs[0].node == conv_id else mul.inputs[0]
-        count = math.prod(patch.shape(factor))  # 1 or the number of output channels
-        x, w, *bias = conv.inputs
-        inputs = [x, patch.add("mul", [w, patch.add("reshape", [factor], shape=(count, 1, 1, 1))])]
-        if bias:
-            inputs.append(patch.add("mul", [bias[0], patch.add("reshape", [factor], shape=(count,))]))
-        patch.replace(Ref(mul_id), patch.add("conv2d", inputs, **conv.attrs))
-        patch.remove(mul_id, conv_id)
+def _match_conv_mul(graph, root, *, stride, padding):
+    """conv * c for a constant scalar or per-channel c (either operand order)."""
+    mul = graph.nodes[root]
+    for side in (0, 1):
+        conv_id = _fusable_conv(graph, mul.inputs[side], stride, padding)
+        factor = mul.inputs[1 - side]
+        if conv_id is not None and graph.nodes[factor.node].constant and mul.shape == graph.nodes[conv_id].shape:
+            shape = (1,) * (4 - len(graph.shape(factor))) + graph.shape(factor)
+            if len(shape) == 4 and shape[0] == 1 and shape[1] in (1, mul.shape[1]) and shape[2:] == (1, 1):
+                yield root, conv_id
 
 
-# ---------------------------------------------------------------- merging convolutions
+def _build_conv_mul(patch, location, **_):
+    """conv(x, w [, b]) * c -> conv(x, w * c, b * c)."""
+    mul_id, conv_id = location
+    mul, conv = patch.node(mul_id), patch.node(conv_id)
+    factor = mul.inputs[1] if mul.inputs[0].node == conv_id else mul.inputs[0]
+    count = math.prod(patch.shape(factor))  # 1 or the number of output channels
+    x, w, *bias = conv.inputs
+    inputs = [x, patch.add("mul", [w, patch.add("reshape", [factor], shape=(count, 1, 1, 1))])]
+    if bias:
+        inputs.append(patch.add("mul", [bias[0], patch.add("reshape", [factor], shape=(count,))]))
+    patch.replace(Ref(mul_id), patch.add("conv2d", inputs, **conv.attrs))
+    patch.remove(mul_id, conv_id)
 
 
-def _sibling_convs(graph: Graph, root: int) -> Iterator[tuple[Node, int, Node]]:
-    """Convs reading the same input tensor as conv `root`, with larger ids (each pair once)."""
-    conv = graph.nodes[root]
-    if conv.op != "conv2d":
-        return
-    for use in graph.uses(conv.inputs[0].node):
-        other = graph.nodes[use.node]
-        if (use.node > root and use.input_index == 0 and other.op == "conv2d"
-                and other.inputs[0] == conv.inputs[0]):
-            yield conv, use.node, other
+def fuse_conv_relu(stride: int, padding: str) -> Rule:
+    """relu(conv(x, w)) -> conv(x, w, activation=relu). TASO 0/3/6/9 (and generated 82 = rule 64)."""
+    own = _hand_written_id(stride, padding, 0)
+    return make_rule("FuseConvRelu", "relu", 1, (own, 82) if own == 0 else (own,), (0, 0),
+                     _match_conv_relu, _build_conv_relu, stride=stride, padding=padding)
+
+
+def fuse_conv_batchnorm(stride: int, padding: str) -> Rule:
+    """batchnorm(conv) -> conv with folded weight and bias. TASO 1/4/7/10."""
+    return make_rule("FuseConvBatchNorm", "batchnorm", 1, (_hand_written_id(stride, padding, 1),), (1, 3),
+                     _match_conv_batchnorm, _build_conv_batchnorm, stride=stride, padding=padding)
+
+
+def fuse_conv_mul(stride: int, padding: str) -> Rule:
+    """conv * constant (scalar or per channel) -> conv with scaled weight and bias. TASO 2/5/8/11."""
+    return make_rule("FuseConvMul", "mul", 1, (_hand_written_id(stride, padding, 2),), (3, 4),
+                     _match_conv_mul, _build_conv_mul, stride=stride, padding=padding)
+
+
+# ---------------------------------------------------------------- merging siblings and convolutions
 
 
 def _mergeable(graph: Graph, a: Node, b: Node, activation: str) -> bool:
@@ -248,8 +236,46 @@ def _mergeable(graph: Graph, a: Node, b: Node, activation: str) -> bool:
             and len(a.inputs) == len(b.inputs) and _constant_inputs(graph, a, 1) and _constant_inputs(graph, b, 1))
 
 
-@dataclass(frozen=True)
-class MergeConvs(Rule):
+def _merge_siblings(patch: Patch, location: Location, op: str, axis: int, weights: list[Ref], **attrs: Any) -> None:
+    """Replace sibling `op` nodes that share their first input by one `op` over their weights concatenated
+    on `axis` (and their biases, if any, on axis 0), followed by a split of its output on the last axis
+    for matmul and the channel axis for conv2d."""
+    nodes = [patch.node(i) for i in location]
+    inputs = [nodes[0].inputs[0], patch.add("concat", weights, axis=axis)]
+    if len(nodes[0].inputs) == 3:
+        inputs.append(patch.add("concat", [n.inputs[2] for n in nodes], axis=0))
+    merged = patch.add(op, inputs, **attrs)
+    out_axis = len(nodes[0].shape) - 1 if op == "matmul" else 1
+    parts = patch.add_outputs("split", [merged], axis=out_axis, sizes=tuple(n.shape[out_axis] for n in nodes))
+    for node_id, part in zip(location, parts):
+        patch.replace(Ref(node_id), part)
+    patch.remove(*location)
+
+
+def _match_merge_convs(graph, root, *, activation, enlarge):
+    for a, other_id, b in _siblings(graph, root):
+        if not _mergeable(graph, a, b, activation):
+            continue
+        ka, kb = graph.shape(a.inputs[1])[2:], graph.shape(b.inputs[1])[2:]
+        if enlarge:
+            ok = ka != kb and _centred(a, graph) and _centred(b, graph) and a.shape[2:] == b.shape[2:]
+        else:
+            ok = ka == kb and a.attrs["pads"] == b.attrs["pads"]
+        if ok:
+            yield root, other_id
+
+
+def _build_merge_convs(patch, location, *, enlarge, **_):
+    a, b = (patch.node(i) for i in location)
+    kernels = [patch.shape(n.inputs[1])[2:] for n in (a, b)]
+    kernel = (max(k[0] for k in kernels), max(k[1] for k in kernels))
+    weights = [n.inputs[1] if k == kernel else patch.add("enlarge", [n.inputs[1]], kernel=kernel)
+               for n, k in zip((a, b), kernels)]
+    pads = ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2) * 2 if enlarge else a.attrs["pads"]
+    _merge_siblings(patch, location, "conv2d", 0, weights, **{**a.attrs, "pads": pads})
+
+
+def merge_convs(activation: str, enlarge: bool) -> Rule:
     """Two convs on the same input -> one conv over concatenated weights, then split.
 
     `enlarge=True` (TASO 12/13, enlarge_merge_convs): the kernels differ; both are zero-padded to the
@@ -257,255 +283,278 @@ class MergeConvs(Rule):
     common stride is equivalent. `enlarge=False`: equal kernels and padding (TASO 145 without
     activation; with ReLU TASO has only the concat form, 146).
     """
-
-    activation: str
-    enlarge: bool
-    root_op = "conv2d"
-    radius = 3
-    max_node_growth = 5
-    max_edge_growth = 7
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        if self.enlarge:
-            return (12 + _ACTIVATIONS.index(self.activation),)
-        return (145,) if self.activation == "none" else ()
-
-    def match_at(self, graph, root):
-        for a, other_id, b in _sibling_convs(graph, root):
-            if not _mergeable(graph, a, b, self.activation):
-                continue
-            ka, kb = graph.shape(a.inputs[1])[2:], graph.shape(b.inputs[1])[2:]
-            if self.enlarge:
-                ok = ka != kb and _centred(a, graph) and _centred(b, graph) and a.shape[2:] == b.shape[2:]
-            else:
-                ok = ka == kb and a.attrs["pads"] == b.attrs["pads"]
-            if ok:
-                yield root, other_id
-
-    def build(self, patch, location):
-        a, b = (patch.node(i) for i in location)
-        kernels = [patch.shape(n.inputs[1])[2:] for n in (a, b)]
-        kernel = (max(k[0] for k in kernels), max(k[1] for k in kernels))
-        weights = [n.inputs[1] if k == kernel else patch.add("enlarge", [n.inputs[1]], kernel=kernel)
-                   for n, k in zip((a, b), kernels)]
-        inputs = [a.inputs[0], patch.add("concat", weights, axis=0)]
-        if len(a.inputs) == 3:
-            inputs.append(patch.add("concat", [a.inputs[2], b.inputs[2]], axis=0))
-        pads = ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2) * 2 if self.enlarge else a.attrs["pads"]
-        merged = patch.add("conv2d", inputs, **{**a.attrs, "pads": pads})
-        parts = patch.add_outputs("split", [merged], axis=1, sizes=(a.shape[1], b.shape[1]))
-        for node_id, part in zip(location, parts):
-            patch.replace(Ref(node_id), part)
-        patch.remove(*location)
+    if enlarge:
+        taso_ids: tuple[int, ...] = (12 + _ACTIVATIONS.index(activation),)
+    else:
+        taso_ids = (145,) if activation == "none" else ()
+    return make_rule("MergeConvs", "conv2d", 3, taso_ids, (5, 7), _match_merge_convs, _build_merge_convs,
+                     activation=activation, enlarge=enlarge)
 
 
-@dataclass(frozen=True)
-class MergeGroupConvs(Rule):
+def _match_merge_group_convs(graph, root, *, stride, activation):
+    conv = graph.nodes[root]
+    groups = conv.attrs["groups"]
+    if (groups >= 2 and groups % 2 == 0 and _stride(conv) == stride and conv.attrs["activation"] == activation
+            and padding_mode(graph, conv) == "SAME" and _constant_inputs(graph, conv, 1)):
+        yield (root,)
+
+
+def _build_merge_group_convs(patch, location, **_):
+    (conv_id,) = location
+    conv = patch.node(conv_id)
+    groups = conv.attrs["groups"]
+    x, w, *bias = conv.inputs
+    merged = patch.add("merge_gconv", [w], groups=groups, count=2)
+    patch.replace(Ref(conv_id), patch.add("conv2d", [x, merged, *bias], **{**conv.attrs, "groups": groups // 2}))
+    patch.remove(conv_id)
+
+
+def merge_group_convs(stride: int, activation: str) -> Rule:
     """conv(x, w, groups=g) -> conv(x, merge_gconv(w), groups=g/2): pairs of groups share a dense block.
-
-    TASO 14-17 (merge_group_convs at stride 1/2, activation none/relu, SAME padding).
-    """
-
-    stride: int
-    activation: str
-    root_op = "conv2d"
-    radius = 1
-    max_node_growth = 1
-    max_edge_growth = 1
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (14 + 2 * (self.stride - 1) + _ACTIVATIONS.index(self.activation),)
-
-    def match_at(self, graph, root):
-        conv = graph.nodes[root]
-        groups = conv.attrs["groups"]
-        if (groups >= 2 and groups % 2 == 0 and _stride(conv) == self.stride
-                and conv.attrs["activation"] == self.activation and padding_mode(graph, conv) == "SAME"
-                and _constant_inputs(graph, conv, 1)):
-            yield (root,)
-
-    def build(self, patch, location):
-        (conv_id,) = location
-        conv = patch.node(conv_id)
-        groups = conv.attrs["groups"]
-        x, w, *bias = conv.inputs
-        merged = patch.add("merge_gconv", [w], groups=groups, count=2)
-        patch.replace(Ref(conv_id), patch.add("conv2d", [x, merged, *bias], **{**conv.attrs, "groups": groups // 2}))
-        patch.remove(conv_id)
+    TASO 14-17 (merge_group_convs at stride 1/2, activation none/relu, SAME padding)."""
+    return make_rule("MergeGroupConvs", "conv2d", 1, (14 + 2 * (stride - 1) + _ACTIVATIONS.index(activation),),
+                     (1, 1), _match_merge_group_convs, _build_merge_group_convs, stride=stride, activation=activation)
 
 
-@dataclass(frozen=True)
-class MergeConvsIntoAdd(Rule):
+def _match_merge_convs_into_add(graph, root):
+    add = graph.nodes[root]
+    (a_id, b_id) = (r.node for r in add.inputs)
+    a, b = graph.nodes[a_id], graph.nodes[b_id]
+    if (a_id != b_id and a.op == b.op == "conv2d" and _mergeable(graph, a, b, "none")
+            and a.attrs["pads"] == b.attrs["pads"] and a.shape == b.shape == add.shape
+            and graph.shape(a.inputs[1])[2:] == graph.shape(b.inputs[1])[2:]
+            and graph.shape(a.inputs[0])[2:] == graph.shape(b.inputs[0])[2:]
+            and _sole_use(graph, a_id) and _sole_use(graph, b_id)):
+        yield root, a_id, b_id
+
+
+def _build_merge_convs_into_add(patch, location):
+    add_id, a_id, b_id = location
+    a, b = patch.node(a_id), patch.node(b_id)
+    inputs = [patch.add("concat", [a.inputs[0], b.inputs[0]], axis=1),
+              patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)]
+    if len(a.inputs) == 3:
+        inputs.append(patch.add("add", [a.inputs[2], b.inputs[2]]))
+    patch.replace(Ref(add_id), patch.add("conv2d", inputs, **a.attrs))
+    patch.remove(add_id, a_id, b_id)
+
+
+def merge_convs_into_add() -> Rule:
     """conv(x1, w1) + conv(x2, w2) -> conv(concat(x1, x2), concat(w1, w2)) along channels. TASO 116."""
-
-    root_op = "add"
-    radius = 2
-    max_node_growth = 1
-    max_edge_growth = 3
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (116,)
-
-    def match_at(self, graph, root):
-        add = graph.nodes[root]
-        (a_id, a), (b_id, b) = (_producer(graph, r) for r in add.inputs)
-        if (a_id != b_id and a.op == b.op == "conv2d" and _mergeable(graph, a, b, "none")
-                and a.attrs["pads"] == b.attrs["pads"] and a.shape == b.shape == add.shape
-                and graph.shape(a.inputs[1])[2:] == graph.shape(b.inputs[1])[2:]
-                and graph.shape(a.inputs[0])[2:] == graph.shape(b.inputs[0])[2:]
-                and _sole_use(graph, a_id) and _sole_use(graph, b_id)):
-            yield root, a_id, b_id
-
-    def build(self, patch, location):
-        add_id, a_id, b_id = location
-        a, b = patch.node(a_id), patch.node(b_id)
-        inputs = [patch.add("concat", [a.inputs[0], b.inputs[0]], axis=1),
-                  patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)]
-        if len(a.inputs) == 3:
-            inputs.append(patch.add("add", [a.inputs[2], b.inputs[2]]))
-        patch.replace(Ref(add_id), patch.add("conv2d", inputs, **a.attrs))
-        patch.remove(add_id, a_id, b_id)
+    return make_rule("MergeConvsIntoAdd", "add", 2, (116,), (1, 3), _match_merge_convs_into_add,
+                     _build_merge_convs_into_add)
 
 
 # ---------------------------------------------------------------- matmul identities
 
 
-@dataclass(frozen=True)
-class MergeMatmuls(Rule):
-    """x @ A, x @ B -> split(x @ concat(A, B)) for constant A, B (TASO 95; the Q/K/V merge behind BERT's gains)."""
-
-    root_op = "matmul"
-    radius = 3
-    max_node_growth = 1
-    max_edge_growth = 1
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (95,)
-
-    def match_at(self, graph, root):
-        a = graph.nodes[root]
-        if len(graph.shape(a.inputs[1])) != 2 or not _constant_inputs(graph, a, 1):
-            return
-        for use in graph.uses(a.inputs[0].node):
-            b = graph.nodes[use.node]
-            if (use.node > root and use.input_index == 0 and b.op == "matmul" and b.inputs[0] == a.inputs[0]
-                    and b.attrs == a.attrs and len(graph.shape(b.inputs[1])) == 2 and _constant_inputs(graph, b, 1)):
-                yield root, use.node
-
-    def build(self, patch, location):
-        a, b = (patch.node(i) for i in location)
-        merged = patch.add("matmul", [a.inputs[0], patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)],
-                           **a.attrs)
-        parts = patch.add_outputs("split", [merged], axis=len(a.shape) - 1, sizes=(a.shape[-1], b.shape[-1]))
-        for node_id, part in zip(location, parts):
-            patch.replace(Ref(node_id), part)
-        patch.remove(*location)
+def _match_merge_matmuls(graph, root):
+    a = graph.nodes[root]
+    if len(graph.shape(a.inputs[1])) != 2 or not _constant_inputs(graph, a, 1):
+        return
+    for _, other_id, b in _siblings(graph, root):
+        if b.attrs == a.attrs and len(graph.shape(b.inputs[1])) == 2 and _constant_inputs(graph, b, 1):
+            yield root, other_id
 
 
-@dataclass(frozen=True)
-class AssociateMatmul(Rule):
+def _build_merge_matmuls(patch, location):
+    a, b = (patch.node(i) for i in location)
+    _merge_siblings(patch, location, "matmul", 1, [a.inputs[1], b.inputs[1]], **a.attrs)
+
+
+def merge_matmuls() -> Rule:
+    """x @ A, x @ B -> split(x @ concat(A, B)) for constant A, B (TASO 95; the Q/K/V merge)."""
+    return make_rule("MergeMatmuls", "matmul", 3, (95,), (1, 1), _match_merge_matmuls, _build_merge_matmuls)
+
+
+def _match_associate_matmul(graph, root):
+    outer = graph.nodes[root]
+    inner_id = outer.inputs[0].node
+    inner = graph.nodes[inner_id]
+    if (inner.op == "matmul" and inner.attrs["activation"] == "none" and _sole_use(graph, inner_id)
+            and len(graph.shape(inner.inputs[1])) == 2 and len(graph.shape(outer.inputs[1])) == 2):
+        yield root, inner_id
+
+
+def _build_associate_matmul(patch, location):
+    outer_id, inner_id = location
+    outer, inner = patch.node(outer_id), patch.node(inner_id)
+    product = patch.add("matmul", [inner.inputs[1], outer.inputs[1]])
+    patch.replace(Ref(outer_id), patch.add("matmul", [inner.inputs[0], product], **outer.attrs))
+    patch.remove(outer_id, inner_id)
+
+
+def associate_matmul() -> Rule:
     """(x @ A) @ B -> x @ (A @ B) for 2-D A, B; free when A and B are weights. TASO 18."""
+    return make_rule("AssociateMatmul", "matmul", 1, (18,), (0, 0), _match_associate_matmul,
+                     _build_associate_matmul)
 
-    root_op = "matmul"
-    radius = 1
-    max_node_growth = 0
-    max_edge_growth = 0
 
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (18,)
+def _bias_add(graph: Graph, node_id: int) -> int | None:
+    """The sole consumer of `node_id` if it adds a constant vector over the last axis (a Linear's bias)."""
+    uses = graph.uses(node_id)
+    if len(uses) != 1 or node_id in graph.output_nodes:
+        return None
+    add = graph.nodes[uses[0].node]
+    bias = add.inputs[1 - uses[0].input_index] if add.op == "add" else None
+    if bias is None or not graph.nodes[bias.node].constant or add.shape != graph.nodes[node_id].shape:
+        return None
+    return uses[0].node if graph.shape(bias) == (add.shape[-1],) else None
 
-    def match_at(self, graph, root):
-        outer = graph.nodes[root]
-        inner_id, inner = _producer(graph, outer.inputs[0])
-        if (inner.op == "matmul" and inner.attrs["activation"] == "none" and _sole_use(graph, inner_id)
-                and len(graph.shape(inner.inputs[1])) == 2 and len(graph.shape(outer.inputs[1])) == 2):
-            yield root, inner_id
 
-    def build(self, patch, location):
-        outer_id, inner_id = location
-        outer, inner = patch.node(outer_id), patch.node(inner_id)
-        product = patch.add("matmul", [inner.inputs[1], outer.inputs[1]])
-        patch.replace(Ref(outer_id), patch.add("matmul", [inner.inputs[0], product], **outer.attrs))
-        patch.remove(outer_id, inner_id)
+def _match_merge_linears(graph, root):
+    a = graph.nodes[root]
+    add_a = _bias_add(graph, root)
+    if (add_a is None or a.attrs["activation"] != "none" or len(graph.shape(a.inputs[1])) != 2
+            or not _constant_inputs(graph, a, 1)):
+        return
+    for _, other_id, b in _siblings(graph, root):
+        add_b = _bias_add(graph, other_id)
+        if (add_b is not None and b.attrs == a.attrs and len(graph.shape(b.inputs[1])) == 2
+                and _constant_inputs(graph, b, 1)):
+            yield root, other_id, add_a, add_b
+
+
+def _build_merge_linears(patch, location):
+    a_id, b_id, add_a, add_b = location
+    a, b = patch.node(a_id), patch.node(b_id)
+    biases = [next(r for r in patch.node(i).inputs if r.node != m) for i, m in ((add_a, a_id), (add_b, b_id))]
+    merged = patch.add("matmul", [a.inputs[0], patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)], **a.attrs)
+    biased = patch.add("add", [merged, patch.add("concat", biases, axis=0)])
+    axis = len(a.shape) - 1
+    parts = patch.add_outputs("split", [biased], axis=axis, sizes=(a.shape[-1], b.shape[-1]))
+    for node_id, part in zip((add_a, add_b), parts):
+        patch.replace(Ref(node_id), part)
+    patch.remove(*location)
+
+
+def merge_linears() -> Rule:
+    """x @ A + a, x @ B + b -> split(x @ concat(A, B) + concat(a, b)) for constant A, B, a, b: the Q/K/V
+    projections of a real transformer, biases included, as one Gemm. TASO 95 with the bias adds (TASO's
+    BERT had no biases)."""
+    return make_rule("MergeLinears", "matmul", 3, (), (5, 9), _match_merge_linears, _build_merge_linears)
+
+
+def _match_fold_conv_bias(graph, root):
+    add = graph.nodes[root]
+    for side in (0, 1):
+        conv_id, constant = add.inputs[side].node, add.inputs[1 - side]
+        conv = graph.nodes[conv_id]
+        if (conv.op == "conv2d" and conv.attrs["activation"] == "none" and _sole_use(graph, conv_id)
+                and graph.nodes[constant.node].constant and add.shape == conv.shape):
+            shape = (1,) * (4 - len(graph.shape(constant))) + graph.shape(constant)
+            if len(shape) == 4 and shape[:2] == (1, conv.shape[1]) and shape[2:] == (1, 1):
+                yield root, conv_id
+
+
+def _build_fold_conv_bias(patch, location):
+    add_id, conv_id = location
+    add, conv = patch.node(add_id), patch.node(conv_id)
+    constant = add.inputs[1] if add.inputs[0].node == conv_id else add.inputs[0]
+    shift = patch.add("reshape", [constant], shape=(conv.shape[1],))
+    x, w, *bias = conv.inputs
+    folded = patch.add("add", [bias[0], shift]) if bias else shift
+    patch.replace(Ref(add_id), patch.add("conv2d", [x, w, folded], **conv.attrs))
+    patch.remove(add_id, conv_id)
+
+
+def fold_conv_bias() -> Rule:
+    """conv(x, w [, b]) + c -> conv(x, w, b + c) for a constant per-channel c (the bias add a framework
+    exports after a bias-free conv). No TASO id (TASO's conv has no bias input)."""
+    return make_rule("FoldConvBias", "add", 1, (), (3, 6), _match_fold_conv_bias, _build_fold_conv_bias)
+
+
+def _match_split_of_split(graph, root):
+    outer = graph.nodes[root]
+    inner_id = outer.inputs[0].node
+    inner = graph.nodes[inner_id]
+    rank = len(outer.shape)
+    if (inner.op == "split" and len(graph.ref_uses(outer.inputs[0])) == 1 and outer.inputs[0] not in graph.outputs
+            and inner.attrs["axis"] % rank == outer.attrs["axis"] % rank):
+        yield root, inner_id
+
+
+def _build_split_of_split(patch, location):
+    outer_id, inner_id = location
+    outer, inner = patch.node(outer_id), patch.node(inner_id)
+    k = outer.inputs[0].index
+    sizes = inner.attrs["sizes"]
+    parts = patch.add_outputs("split", inner.inputs, axis=inner.attrs["axis"],
+                              sizes=sizes[:k] + outer.attrs["sizes"] + sizes[k + 1:])
+    for j in range(len(sizes)):
+        if j != k:
+            patch.replace(Ref(inner_id, j), parts[j if j < k else j + len(outer.attrs["sizes"]) - 1])
+    for j in range(len(outer.attrs["sizes"])):
+        patch.replace(Ref(outer_id, j), parts[k + j])
+    patch.remove(outer_id, inner_id)
+
+
+def split_of_split() -> Rule:
+    """split(split(x)[k]) on the same axis -> one split of x with part k's sizes spliced in (pairwise
+    merges of three or more siblings leave nested splits). No TASO id."""
+    return make_rule("SplitOfSplit", "split", 1, (), (1, 1), _match_split_of_split, _build_split_of_split)
 
 
 # ---------------------------------------------------------------- relu / concat / split identities
 
 
-@dataclass(frozen=True)
-class ConcatOfRelus(Rule):
+def _match_concat_of_relus(graph, root):
+    relus = [r.node for r in graph.nodes[root].inputs]
+    if len(relus) >= 2 and all(graph.nodes[i].op == "relu" and _sole_use(graph, i) for i in relus):
+        yield (root, *relus)
+
+
+def _build_concat_of_relus(patch, location):
+    concat_id, *relus = location
+    joined = patch.add("concat", [patch.node(i).inputs[0] for i in relus], **patch.node(concat_id).attrs)
+    patch.replace(Ref(concat_id), patch.add("relu", [joined]))
+    patch.remove(*location)
+
+
+def concat_of_relus() -> Rule:
     """concat(relu(a), relu(b), ...) -> relu(concat(a, b, ...)), any axis and arity.
-
-    TASO 87/98/112/137 are its two-input cases (2-D and 4-D, axis 0 and 1).
-    """
-
-    root_op = "concat"
-    radius = 1
-    max_node_growth = 0
-    max_edge_growth = 0
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return (87, 98, 112, 137)
-
-    def match_at(self, graph, root):
-        relus = [r.node for r in graph.nodes[root].inputs]
-        if len(relus) >= 2 and all(graph.nodes[i].op == "relu" and _sole_use(graph, i) for i in relus):
-            yield (root, *relus)
-
-    def build(self, patch, location):
-        concat_id, *relus = location
-        joined = patch.add("concat", [patch.node(i).inputs[0] for i in relus], **patch.node(concat_id).attrs)
-        patch.replace(Ref(concat_id), patch.add("relu", [joined]))
-        patch.remove(*location)
+    TASO 87/98/112/137 are its two-input cases (2-D and 4-D, axis 0 and 1)."""
+    return make_rule("ConcatOfRelus", "concat", 1, (87, 98, 112, 137), (0, 0), _match_concat_of_relus,
+                     _build_concat_of_relus)
 
 
-@dataclass(frozen=True)
-class SplitConcat(Rule):
+def _match_split_concat(graph, root):
+    concat = graph.nodes[root]
+    split_id = concat.inputs[0].node
+    split = graph.nodes[split_id]
+    rank = len(concat.shape)
+    if (split.op == "split" and concat.inputs == tuple(Ref(split_id, k) for k in range(len(split.shapes)))
+            and concat.attrs["axis"] % rank == split.attrs["axis"] % rank):
+        yield root, split_id
+
+
+def _build_split_concat(patch, location):
+    concat_id, split_id = location
+    patch.replace(Ref(concat_id), patch.node(split_id).inputs[0])
+    patch.remove(concat_id)
+
+
+def split_concat() -> Rule:
     """concat(split(x)) -> x when the concat rejoins all parts in order on the split axis.
 
     No TASO id: TASO reaches the same graphs with concat-form rules (94, 143, 146) that merge and
     re-join in one step; here merges always split and this rule removes the split-concat pair.
     """
-
-    root_op = "concat"
-    radius = 1
-    max_node_growth = 0
-    max_edge_growth = 0
-
-    @property
-    def taso_ids(self) -> tuple[int, ...]:
-        return ()
-
-    def match_at(self, graph, root):
-        concat = graph.nodes[root]
-        split_id = concat.inputs[0].node
-        split = graph.nodes[split_id]
-        rank = len(concat.shape)
-        if (split.op == "split" and concat.inputs == tuple(Ref(split_id, k) for k in range(len(split.shapes)))
-                and concat.attrs["axis"] % rank == split.attrs["axis"] % rank):
-            yield root, split_id
-
-    def build(self, patch, location):
-        concat_id, split_id = location
-        patch.replace(Ref(concat_id), patch.node(split_id).inputs[0])
-        patch.remove(concat_id)
+    return make_rule("SplitConcat", "concat", 1, (), (0, 0), _match_split_concat, _build_split_concat)
 
 
 RULES: tuple[Rule, ...] = (
     *(rule(stride, padding) for stride in (1, 2) for padding in _PADDINGS
-      for rule in (FuseConvRelu, FuseConvBatchNorm, FuseConvMul)),
-    *(MergeConvs(activation, enlarge=True) for activation in _ACTIVATIONS),
-    *(MergeGroupConvs(stride, activation) for stride in (1, 2) for activation in _ACTIVATIONS),
-    *(MergeConvs(activation, enlarge=False) for activation in _ACTIVATIONS),
-    MergeConvsIntoAdd(),
-    MergeMatmuls(),
-    AssociateMatmul(),
-    ConcatOfRelus(),
-    SplitConcat(),
+      for rule in (fuse_conv_relu, fuse_conv_batchnorm, fuse_conv_mul)),
+    *(merge_convs(activation, enlarge=True) for activation in _ACTIVATIONS),
+    *(merge_group_convs(stride, activation) for stride in (1, 2) for activation in _ACTIVATIONS),
+    *(merge_convs(activation, enlarge=False) for activation in _ACTIVATIONS),
+    merge_convs_into_add(),
+    merge_matmuls(),
+    associate_matmul(),
+    concat_of_relus(),
+    split_concat(),
+    merge_linears(),
+    fold_conv_bias(),
+    split_of_split(),
 )

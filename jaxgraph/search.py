@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
+from jaxgraph.arguments import integer, number
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change
 from jaxgraph.graph import Graph
 from jaxgraph.locations import LocationIndex
@@ -40,6 +41,7 @@ def greedy(graph: Graph, rules: Sequence[Rule] = RULES, cost_model: CostModel | 
     A rewrite's cost change depends only on the nodes it touches, so changes are cached per location
     and only new locations are evaluated after each step.
     """
+    max_steps = None if max_steps is None else integer("max_steps", max_steps, 0)
     start = time.perf_counter()
     model = cost_model or DEFAULT_COST_MODEL
     rules = tuple(rules)
@@ -71,7 +73,7 @@ def greedy(graph: Graph, rules: Sequence[Rule] = RULES, cost_model: CostModel | 
 
 
 def taso_search(graph: Graph, alpha: float = 1.05, budget: int = 1000, rules: Sequence[Rule] = RULES,
-                cost_model: CostModel | None = None, max_size_factor: float = 2.0, progress: bool = True,
+                cost_model: CostModel | None = None, max_size_factor: float = 2.0, progress: bool = False,
                 on_visit: Callable[[Graph, float], None] | None = None) -> SearchResult:
     """TASO's cost-based backtracking search (Jia et al. 2019, Algorithm 2 of the thesis).
 
@@ -80,10 +82,11 @@ def taso_search(graph: Graph, alpha: float = 1.05, budget: int = 1000, rules: Se
     `alpha` x the best cost so far, it has fewer than `max_size_factor` x the original number of nodes,
     and its structure hash is new. Queue entries store the parent and the rewrite, and the child graph
     is rebuilt when dequeued, so memory grows with `budget` rather than with the number of candidates.
-    `on_visit(graph, cost)` is called on each dequeued graph.
+    `on_visit(graph, cost)` is called on each dequeued graph. `progress=True` shows a progress bar.
     """
-    if alpha < 1.0 or budget < 1:
-        raise ValueError(f"need alpha >= 1 and budget >= 1, got alpha={alpha}, budget={budget}")
+    alpha = number("alpha", alpha, 1.0, finite=False)
+    budget = integer("budget", budget, 1)
+    max_size_factor = number("max_size_factor", max_size_factor, 0.0, above=True)
     start = time.perf_counter()
     model = cost_model or DEFAULT_COST_MODEL
     rules = tuple(rules)

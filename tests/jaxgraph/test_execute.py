@@ -9,7 +9,8 @@ from jaxgraph.execute import _program
 from .conftest import assert_same_outputs, small_model
 
 
-@pytest.mark.parametrize("name", ["squeezenet1_1", "bert", pytest.param("resnet18", marks=pytest.mark.slow),
+@pytest.mark.parametrize("name", ["squeezenet1_1", "taso_attention_stack",
+                                  pytest.param("resnet18", marks=pytest.mark.slow),
                                   pytest.param("resnet50", marks=pytest.mark.slow),
                                   pytest.param("inception_v3", marks=pytest.mark.slow)])
 def test_jitted_model_matches_reference_before_and_after_optimization(name):
@@ -22,7 +23,7 @@ def test_jitted_model_matches_reference_before_and_after_optimization(name):
 
 
 def test_one_compilation_per_graph():
-    graph = small_model("bert")
+    graph = small_model("taso_attention_stack")
     for seed in range(3):
         x = random_inputs(graph, seed)
         assert_same_outputs(execute(graph, x), execute_reference(graph, x))
@@ -30,7 +31,7 @@ def test_one_compilation_per_graph():
 
 
 def test_bad_inputs_are_rejected():
-    graph = small_model("bert")
+    graph = small_model("taso_attention_stack")
     with pytest.raises(ValueError, match="missing \\['x'\\]"):
         execute(graph, {})
     with pytest.raises(ValueError, match="has shape"):

@@ -31,7 +31,7 @@ def test_round_trip_against_onnxruntime(name):
 
 
 def test_saved_file_versions_names_and_folded_weights(tmp_path):
-    graph = greedy(small_model("bert")).graph
+    graph = greedy(small_model("taso_attention_stack")).graph
     path = tmp_path / "bert.onnx"
     save_onnx(graph, path)
     model = onnx.load(str(path))

@@ -5,7 +5,7 @@ import pytest
 
 from jaxgraph import RULES, GraphBuilder, Roofline, cost, execute_reference, greedy, random_inputs, taso_search
 
-from .conftest import SMALL, assert_same_outputs, small_model
+from .conftest import FAITHFUL, SMALL, assert_same_outputs, small_model
 
 
 def conv_bn_relu_chain(layers=3):
@@ -41,7 +41,7 @@ def test_history_replays_to_the_result():
     assert replayed.structure_hash == result.graph.structure_hash
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", sorted(SMALL) + sorted(FAITHFUL))
 def test_search_never_increases_cost_and_preserves_outputs(name):
     graph = small_model(name)
     x = random_inputs(graph)
@@ -54,7 +54,7 @@ def test_search_never_increases_cost_and_preserves_outputs(name):
 
 
 def test_taso_search_visits_in_budget_and_rejects_bad_arguments():
-    graph = small_model("bert")
+    graph = small_model("taso_attention_stack")
     visited = []
     result = taso_search(graph, budget=5, progress=False, on_visit=lambda g, c: visited.append(c))
     assert result.explored == len(visited) == 5 and visited[0] == pytest.approx(result.initial_cost)
@@ -64,11 +64,50 @@ def test_taso_search_visits_in_budget_and_rejects_bad_arguments():
         taso_search(graph, budget=0)
 
 
-def test_bert_merges_qkv_projections():
-    """The BERT gain: Q/K/V projections of one input merge into one matmul, and each layer's output
+def test_real_bert_offers_no_associativity_gain():
+    """In a real encoder the output projection meets a bias add, a residual and a LayerNorm, never the next
+    layer's projections: greedy merges the Q/K/V projections with their biases per layer (which saves
+    TASO's model two bias adds per merge) and nothing associates."""
+    result = greedy(small_model("bert"))  # 2 layers
+    names = [RULES[x].name for x, _ in result.history]
+    assert names == ["MergeLinears()"] * 2 * 2  # Q+K, then (QK)+V, in each layer
+    assert result.graph.op_counts["matmul"] == 2 * (1 + 1 + 2 + 2)  # QKV, output, attention x2, FFN x2
+
+
+def test_taso_attention_stack_merges_qkv_projections():
+    """TASO's stack gain: Q/K/V projections of one input merge into one matmul, and each layer's output
     projection folds into the next layer's merged projection ((x @ Wo) @ Wqkv = x @ (Wo @ Wqkv))."""
-    result = greedy(small_model("bert"))  # 3 layers
+    result = greedy(small_model("taso_attention_stack"))  # 3 layers
     counts = result.graph.op_counts
     assert counts["matmul"] == 3 * 2 + 3 + 1  # scores and context per layer, 3 merged QKV, the last output projection
     assert counts["split"] == 3 * 2
     assert [RULES[x].name for x, _ in result.history].count("AssociateMatmul()") == 2
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(alpha=float("nan")), "alpha"), (dict(alpha=0.9), "alpha"), (dict(budget=0), "budget"),
+    (dict(budget=2.5), "budget"), (dict(max_size_factor=float("nan")), "max_size_factor"),
+    (dict(max_size_factor=0), "max_size_factor"),
+])
+def test_taso_search_rejects_bad_arguments(kwargs, name):
+    """Today's bug: alpha=nan passed the `alpha < 1` check and ran."""
+    with pytest.raises(ValueError, match=name):
+        taso_search(small_model("taso_attention_stack"), **kwargs)
+
+
+def test_greedy_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="max_steps"):
+        greedy(small_model("taso_attention_stack"), max_steps=-1)
+    with pytest.raises(ValueError, match="rule"):
+        greedy(small_model("taso_attention_stack"), rules=())
+
+
+def test_library_searches_are_quiet_by_default(capsys):
+    """Library calls print nothing unless asked (today taso_search drew a tqdm bar by default)."""
+    graph = small_model("taso_attention_stack")
+    greedy(graph)
+    taso_search(graph, budget=3)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    taso_search(graph, budget=3, progress=True)
+    assert "taso search" in capsys.readouterr().err
