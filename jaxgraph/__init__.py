@@ -3,7 +3,18 @@
 ONNX import/export (`load_onnx`, `save_onnx`, `to_onnx`) needs the `onnx` extra.
 """
 
-from jaxgraph.cost import CostModel, MeasuredCost, Roofline, cost, cost_change, measure_runtime, spearman
+from jaxgraph.backends import ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
+from jaxgraph.cost import (
+    CostModel,
+    MeasuredCost,
+    OrtCost,
+    Roofline,
+    affected,
+    cost,
+    cost_change,
+    measure_runtime,
+    spearman,
+)
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
@@ -21,13 +32,16 @@ from jaxgraph.models import (
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
-from jaxgraph.rules import RULES, Location, Rule
+from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
+from jaxgraph.timing import Comparison, compare, interleaved_seconds, median_seconds
 
 __all__ = [
-    "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Location", "LocationIndex", "MODELS", "MeasuredCost",
-    "Node", "OPS", "OP_TYPES", "Observation", "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "bert",
+    "Backend", "Comparison", "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Kernel", "Location",
+    "LocationIndex", "MODELS", "MeasuredCost", "Node", "ONNXRUNTIME", "OPS", "OP_TYPES", "Observation", "OrtCost",
+    "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert", "compare",
     "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
-    "load_onnx", "measure_runtime", "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman",
-    "squeezenet1_1", "taso_attention_stack", "taso_search", "to_onnx",
+    "interleaved_seconds", "kernel_graph", "load_onnx", "make_rule", "measure_runtime", "median_seconds",
+    "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1",
+    "taso_attention_stack", "taso_search", "to_onnx",
 ]
