@@ -27,3 +27,32 @@ class PPOConfig:
                              f"{self.lam}")
         if self.update_epochs < 1 or self.minibatches < 1 or self.learning_rate <= 0:
             raise ValueError("update_epochs, minibatches and learning_rate must be positive")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The model-free agent: network sizes, rollout shape and length of training."""
+
+    ppo: PPOConfig = PPOConfig()
+    hidden: int = 64
+    latent: int = 32
+    message_steps: int = 2
+    num_envs: int = 8
+    rollout_steps: int = 32  # lockstep steps per epoch (each epoch starts from the unmodified graphs)
+    epochs: int = 200
+    max_locations: int = 32
+    max_steps: int | None = 100  # episode truncation
+
+    def __post_init__(self) -> None:
+        if min(self.hidden, self.latent, self.message_steps, self.num_envs, self.rollout_steps, self.epochs,
+               self.max_locations) < 1:
+            raise ValueError(f"agent sizes and counts must be positive: {self}")
+        if (self.num_envs * self.rollout_steps) % self.ppo.minibatches:
+            raise ValueError(f"num_envs x rollout_steps = {self.num_envs * self.rollout_steps} does not split "
+                             f"into {self.ppo.minibatches} minibatches")
+
+
+def tiny_agent() -> AgentConfig:
+    """A seconds-long model-free configuration for tests and CI."""
+    return AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2, update_epochs=4), hidden=32, latent=16,
+                       message_steps=1, num_envs=8, rollout_steps=8, epochs=20, max_locations=4, max_steps=12)

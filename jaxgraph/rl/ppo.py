@@ -123,7 +123,8 @@ def make_update(evaluate: Callable, config: PPOConfig) -> Callable:
 
         def minibatch_step(state, batch):
             (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
-            updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+            with jax.numpy_dtype_promotion("standard"):  # optax's Adam mixes Python floats and int32 counts
+                updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
             return TrainState(optax.apply_updates(state.params, updates), opt_state), metrics
 
         def epoch(state, epoch_key):
