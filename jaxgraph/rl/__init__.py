@@ -2,6 +2,8 @@
 and PPO controllers trained inside it."""
 
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig, tiny_agent
+from jaxgraph.rl.dream import (ControllerInput, DreamEnvState, DreamResult, DreamStart, controller_episode,
+                               controller_input, initial_env_state, make_dream_rollout, make_dream_train)
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action
 from jaxgraph.rl.ppo import (TrainState, Trajectory, clipped_policy_loss, gae, make_optimizer, make_update,
@@ -14,6 +16,8 @@ from jaxgraph.rl.world_model import (MDNRNN, DreamState, LatentSequence, Predict
                                      sample_latent, world_model_loss)
 
 __all__ = [
+    "ControllerInput", "DreamEnvState", "DreamResult", "DreamStart", "controller_episode", "controller_input",
+    "initial_env_state", "make_dream_rollout", "make_dream_train",
     "DreamConfig", "DreamState", "LatentSequence", "MDNRNN", "Prediction", "WorldModelConfig", "imagine",
     "make_world_model_update", "mixture_log_likelihood", "observe", "predicted_masks", "sample_component",
     "sample_latent", "world_model_loss",
