@@ -1,0 +1,29 @@
+"""jaxgraph agents (thesis chapter 4): jraph GNN encoder, masked hierarchical PPO, MDN-RNN world model
+and PPO controllers trained inside it."""
+
+from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig, tiny_agent
+from jaxgraph.rl.dream import (ControllerInput, DreamEnvState, DreamResult, DreamStart, controller_episode,
+                               controller_input, initial_env_state, make_dream_rollout, make_dream_train)
+from jaxgraph.rl.encoder import GraphEncoder
+from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action
+from jaxgraph.rl.ppo import (TrainState, Trajectory, clipped_policy_loss, gae, make_optimizer, make_update,
+                             ppo_loss, value_loss)
+from jaxgraph.rl.rollout import EnvPool, GraphAgent, RolloutStats, collect, graph_agent, greedy_episode, stack
+from jaxgraph.rl.toy import ToyInstance, toy_graph
+from jaxgraph.rl.train import AgentResult, evaluate_greedy, make_train
+from jaxgraph.rl.world_model import (MDNRNN, DreamState, LatentSequence, Prediction, imagine, make_world_model_update,
+                                     mixture_log_likelihood, observe, predicted_masks, sample_component,
+                                     sample_latent, world_model_loss)
+
+__all__ = [
+    "ControllerInput", "DreamEnvState", "DreamResult", "DreamStart", "controller_episode", "controller_input",
+    "initial_env_state", "make_dream_rollout", "make_dream_train",
+    "DreamConfig", "DreamState", "LatentSequence", "MDNRNN", "Prediction", "WorldModelConfig", "imagine",
+    "make_world_model_update", "mixture_log_likelihood", "observe", "predicted_masks", "sample_component",
+    "sample_latent", "world_model_loss",
+    "AgentConfig", "AgentResult", "EnvPool", "GraphAgent", "RolloutStats", "collect", "evaluate_greedy",
+    "graph_agent", "greedy_episode", "make_train", "stack", "tiny_agent",
+    "GraphEncoder", "GraphPolicy", "LatentPolicy", "PPOConfig", "PolicyOutput", "ToyInstance", "TrainState",
+    "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",
+    "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
+]

@@ -1,0 +1,100 @@
+"""Model-free training (thesis 4.2): PPO on batches of real-environment rollouts.
+
+`make_train(config, graphs) -> train(key)` in PureJaxRL's shape. The environments are host Python, so
+`train` is a host loop over epochs, but each epoch makes exactly one jitted, vmapped policy call per
+lockstep step and one jitted update. Every epoch starts from the unmodified graphs, so an epoch is a
+function of (parameters, optimiser state, key) alone: with a `workdir`, those are checkpointed with
+orbax after every epoch and a rerun resumes exactly where a killed run stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from jaxgraph.cost import CostModel
+from jaxgraph.env import Env
+from jaxgraph.graph import Graph
+from jaxgraph.rl.configs import AgentConfig, PPOConfig
+from jaxgraph.rl.policy import GraphPolicy
+from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
+from jaxgraph.rl.rollout import EnvPool, collect, graph_agent, greedy_episode
+from jaxsched.checkpoint import EpochCheckpointer
+
+
+class AgentResult(NamedTuple):
+    """A trained model-free agent: its policy and parameters, per-epoch history, real env steps used."""
+
+    policy: GraphPolicy
+    params: Any
+    history: list[dict]
+    env_steps: int
+
+
+def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostModel | None = None,
+               workdir: str | Path | None = None, progress: bool = False) -> Callable[[Any], AgentResult]:
+    """Build `train(key) -> AgentResult`, training one agent on all `graphs` (cycled over the envs)."""
+    pool = EnvPool(graphs, config.num_envs, config.max_locations, config.max_steps, cost_model)
+    policy = GraphPolicy(pool.num_xfers, config.hidden, config.latent, config.message_steps)
+    agent = graph_agent(policy)
+    update = _jitted_update(policy, config.ppo)
+    optimizer = make_optimizer(config.ppo)
+    identity = {"config": {k: v for k, v in dataclasses.asdict(config).items() if k != "epochs"},
+                "graphs": [str(g.structure_hash) for g in graphs]}
+
+    def train(key) -> AgentResult:
+        key, init_key = jax.random.split(key)
+        params = _jitted_init(policy)(init_key, jax.tree.map(lambda x: x[0], pool.reset()))
+        state = TrainState(params, optimizer.init(params))
+        start, history = 0, []
+        checkpointer = EpochCheckpointer(workdir, identity) if workdir is not None else None
+        try:
+            if checkpointer is not None:
+                restored = checkpointer.restore_latest({"state": state, "key": jax.random.key_data(key)})
+                if restored is not None:
+                    state = restored.tree["state"]
+                    key = jax.random.wrap_key_data(restored.tree["key"])
+                    start, history = restored.epoch, list(restored.meta)
+            for epoch in tqdm(range(start, config.epochs), desc="ppo", disable=not progress, initial=start,
+                              total=config.epochs):
+                key, rollout_key, update_key = jax.random.split(key, 3)
+                trajectory, stats = collect(pool, agent, state.params, rollout_key, config.rollout_steps)
+                state, metrics = update(state, trajectory, update_key)
+                steps = (history[-1]["env_steps"] if history else 0) + stats.env_steps
+                history.append({"epoch": epoch + 1, "env_steps": steps, "episodes": len(stats.returns),
+                                "mean_return": float(np.mean(stats.returns)) if stats.returns else None,
+                                "mean_final_cost": float(np.mean(stats.final_costs)) if stats.returns else None,
+                                **{name: float(value) for name, value in metrics.items()}})
+                if checkpointer is not None:
+                    checkpointer.save(epoch + 1, {"state": state, "key": jax.random.key_data(key)}, history)
+        finally:
+            if checkpointer is not None:
+                checkpointer.close()
+        return AgentResult(policy, state.params, history, history[-1]["env_steps"] if history else 0)
+
+    return train
+
+
+@functools.lru_cache(maxsize=16)
+def _jitted_update(policy: GraphPolicy, config: PPOConfig) -> Callable:
+    return jax.jit(make_update(graph_agent(policy).evaluate, config))
+
+
+@functools.lru_cache(maxsize=16)
+def _jitted_init(policy: GraphPolicy) -> Callable:
+    return jax.jit(lambda key, obs: policy.init(key, obs, jnp.argmax))
+
+
+def evaluate_greedy(result: AgentResult, graph: Graph, config: AgentConfig,
+                    cost_model: CostModel | None = None) -> tuple[float, list[tuple[int, int]]]:
+    """Final cost and actions of the trained agent's most-likely-action episode on `graph` (which may
+    be a graph it never saw: the policy is size-independent, only xfers and max_locations are fixed)."""
+    env = Env(graph, max_locations=config.max_locations, cost_model=cost_model, max_steps=config.max_steps)
+    return greedy_episode(env, graph_agent(result.policy), result.params)
