@@ -311,18 +311,39 @@ def load_onnx(model: str | os.PathLike | Any, input_shapes: Mapping[str, Sequenc
     unsupported ops, or naming the node whose attributes or shapes are not supported.
     """
     onnx = _onnx()
+    source = "the given ModelProto"
     if isinstance(model, (str, os.PathLike)):
-        if not os.path.exists(model):
-            raise FileNotFoundError(f"no ONNX model at {model}")
-        model = onnx.load(os.fspath(model))
+        source = os.fspath(model)
+        if not os.path.isfile(source):
+            raise FileNotFoundError(f"no ONNX model at {source}")
+        with open(source, "rb") as file:
+            data = file.read()
+        if not data:
+            raise ValueError(f"{source} is empty, not an ONNX model")
+        try:
+            model = onnx.load_from_string(data)
+        except Exception as error:  # protobuf's DecodeError and friends: the bytes are not a ModelProto
+            raise ValueError(f"{source} is not an ONNX model (or is damaged): {error}") from None
+    _check_model_header(model, source)
     return _Importer(model, input_shapes or {}).run()
+
+
+def _check_model_header(model, source: str) -> None:
+    """Raise ValueError unless `model` names its default-domain opset and has a graph with outputs.
+
+    A truncated file can still parse as a ModelProto that lost its trailing fields (protobuf writes
+    `opset_import` last); guessing the opset would silently change op semantics (Softmax's axis)."""
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        raise ValueError(f"{source} declares no ai.onnx opset (a truncated or damaged file?)")
+    if not model.HasField("graph") or not model.graph.output:
+        raise ValueError(f"{source} has no graph outputs (a truncated or damaged file?)")
 
 
 # ---------------------------------------------------------------- export
 
 
 class _Names:
-    """Unique ONNX tensor names."""
+    """Unique ONNX names (tensor names, and separately node names)."""
 
     def __init__(self, reserved: Sequence[str]) -> None:
         self.used = set(reserved)
@@ -381,6 +402,9 @@ def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name
             nodes.append(helper.make_node("Identity", [tensor[ref]], [out_name], name=f"{out_name}.identity"))
         graph_outputs.append(helper.make_tensor_value_info(out_name, TensorProto.FLOAT, g.shape(ref)))
     graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in g.input_shapes.items()]
+    node_names = _Names([])
+    for onnx_node in nodes:  # onnxruntime refuses a file whose node names repeat
+        onnx_node.name = node_names.fresh(onnx_node.name)
     onnx_graph = helper.make_graph(nodes, name, graph_inputs, graph_outputs, initializers)
     model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="jaxgraph")
     model.ir_version = ir_version

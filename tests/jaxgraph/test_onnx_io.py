@@ -113,3 +113,48 @@ def test_symbolic_dimensions_need_input_shapes_and_errors_name_the_node():
         load_onnx(helper.make_model(conv))
     with pytest.raises(FileNotFoundError):
         load_onnx("/no/such/model.onnx")
+
+
+def _saved_model_bytes(tmp_path):
+    path = tmp_path / "model.onnx"
+    save_onnx(small_model("squeezenet1_1"), path)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not an ONNX model\n"], ids=["empty", "text"])
+def test_empty_or_foreign_file_is_a_named_error(tmp_path, content):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=str(path)):
+        load_onnx(path)
+
+
+def test_truncated_file_never_loads(tmp_path):
+    data = _saved_model_bytes(tmp_path)
+    path = tmp_path / "cut.onnx"
+    for cut in range(1, 40):  # the trailing fields (opset_import among them) go first
+        path.write_bytes(data[:-cut])
+        with pytest.raises(ValueError, match=str(path)):
+            load_onnx(path)
+
+
+def test_model_without_default_opset_is_refused():
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [tensor("x", [2])], [tensor("y", [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(ValueError, match="opset"):
+        load_onnx(model)
+
+
+def test_unnamed_gemms_with_bias_export_unique_node_names():
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(size=shape).astype(np.float32), name)
+               for name, shape in [("w1", (4, 4)), ("b1", (4,)), ("w2", (4, 4)), ("b2", (4,))]]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Gemm", ["h", "w2", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [tensor("x", [3, 4])], [tensor("y", [3, 4])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exported = to_onnx(load_onnx(model))
+    names = [n.name for n in exported.graph.node]
+    assert len(names) == len(set(names)), names
+    x = {"x": rng.normal(size=(3, 4)).astype(np.float32)}
+    np.testing.assert_allclose(run_onnxruntime(exported, x)["y"], run_onnxruntime(model, x)["y"], rtol=1e-4, atol=1e-5)
