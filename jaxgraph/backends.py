@@ -16,10 +16,14 @@ those (whose absorption may depend on them); `cost.affected` collects them, whic
 
 from __future__ import annotations
 
+import functools
 import math
+import tempfile
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
+
+import numpy as np
 
 from jaxgraph.graph import Graph, Node, Ref
 from jaxgraph.ops import Shape
@@ -126,9 +130,47 @@ TASO = Backend("taso", frozenset({"reshape", "transpose", "split"}), False, _no_
 # ---------------------------------------------------------------- onnxruntime (CPU, ORT_ENABLE_ALL)
 
 _ACTIVATION_STEPS = ("relu", "clip", "sigmoid", "tanh")
-NCHWC_BLOCK = 16  # onnxruntime's NCHWc channel block on AVX-512 CPUs (8 on AVX2)
 _CONV_STAGES = {"batchnorm": 0, "scale": 1, "bias": 2, "residual": 3, "activation": 4}
 _MATMUL_STAGES = {"scale": 1, "bias": 2}
+
+
+@functools.cache
+def nchwc_block() -> int:
+    """onnxruntime's NCHWc channel block on this CPU (16 with AVX-512, 8 with AVX2): the smallest channel
+    count whose pool onnxruntime keeps in the blocked layout after a convolution (convolutions of any width
+    go blocked, pools only over whole blocks). Probed once with onnxruntime when it is installed; otherwise
+    read off the CPU flags."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        return _block_from_cpu_flags()
+    from onnx import TensorProto, helper, numpy_helper
+
+    for channels in (4, 8, 16, 32):
+        weight = numpy_helper.from_array(np.ones((channels, channels, 3, 3), np.float32), "w")
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+                 helper.make_node("MaxPool", ["y"], ["z"], kernel_shape=[2, 2], strides=[2, 2])]
+        io = [helper.make_tensor_value_info(name, TensorProto.FLOAT, (1, channels, size, size))
+              for name, size in (("x", 8), ("z", 4))]
+        model = helper.make_model(helper.make_graph(nodes, "probe", io[:1], io[1:], [weight]),
+                                  opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        with tempfile.TemporaryDirectory() as scratch:
+            options = ort.SessionOptions()
+            options.optimized_model_filepath, options.log_severity_level = f"{scratch}/probe.onnx", 3
+            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            optimized = onnx.load(options.optimized_model_filepath).graph.node
+        if any(n.domain == "com.microsoft.nchwc" and n.op_type == "MaxPool" for n in optimized):
+            return channels
+    return _block_from_cpu_flags()
+
+
+def _block_from_cpu_flags() -> int:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return 16 if " avx512f" in cpuinfo.read() else 8
+    except OSError:
+        return 8
 
 
 def _per_channel(shape: Shape, channels: int) -> bool:
@@ -171,7 +213,7 @@ def _ort_nchwc(graph: Graph, ref: Ref, absorbed) -> bool:
     whole channel blocks)? Only then can a convolution add it as a residual (the Sum input of NCHWc Conv)."""
     node = graph.nodes[ref.node]
     if node.op in ("maxpool2d", "avgpool2d"):
-        return node.shape[1] % NCHWC_BLOCK == 0
+        return node.shape[1] % nchwc_block() == 0
     found = ref.node if node.op == "conv2d" else (absorbed(ref.node) or (None,))[0]
     return found is not None and graph.nodes[found].op == "conv2d"
 

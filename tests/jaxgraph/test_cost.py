@@ -237,3 +237,16 @@ def test_onnxruntime_measured_cost_profiles_kernels_and_caches(tmp_path, monkeyp
     module = importlib.import_module("jaxgraph.cost")  # `jaxgraph.cost` the attribute is the function
     monkeypatch.setattr(module, "ort_kernel_ms", lambda *a, **k: pytest.fail("measured again"))
     assert cost(graph, OrtCost(cache_dir=tmp_path)) == first
+
+
+def test_nchwc_block_probed_from_onnxruntime_matches_the_cpu():
+    """onnxruntime blocks channels by 16 with AVX-512 and by 8 with AVX2 (MLAS); the probe must find that,
+    since the residual fusion rule depends on it (the kernel counts above differ between the two CPUs)."""
+    pytest.importorskip("onnxruntime")
+    from jaxgraph.backends import nchwc_block
+
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = cpuinfo.read()
+    if " avx2" not in flags:
+        pytest.skip("onnxruntime's NCHWc layout needs an x86 CPU with AVX2")
+    assert nchwc_block() == (16 if " avx512f" in flags else 8)
