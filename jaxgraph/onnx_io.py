@@ -576,7 +576,8 @@ def _identity(imp: _Importer, node, attrs):
 _IMPORTERS: dict[str, Callable] = {
     "Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary("add"), "Mul": _binary("mul"), "Sub": _sub,
     "Div": _div, "Sum": _sum, "Relu": _unary("relu"), "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
-    "Clip": _clip, "Gelu": _gelu, "ReduceMean": _reduce_mean, "BatchNormalization": _batchnorm, "LayerNormalization": _layernorm,
+    "Clip": _clip, "Gelu": _gelu, "ReduceMean": _reduce_mean, "BatchNormalization": _batchnorm,
+    "LayerNormalization": _layernorm,
     "MaxPool": _pool("maxpool2d"), "AveragePool": _pool("avgpool2d"),
     "GlobalAveragePool": _global_pool("avgpool2d"), "GlobalMaxPool": _global_pool("maxpool2d"),
     "Concat": _concat, "Split": _split, "Transpose": _transpose, "Reshape": _reshape, "Flatten": _flatten,

@@ -234,7 +234,8 @@ def test_shape_chain_folds_into_one_reshape():
 def test_opaque_node_round_trips_verbatim_and_execute_names_what_it_cannot_run():
     lrn = helper.make_node("LRN", ["x"], ["a"], name="norm", size=5, alpha=2e-4, beta=0.6, bias=1.5)
     hardmax = helper.make_node("Hardmax", ["a"], ["y"], name="pick", axis=1)
-    graph = helper.make_graph([lrn, hardmax], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 2, 2])],
+    graph = helper.make_graph([lrn, hardmax], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 2, 2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 2, 2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     loaded = load_onnx(model)
