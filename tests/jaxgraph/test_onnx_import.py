@@ -14,7 +14,9 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from jaxgraph import (  # noqa: E402
+    MODELS,
     ONNXRUNTIME,
+    GraphBuilder,
     TASO,
     XLA,
     Roofline,
@@ -272,7 +274,7 @@ def test_unsupported_op_is_named_with_its_domain():
         load_onnx(model)
 
 
-@pytest.mark.parametrize("name", ["resnet18", "squeezenet1_1", "mobilenet_v2", "bert", "taso_attention_stack"])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_saved_graph_costs_what_the_search_claimed(name):
     """A fused conv activation is written as onnxruntime's FusedConv and read back as one node; with
     target="onnx" the file holds standard ops only and still computes the same."""
@@ -288,3 +290,17 @@ def test_saved_graph_costs_what_the_search_claimed(name):
     standard = to_onnx(optimized, target="onnx")
     assert {n.domain for n in standard.graph.node} <= {""}
     assert_same_outputs(run_onnxruntime(standard, x), expected)
+
+
+@pytest.mark.parametrize("activation", ["relu", "sigmoid", "tanh"])
+def test_fused_conv_activations_run_in_onnxruntime(activation):
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 6, 6))
+    y = b.add("conv2d", [x, b.weight("w", f32(4, 3, 3, 3)), b.weight("b", f32(4))], pads=(1, 1, 1, 1),
+              activation=activation)
+    graph = b.build({"y": y})
+    saved = to_onnx(graph)
+    assert [(n.domain, n.op_type) for n in saved.graph.node] == [("com.microsoft", "FusedConv")]
+    assert load_onnx(saved).op_counts == {"conv2d": 1}
+    inputs = {"x": f32(1, 3, 6, 6)}
+    assert_same_outputs(run_onnxruntime(saved, inputs), execute_reference(graph, inputs))
