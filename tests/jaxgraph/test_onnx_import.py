@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from jaxgraph import (  # noqa: E402
     MODELS,
     ONNXRUNTIME,
-    GraphBuilder,
     TASO,
     XLA,
+    GraphBuilder,
     Roofline,
     cost,
     execute,
