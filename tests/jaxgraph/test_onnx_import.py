@@ -331,3 +331,13 @@ def test_decomposed_gelu_becomes_one_op_unless_a_part_is_used_elsewhere(erf_is_o
     assert ("gelu" in loaded.op_counts) != erf_is_output, loaded.op_counts
     x = {"x": f32(3, 4)}
     assert_same_outputs(execute(loaded, x), run_onnxruntime(model, x))
+
+
+def test_opaque_convolutions_cost_their_multiply_adds():
+    """Hand-worked: a dilated 3x3 conv, 2 -> 3 channels, 9x9 -> 5x5 output: 2 * 75 * 18 FLOPs; the
+    transposed one reads 2x3x3 inputs with 3x3 taps into 4 outputs each: 2 * 18 * 36 FLOPs."""
+    compute_only = Roofline(peak_flops=1e9, bandwidth=1e30, overhead=0.0)
+    conv, _ = one_op_model("Conv", [f32(1, 2, 9, 9)], [f32(3, 2, 3, 3)], dict(dilations=[2, 2]), 17)
+    assert cost(load_onnx(conv), compute_only) == pytest.approx(1e3 * 2 * 75 * 18 / 1e9)
+    transposed, _ = one_op_model("ConvTranspose", [f32(1, 2, 3, 3)], [f32(2, 4, 3, 3)], dict(strides=[2, 2]), 17)
+    assert cost(load_onnx(transposed), compute_only) == pytest.approx(1e3 * 2 * 18 * 36 / 1e9)
