@@ -406,8 +406,8 @@ def _clip(imp: _Importer, node, attrs):
         bounds = [node.input[k] if len(node.input) > k else "" for k in (1, 2)]
         if any(name and name not in imp.constants for name in bounds):
             return None
-        low, high = (float(imp.constants[name]) if name else default for name, default in zip(bounds, (-np.inf,
-                                                                                                        np.inf)))
+        low, high = (float(imp.constants[name].reshape(-1)[0]) if name else default
+                     for name, default in zip(bounds, (-np.inf, np.inf)))
     return [imp.b.add("clip", [imp.tensor(node.input[0])], node.name, min=float(low), max=float(high))]
 
 
