@@ -124,7 +124,7 @@ class TuningJob(Job):
         for i, payload in zip(state.pending, state.executables):
             executable = serialize_executable.deserialize_and_load(*payload, execution_devices=jax.devices()[:1])
             call = _blocking(executable, args)
-            number = calls_per_repeat(call, self.min_repeat_s)  # its first call is the warm-up
+            number = calls_per_repeat(call, self.min_repeat_s)  # warms up, then calibrates
             calls[i] = (_repeated(call, number), number)
         times = alternated_times({i: fn for i, (fn, _) in calls.items()}, self.repeats, warmup=0)
         measured = state.measured + [(i, float(np.min(times[i])) / number) for i, (_, number) in calls.items()]
@@ -155,11 +155,23 @@ def _repeated(call, number: int):
 
 
 def calls_per_repeat(call, min_repeat_s: float) -> int:
-    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms),
-    from the duration of one (warm-up) call of `call`."""
-    start = time.perf_counter()
+    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms).
+
+    One untimed warm-up call (the first call of a fresh executable pays for allocation and caches),
+    then TVM's rule: time `number` calls, and while that is shorter than `min_repeat_s` grow
+    `number` to `max(min_repeat_s / per_call + 1, 1.618 * number)` and time again.
+    """
     call()
-    return max(1, math.ceil(min_repeat_s / max(time.perf_counter() - start, 1e-9)))
+    number = 1
+    while min_repeat_s > 0:
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_repeat_s:
+            break
+        number = max(int(min_repeat_s / max(elapsed / number, 1e-9)) + 1, int(number * 1.618))
+    return number
 
 
 def measure_alone(workload: Workload, config: dict[str, int], repeats: int = 5, min_repeat_s: float = 0.05) -> float:

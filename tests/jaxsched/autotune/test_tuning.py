@@ -1,6 +1,7 @@
 """Real tuning jobs: knobs that matter, the cost model, stages as functions of a picklable state."""
 
 import pickle
+import time
 
 import jax
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 import scipy.stats
 
 from jaxsched.autotune import cost_model
-from jaxsched.autotune.tuning import TuningJob, measure_alone
+from jaxsched.autotune.tuning import TuningJob, calls_per_repeat, measure_alone
 from jaxsched.autotune.workloads import Workload
 from jaxsched.timing import best_time
 
@@ -86,3 +87,20 @@ def test_tuning_job_stages_on_picklable_state():
         TuningJob(Workload("matmul", 32), 1, warm_start=(np.zeros((3, 2)), np.zeros(3)))
     with pytest.raises(ValueError, match="batch must be a positive integer"):
         TuningJob(Workload("matmul", 32), 1, batch=0)
+
+
+def test_repeats_last_min_repeat_s_even_when_the_warm_up_call_is_slow():
+    calls = []
+
+    def call():  # a fresh executable: the first call takes 50 ms, later ones 2 ms
+        time.sleep(0.05 if not calls else 0.002)
+        calls.append(1)
+
+    number = calls_per_repeat(call, 0.03)
+    start = time.perf_counter()
+    for _ in range(number):
+        call()
+    assert time.perf_counter() - start >= 0.03  # the old rule (from the warm-up call) gave number 1
+    assert number <= 26  # at most 1.618 x (0.03 s / 2 ms) + 1: no wild overshoot
+    calls.clear()
+    assert calls_per_repeat(call, 0.0) == 1 and len(calls) == 1  # no minimum: the warm-up only
