@@ -68,27 +68,30 @@ class DurationEstimator:
         if not 0 < smoothing <= 1:
             raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
         self.smoothing = smoothing
-        self.per_job: dict[int, np.ndarray] = {}
-        self.total = np.zeros(len(STAGES))
-        self.count = np.zeros(len(STAGES))
+        self.per_job: dict[int, list[float | None]] = {}  # plain floats: called once per stage in the simulator
+        self.total = [0.0] * len(STAGES)
+        self.count = [0] * len(STAGES)
 
     def observe(self, job: int, stage: int, seconds: float) -> None:
         """Folds one measured duration into the estimates."""
-        own = self.per_job.setdefault(job, np.full(len(STAGES), np.nan))
-        own[stage] = seconds if np.isnan(own[stage]) else (1 - self.smoothing) * own[stage] + self.smoothing * seconds
+        own = self.per_job.setdefault(job, [None] * len(STAGES))
+        own[stage] = seconds if own[stage] is None else (1 - self.smoothing) * own[stage] + self.smoothing * seconds
         self.total[stage] += seconds
         self.count[stage] += 1
 
     def estimate(self, job: int) -> np.ndarray:
         """Estimated seconds of each stage of `job` ([4])."""
-        prior = np.where(self.count > 0, self.total / np.maximum(self.count, 1), 1.0)
+        return np.asarray(self._estimate(job))
+
+    def _estimate(self, job: int) -> list[float]:
+        prior = [t / c if c else 1.0 for t, c in zip(self.total, self.count)]
         own = self.per_job.get(job)
-        return prior if own is None else np.where(np.isnan(own), prior, own)
+        return prior if own is None else [p if o is None else o for o, p in zip(own, prior)]
 
     def remaining(self, job: int, round_: int, stage: int, rounds: int) -> float:
         """Estimated seconds of the stages of `job` from (`round_`, `stage`) to its end."""
-        per_stage = self.estimate(job)
-        return float(per_stage[stage:].sum() + (rounds - round_ - 1) * per_stage.sum())
+        per_stage = self._estimate(job)
+        return float(sum(per_stage[stage:]) + (rounds - round_ - 1) * sum(per_stage))
 
 
 class Predictive(Policy):

@@ -7,7 +7,8 @@
 2. re-measures each job's chosen best configuration alone, pinned to the device core (tuned
    quality and profiling error);
 3. per policy: makespan, busy fraction and idle time per resource, per-stage slowdown against the
-   sequential run (interference), simulated makespan of the same stages (simulator error);
+   sequential run (interference), the simulator replaying the run's own stage times and predicting
+   it from the sequential run's (simulator error);
 4. fits MockJob stage distributions to the sequential run's stages and simulates 10 to 1,000 jobs
    on 1 to 8 machines under every policy;
 5. writes results.json, results.md, gantt.png and simulation.png to `workdir`.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+import multiprocessing
 import time
 from pathlib import Path
 from typing import Any
@@ -124,10 +125,12 @@ def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tup
         best = runs[policy]["best"]
         quality = [alone[_key(b)] / alone[_key(runs["sequential"]["best"][name])] for name, b in best.items()]
         profiling = [abs(b["seconds"] - alone[_key(b)]) / alone[_key(b)] for b in best.values()]
-        # the simulator replays each exclusive run's own stage times; the uncoordinated run is
-        # predicted from the sequential run's (alone) times, with ideal processor sharing
-        source = reference if policy == "parallel" else trace
-        simulated = simulate_policy(_replay(source, config.rounds), [sim_machine], make_policy(policy)).makespan
+        # replay: the simulator fed this run's own stage times must reproduce its schedule (exclusive
+        # policies only: under `parallel` a stage's time already includes the sharing); prediction:
+        # fed the sequential run's stage times (each stage alone), it predicts this run before it happens
+        replayed = (simulate_policy(_replay(trace, config.rounds), [sim_machine], make_policy(policy)).makespan
+                    if POLICIES[policy].exclusive else float("nan"))
+        predicted = simulate_policy(_replay(reference, config.rounds), [sim_machine], make_policy(policy)).makespan
         own, ref = trace.mean_seconds(), reference.mean_seconds()
         summary[policy] = {
             "makespan_s": trace.makespan,
@@ -139,8 +142,10 @@ def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tup
             "stage_slowdown": {s: own[s] / ref[s] for s in STAGES},
             "tuned_quality_vs_sequential": float(np.mean(quality)),
             "profiling_error": float(np.mean(profiling)),
-            "simulated_makespan_s": simulated,
-            "simulator_error": abs(simulated - trace.makespan) / trace.makespan,
+            "replayed_makespan_s": replayed,
+            "replay_error": abs(replayed - trace.makespan) / trace.makespan,
+            "predicted_makespan_s": predicted,
+            "prediction_error": abs(predicted - trace.makespan) / trace.makespan,
         }
     return summary
 
@@ -150,20 +155,29 @@ def _key(best: dict) -> tuple:
 
 
 def measure_best_alone(config: StudyConfig, runs: dict[str, dict], machine: Machine) -> dict[tuple, float]:
-    """Seconds of every distinct chosen configuration, measured here alone on the device core."""
+    """Seconds of every distinct chosen configuration, measured alone on the device core.
+
+    The measurements run in a fresh process pinned to the device core before JAX starts, as the
+    tuning workers are: XLA sizes its thread pool by the cores a process may use when it starts, so
+    a process pinned later would time-slice a pool sized for every core and measure slower.
+    """
     keys = sorted({_key(b) for run in runs.values() for b in run["best"].values()})
-    previous = tuple(os.sched_getaffinity(0))
-    if machine.device_ids:
-        pin_to_cores(machine.device_ids)
-    alone = {}
-    try:
-        for workload, config_json in tqdm(keys, desc="re-measuring best configurations alone"):
-            kind, size = workload.rsplit("-", 1)
-            alone[workload, config_json] = measure_alone(Workload(kind, int(size)), json.loads(config_json),
-                                                         config.alone_repeats, config.min_repeat_s)
-    finally:
-        pin_to_cores(previous)
-    return alone
+    tasks = [(Workload(*_split(workload)), json.loads(config_json), config.alone_repeats, config.min_repeat_s)
+             for workload, config_json in keys]
+    context = multiprocessing.get_context("spawn")
+    pin = {"initializer": pin_to_cores, "initargs": (machine.device_ids,)} if machine.device_ids else {}
+    with context.Pool(1, **pin) as pool:
+        seconds = list(tqdm(pool.imap(_measure_alone, tasks), total=len(tasks), desc="re-measuring best configurations alone"))
+    return dict(zip(keys, seconds))
+
+
+def _split(workload: str) -> tuple[str, int]:
+    kind, size = workload.rsplit("-", 1)
+    return kind, int(size)
+
+
+def _measure_alone(task: tuple) -> float:
+    return measure_alone(*task)
 
 
 def simulation_study(config: StudyConfig, reference: Trace, machine: Machine) -> list[dict]:
@@ -210,13 +224,15 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
 
 def markdown(results: dict) -> str:
     """The measured table and the simulation table."""
-    lines = ["| policy | makespan s | vs sequential | CPU busy | device busy | device idle s | slowdown propose/build/profile/update | tuned quality vs seq. | profiling error | simulated s | sim. error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| policy | makespan s | vs sequential | CPU busy | CPU idle s | device busy | device idle s | slowdown propose/build/profile/update | tuned quality vs seq. | profiling error | replayed s (error) | predicted s (error) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for policy, r in results["measured"].items():
         slow = "/".join(f"{r['stage_slowdown'][s]:.2f}" for s in STAGES)
         lines.append(f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
-                     f"{r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | {r['tuned_quality_vs_sequential']:.3f} | "
-                     f"{r['profiling_error']:.1%} | {r['simulated_makespan_s']:.1f} | {r['simulator_error']:.1%} |")
+                     f"{r['cpu_idle_s']:.1f} | {r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | "
+                     f"{r['tuned_quality_vs_sequential']:.3f} | {r['profiling_error']:.1%} | "
+                     f"{r['replayed_makespan_s']:.1f} ({r['replay_error']:.1%}) | "
+                     f"{r['predicted_makespan_s']:.1f} ({r['prediction_error']:.1%}) |")
     lines += ["", "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |", "|---|---|---|---|---|---|---|"]
     for r in results["simulation"]:
         lines.append(f"| {r['jobs']} | {r['machines']} | {r['policy']} | {r['makespan_s']:.1f} | {r['device_busy']:.0%} | "
