@@ -61,6 +61,7 @@ class Scheduler:
         self.progress.append(Progress(job.rounds))
         self.submitted.append(now)
         self.unfinished += 1
+        self.policy.register(index, job.demands)
         self.progress[index].arrive()
         self._enqueue(index, now)
         return index

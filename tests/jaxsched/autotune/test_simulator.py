@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxsched.autotune import Demand, Machine, MockJob, Predictive, check_trace, make_policy, simulate_policy
+from jaxsched.autotune import DEFAULT_DEMANDS, Demand, Machine, MockJob, Predictive, check_trace, make_policy, simulate_policy
 from tests.jaxsched.autotune.reference import brute_force_check
 
 # three one-round jobs on one machine with one CPU core and one device; durations per stage
@@ -107,13 +107,24 @@ def test_check_trace_catches_overlapping_profiles():
         check_trace(trace, [1, 1, 1], wide, exclusive=True)
 
 
-def test_predictive_learns_durations_and_serves_longest_remaining_first():
+def test_predictive_learns_durations_and_serves_most_device_work_first():
     policy = Predictive()
+    for job in range(3):
+        policy.register(job, DEFAULT_DEMANDS)  # profile (stage 2) is the device stage
     policy.observe(0, 1, 4.0)
     policy.observe(0, 1, 2.0)  # moving average 0.5 * 4 + 0.5 * 2
     policy.observe(1, 1, 1.0)
+    policy.observe(1, 2, 3.0)
     assert policy.estimator.estimate(0)[1] == pytest.approx(3.0)
     assert policy.estimator.estimate(2)[1] == pytest.approx(7.0 / 3)  # unseen job: mean of all
-    # job 0 at build of round 0 of 2: 3 + 1 + 1 (priors of 1 s) + a full round 3 + 1 + 1 + 1
-    assert policy.estimator.remaining(0, 0, 1, 2) == pytest.approx(11.0)
-    assert policy.priority(0, 0, 1, 2, 0.0, 0.0) < policy.priority(1, 0, 1, 2, 0.0, 0.0)
+    # job 0 at build of round 0 of 2: build 3, profile 3 (its prior: the mean over jobs), update 1
+    # (no measurement at all: 1 s), then a full round 1 + 3 + 3 + 1 ...
+    assert policy.estimator.remaining(0, 0, 1, 2) == pytest.approx(3 + 3 + 1 + (1 + 3 + 3 + 1))
+    # ... of which device work: two profiles of 3 s; after round 0's profile only one is left
+    assert policy.estimator.remaining(0, 0, 1, 2, (False, False, True, False)) == pytest.approx(6.0)
+    assert policy.estimator.remaining(0, 0, 3, 2, (False, False, True, False)) == pytest.approx(3.0)
+    # job 1 (update of round 0, one profile left) waits behind job 0 (build, two profiles left)
+    # although job 1 has been ready longer
+    assert policy.priority(0, 0, 1, 2, 0.0, 5.0) < policy.priority(1, 0, 3, 2, 0.0, 1.0)
+    # equal device work left: first come, first served
+    assert policy.priority(2, 0, 0, 2, 0.0, 1.0) < policy.priority(0, 0, 0, 2, 0.0, 2.0)
