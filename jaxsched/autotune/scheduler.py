@@ -39,7 +39,9 @@ class Scheduler:
         self.machine_of: list[int] = []
         self.progress: list[Progress] = []
         self.submitted: list[float] = []
-        self.free = {(m, kind): machine.capacity(kind) for m, machine in enumerate(self.machines) for kind in ("cpu", "device")}
+        self.free = {
+            (m, kind): machine.capacity(kind) for m, machine in enumerate(self.machines) for kind in ("cpu", "device")
+        }
         self.queues: dict[tuple[int, str], list] = {pool: [] for pool in self.free}
         self.running_on = [0] * len(self.machines)  # stages running per machine
         self.unfinished = 0

@@ -15,8 +15,6 @@ import heapq
 import math
 from typing import Sequence
 
-import numpy as np
-
 from jaxsched.autotune.jobs import MockJob
 from jaxsched.autotune.policies import Policy
 from jaxsched.autotune.resources import Machine
@@ -51,8 +49,9 @@ class _Resource:
         return self.updated + max(self.heap[0][0] - self.clock, 0.0) / self.rate()
 
 
-def simulate_policy(jobs: Sequence[MockJob], machines: Sequence[Machine], policy: Policy,
-                    interference: float = 0.0) -> Trace:
+def simulate_policy(
+    jobs: Sequence[MockJob], machines: Sequence[Machine], policy: Policy, interference: float = 0.0
+) -> Trace:
     """Simulates `policy` scheduling `jobs` (their `durations` are the stage times when run alone)
     on `machines`; returns the trace, with jobs numbered as given."""
     if interference < 0 or not math.isfinite(interference):

@@ -65,30 +65,72 @@ class StudyConfig:
 
 CONFIGS = {
     "default": StudyConfig(),
-    "test": StudyConfig(workloads=(("matmul", 32), ("xla_options", 16)), rounds=1, batch=2, repeats=2, min_repeat_s=0.0,
-                        fit_steps=50, policies=("sequential", "load_aware"), alone_repeats=2, sim_jobs=(10,),
-                        sim_machines=(1, 2)),
-    "full": StudyConfig(workloads=(("matmul", 512), ("scan", 4096), ("xla_options", 512), ("matmul", 256),
-                                   ("scan", 2048), ("xla_options", 256), ("matmul", 128), ("scan", 1024)),
-                        rounds=8, batch=8),
+    "test": StudyConfig(
+        workloads=(("matmul", 32), ("xla_options", 16)),
+        rounds=1,
+        batch=2,
+        repeats=2,
+        min_repeat_s=0.0,
+        fit_steps=50,
+        policies=("sequential", "load_aware"),
+        alone_repeats=2,
+        sim_jobs=(10,),
+        sim_machines=(1, 2),
+    ),
+    "full": StudyConfig(
+        workloads=(
+            ("matmul", 512),
+            ("scan", 4096),
+            ("xla_options", 512),
+            ("matmul", 256),
+            ("scan", 2048),
+            ("xla_options", 256),
+            ("matmul", 128),
+            ("scan", 1024),
+        ),
+        rounds=8,
+        batch=8,
+    ),
 }
 
 
 def make_jobs(config: StudyConfig) -> list[TuningJob]:
     """The real job mix, identical for every policy (same seeds)."""
-    return [TuningJob(Workload(kind, size), config.rounds, config.batch, repeats=config.repeats,
-                      min_repeat_s=config.min_repeat_s, fit_steps=config.fit_steps, seed=config.seed + j)
-            for j, (kind, size) in enumerate(config.workloads)]
+    return [
+        TuningJob(
+            Workload(kind, size),
+            config.rounds,
+            config.batch,
+            repeats=config.repeats,
+            min_repeat_s=config.min_repeat_s,
+            fit_steps=config.fit_steps,
+            seed=config.seed + j,
+        )
+        for j, (kind, size) in enumerate(config.workloads)
+    ]
 
 
 def _trace_json(trace: Trace) -> dict:
-    return {"names": list(trace.names), **{f: getattr(trace, f).tolist() for f in
-                                            ("job", "round", "stage", "machine", "kind", "amount", "start", "finish")}}
+    return {
+        "names": list(trace.names),
+        **{
+            f: getattr(trace, f).tolist()
+            for f in ("job", "round", "stage", "machine", "kind", "amount", "start", "finish")
+        },
+    }
 
 
 def _trace_from_json(data: dict) -> Trace:
-    rows = zip(data["job"], data["round"], data["stage"], data["machine"], [(CPU, DEVICE)[k] for k in data["kind"]],
-               data["amount"], data["start"], data["finish"])
+    rows = zip(
+        data["job"],
+        data["round"],
+        data["stage"],
+        data["machine"],
+        [(CPU, DEVICE)[k] for k in data["kind"]],
+        data["amount"],
+        data["start"],
+        data["finish"],
+    )
     return Trace.from_rows(data["names"], rows)
 
 
@@ -99,8 +141,10 @@ def tune_with_policy(config: StudyConfig, policy: str, machine: Machine) -> dict
         runner.submit(job)
     run = runner.run()
     check_trace(run.trace, [config.rounds] * len(config.workloads), [machine], exclusive=POLICIES[policy].exclusive)
-    best = {name: {"workload": r.workload, "config": r.best_config, "seconds": r.best_seconds}
-            for name, r in run.results.items()}
+    best = {
+        name: {"workload": r.workload, "config": r.best_config, "seconds": r.best_seconds}
+        for name, r in run.results.items()
+    }
     return {"trace": _trace_json(run.trace), "best": best}
 
 
@@ -128,8 +172,11 @@ def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tup
         # replay: the simulator fed this run's own stage times must reproduce its schedule (exclusive
         # policies only: under `parallel` a stage's time already includes the sharing); prediction:
         # fed the sequential run's stage times (each stage alone), it predicts this run before it happens
-        replayed = (simulate_policy(_replay(trace, config.rounds), [sim_machine], make_policy(policy)).makespan
-                    if POLICIES[policy].exclusive else float("nan"))
+        replayed = (
+            simulate_policy(_replay(trace, config.rounds), [sim_machine], make_policy(policy)).makespan
+            if POLICIES[policy].exclusive
+            else float("nan")
+        )
         predicted = simulate_policy(_replay(reference, config.rounds), [sim_machine], make_policy(policy)).makespan
         own, ref = trace.mean_seconds(), reference.mean_seconds()
         summary[policy] = {
@@ -162,12 +209,16 @@ def measure_best_alone(config: StudyConfig, runs: dict[str, dict], machine: Mach
     a process pinned later would time-slice a pool sized for every core and measure slower.
     """
     keys = sorted({_key(b) for run in runs.values() for b in run["best"].values()})
-    tasks = [(Workload(*_split(workload)), json.loads(config_json), config.alone_repeats, config.min_repeat_s)
-             for workload, config_json in keys]
+    tasks = [
+        (Workload(*_split(workload)), json.loads(config_json), config.alone_repeats, config.min_repeat_s)
+        for workload, config_json in keys
+    ]
     context = multiprocessing.get_context("spawn")
     pin = {"initializer": pin_to_cores, "initargs": (machine.device_ids,)} if machine.device_ids else {}
     with context.Pool(1, **pin) as pool:
-        seconds = list(tqdm(pool.imap(_measure_alone, tasks), total=len(tasks), desc="re-measuring best configurations alone"))
+        seconds = list(
+            tqdm(pool.imap(_measure_alone, tasks), total=len(tasks), desc="re-measuring best configurations alone")
+        )
     return dict(zip(keys, seconds))
 
 
@@ -190,10 +241,17 @@ def simulation_study(config: StudyConfig, reference: Trace, machine: Machine) ->
         start = time.perf_counter()
         trace = simulate_policy(jobs, [Machine(machine.cpu_cores, machine.devices)] * machines, make_policy(policy))
         seconds = time.perf_counter() - start
-        rows.append({"jobs": count, "machines": machines, "policy": policy, "makespan_s": trace.makespan,
-                     "device_busy": float(np.mean([trace.busy_fraction(m, DEVICE) for m in range(machines)])),
-                     "cpu_busy": float(np.mean([trace.busy_fraction(m, CPU) for m in range(machines)])),
-                     "simulator_seconds": seconds})
+        rows.append(
+            {
+                "jobs": count,
+                "machines": machines,
+                "policy": policy,
+                "makespan_s": trace.makespan,
+                "device_busy": float(np.mean([trace.busy_fraction(m, DEVICE) for m in range(machines)])),
+                "cpu_busy": float(np.mean([trace.busy_fraction(m, CPU) for m in range(machines)])),
+                "simulator_seconds": seconds,
+            }
+        )
     return rows
 
 
@@ -213,9 +271,14 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
     alone = measure_best_alone(config, runs, machine)
     summary = measured_summary(config, runs, alone, machine)
     simulation = simulation_study(config, _trace_from_json(runs["sequential"]["trace"]), machine)
-    results = {"config": dataclasses.asdict(config), "machine": dataclasses.asdict(machine), "measured": summary,
-               "best": {p: run["best"] for p, run in runs.items()},
-               "alone_seconds": {f"{w} {c}": s for (w, c), s in alone.items()}, "simulation": simulation}
+    results = {
+        "config": dataclasses.asdict(config),
+        "machine": dataclasses.asdict(machine),
+        "measured": summary,
+        "best": {p: run["best"] for p, run in runs.items()},
+        "alone_seconds": {f"{w} {c}": s for (w, c), s in alone.items()},
+        "simulation": simulation,
+    }
     (workdir / "results.json").write_text(json.dumps(results, indent=1))
     (workdir / "results.md").write_text(markdown(results))
     _plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, workdir)
@@ -224,19 +287,31 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
 
 def markdown(results: dict) -> str:
     """The measured table and the simulation table."""
-    lines = ["| policy | makespan s | vs sequential | CPU busy | CPU idle s | device busy | device idle s | slowdown propose/build/profile/update | tuned quality vs seq. | profiling error | replayed s (error) | predicted s (error) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| policy | makespan s | vs sequential | CPU busy | CPU idle s | device busy | device idle s "
+        "| slowdown propose/build/profile/update | tuned quality vs seq. | profiling error | replayed s (error) "
+        "| predicted s (error) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for policy, r in results["measured"].items():
         slow = "/".join(f"{r['stage_slowdown'][s]:.2f}" for s in STAGES)
-        lines.append(f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
-                     f"{r['cpu_idle_s']:.1f} | {r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | "
-                     f"{r['tuned_quality_vs_sequential']:.3f} | {r['profiling_error']:.1%} | "
-                     f"{r['replayed_makespan_s']:.1f} ({r['replay_error']:.1%}) | "
-                     f"{r['predicted_makespan_s']:.1f} ({r['prediction_error']:.1%}) |")
-    lines += ["", "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
+            f"{r['cpu_idle_s']:.1f} | {r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | "
+            f"{r['tuned_quality_vs_sequential']:.3f} | {r['profiling_error']:.1%} | "
+            f"{r['replayed_makespan_s']:.1f} ({r['replay_error']:.1%}) | "
+            f"{r['predicted_makespan_s']:.1f} ({r['prediction_error']:.1%}) |"
+        )
+    lines += [
+        "",
+        "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results["simulation"]:
-        lines.append(f"| {r['jobs']} | {r['machines']} | {r['policy']} | {r['makespan_s']:.1f} | {r['device_busy']:.0%} | "
-                     f"{r['cpu_busy']:.0%} | {r['simulator_seconds']:.3f} |")
+        lines.append(
+            f"| {r['jobs']} | {r['machines']} | {r['policy']} | {r['makespan_s']:.1f} | {r['device_busy']:.0%} | "
+            f"{r['cpu_busy']:.0%} | {r['simulator_seconds']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

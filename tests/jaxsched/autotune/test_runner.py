@@ -72,8 +72,12 @@ def test_stages_are_pinned_and_jobs_can_join_a_running_run():
     check_trace(result.trace, [2, 1], [m])
     first_late = result.trace.start[result.trace.job == 1].min()
     assert first_late > 0.3
-    assert result.results["late"] == [(0, list(m.cpu_ids)), (1, list(m.cpu_ids)), (2, list(m.device_ids)),
-                                      (3, list(m.cpu_ids))]
+    assert result.results["late"] == [
+        (0, list(m.cpu_ids)),
+        (1, list(m.cpu_ids)),
+        (2, list(m.device_ids)),
+        (3, list(m.cpu_ids)),
+    ]
     with pytest.raises(RuntimeError, match="has finished"):
         runner.submit(MockJob("too_late", [[0, 0, 0, 0]]))
 

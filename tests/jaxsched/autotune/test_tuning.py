@@ -19,8 +19,12 @@ from jaxsched.timing import best_time
     [
         (Workload("matmul", 128), {"tm": 128, "tk": 128}, {"tm": 4, "tk": 4}, 2.0),
         (Workload("scan", 1024), {"chunk": 1, "unroll": 1}, {"chunk": 64, "unroll": 1}, 2.0),
-        (Workload("xla_options", 256), {"opt_level": 3, "vector_width": 256, "fast_math": 0},
-         {"opt_level": 0, "vector_width": 64, "fast_math": 0}, 2.0),
+        (
+            Workload("xla_options", 256),
+            {"opt_level": 3, "vector_width": 256, "fast_math": 0},
+            {"opt_level": 0, "vector_width": 64, "fast_math": 0},
+            2.0,
+        ),
     ],
 )
 def test_knobs_change_runtime_and_not_the_result(workload, fast, slow, ratio):
@@ -29,15 +33,16 @@ def test_knobs_change_runtime_and_not_the_result(workload, fast, slow, ratio):
     for config in (fast, slow):
         executable = workload.build(config)
         outputs.append(np.asarray(executable(*args)))
-        times.append(best_time(lambda: jax.block_until_ready(executable(*args)), repeats=5, warmup=1))
+        times.append(best_time(lambda e=executable: jax.block_until_ready(e(*args)), repeats=5, warmup=1))
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=2e-4, atol=2e-4)
-    assert times[1] / times[0] >= ratio  
+    assert times[1] / times[0] >= ratio
 
 
 def test_workloads_compute_their_reference():
     a, b = Workload("matmul", 64).inputs()
-    np.testing.assert_allclose(Workload("matmul", 64).build({"tm": 8, "tk": 16})(a, b), np.asarray(a) @ np.asarray(b),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        Workload("matmul", 64).build({"tm": 8, "tk": 16})(a, b), np.asarray(a) @ np.asarray(b), rtol=1e-4, atol=1e-4
+    )
     decay, x = Workload("scan", 64).inputs()
     h, expected = np.zeros(64), []
     for row in np.asarray(x, np.float64):
