@@ -1,15 +1,15 @@
 """Real tuning jobs: knobs that matter, the cost model, stages as functions of a picklable state."""
 
 import pickle
-import time
+import types
 
 import jax
 import numpy as np
 import pytest
 import scipy.stats
 
-from jaxsched.autotune import cost_model
-from jaxsched.autotune.tuning import TuningJob, calls_per_repeat, measure_alone
+from jaxsched.autotune import cost_model, tuning
+from jaxsched.autotune.tuning import TuningJob, measure_alone
 from jaxsched.autotune.workloads import Workload
 from jaxsched.timing import best_time
 
@@ -94,18 +94,16 @@ def test_tuning_job_stages_on_picklable_state():
         TuningJob(Workload("matmul", 32), 1, batch=0)
 
 
-def test_repeats_last_min_repeat_s_even_when_the_warm_up_call_is_slow():
-    calls = []
+def test_repeats_last_min_repeat_s_even_when_the_warm_up_call_is_slow(monkeypatch):
+    clock = [0.0]  # a fake clock: deterministic on a loaded machine
+    monkeypatch.setattr(tuning, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
 
-    def call():  # a fresh executable: the first call takes 50 ms, later ones 2 ms
-        time.sleep(0.05 if not calls else 0.002)
-        calls.append(1)
+    def call():  # a fresh executable: the first call takes 0.5 s, later ones 0.25 s
+        clock[0] += 0.5 if clock[0] == 0.0 else 0.25
 
-    number = calls_per_repeat(call, 0.03)
-    start = time.perf_counter()
-    for _ in range(number):
-        call()
-    assert time.perf_counter() - start >= 0.03  # the old rule (from the warm-up call) gave number 1
-    assert number <= 26  # at most 1.618 x (0.03 s / 2 ms) + 1: no wild overshoot
-    calls.clear()
-    assert calls_per_repeat(call, 0.0) == 1 and len(calls) == 1  # no minimum: the warm-up only
+    # warm-up; one call lasts 0.25 s < 1 s, so number = max(1 / 0.25 + 1, 1.618 * 1) = 5, and five
+    # calls last 1.25 s >= 1 s (the old rule, from the warm-up call, gave ceil(1 / 0.5) = 2: 0.5 s)
+    assert tuning.calls_per_repeat(call, 1.0) == 5
+    assert clock[0] == 0.5 + 0.25 + 5 * 0.25
+    clock[0] = 0.0
+    assert tuning.calls_per_repeat(call, 0.0) == 1 and clock[0] == 0.5  # no minimum: the warm-up only
