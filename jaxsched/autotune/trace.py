@@ -138,8 +138,25 @@ def gantt(trace: Trace, machines: Sequence[Machine], ax=None, title: str | None 
     colors = plt.get_cmap("tab10")(np.arange(len(STAGES)))
     for patch, stage in zip(ax.patches, trace.stage):  # one bar per stage run, in row order
         patch.set_facecolor(colors[stage])
+    for text in list(ax.texts):  # task numbers: replaced by job numbers on the bars wide enough to hold one
+        text.remove()
+    for row in np.flatnonzero(trace.seconds > trace.makespan / 80):
+        ax.text(
+            (trace.start[row] + trace.finish[row]) / 2,
+            lane[row],
+            str(trace.job[row]),
+            ha="center",
+            va="center",
+            fontsize=6,
+        )
     ax.legend(
-        handles=[Patch(color=colors[s], label=name) for s, name in enumerate(STAGES)], loc="upper right", fontsize=7
+        handles=[Patch(color=colors[s], label=name) for s, name in enumerate(STAGES)],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=7,
+        title="job numbers on bars",
+        title_fontsize=6,
     )
+    ax.set_xlabel("seconds")
     ax.set_yticks(range(len(labels)), labels)
     return ax
