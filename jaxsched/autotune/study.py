@@ -333,12 +333,21 @@ def _plots(results: dict, traces: dict[str, Trace], workdir: Path) -> None:
     plt.close(fig)
     rows = results["simulation"]
     counts = sorted({r["machines"] for r in rows})
-    fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.5), squeeze=False)
-    for ax, machines in zip(axes[0], counts):
-        for policy in dict.fromkeys(r["policy"] for r in rows):
-            points = [(r["jobs"], r["makespan_s"]) for r in rows if r["machines"] == machines and r["policy"] == policy]
-            ax.plot(*zip(*points), marker="o", label=policy)
-        ax.set(xscale="log", yscale="log", xlabel="jobs", ylabel="makespan (s)", title=f"{machines} machine(s)")
+    makespan = {(r["jobs"], r["machines"], r["policy"]): r["makespan_s"] for r in rows}
+    fig, axes = plt.subplots(2, len(counts), figsize=(3.6 * len(counts), 5.5), sharex=True, squeeze=False)
+    styles = ["-", "--", "-.", ":"]
+    for column, machines in enumerate(counts):
+        for i, policy in enumerate(dict.fromkeys(r["policy"] for r in rows)):
+            mine = [r for r in rows if r["machines"] == machines and r["policy"] == policy]
+            jobs = [r["jobs"] for r in mine]
+            speedup = [makespan[r["jobs"], machines, "sequential"] / r["makespan_s"] for r in mine]
+            style = {"marker": "o", "linestyle": styles[i % len(styles)], "label": policy}
+            axes[0, column].plot(jobs, speedup, **style)
+            axes[1, column].plot(jobs, [r["device_busy"] for r in mine], **style)
+        axes[0, column].set(xscale="log", title=f"{machines} machine(s)")
+        axes[1, column].set(xscale="log", xlabel="jobs", ylim=(0, 1.05))
+    axes[0, 0].set_ylabel("makespan: sequential / policy")
+    axes[1, 0].set_ylabel("device busy fraction")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(workdir / "simulation.png", dpi=120)
