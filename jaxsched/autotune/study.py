@@ -9,8 +9,8 @@
 3. per policy: makespan, busy fraction and idle time per resource, per-stage slowdown against the
    sequential run (interference), the simulator replaying the run's own stage times and predicting
    it from the sequential run's (simulator error);
-4. fits MockJob stage distributions to the sequential run's stages and simulates 10 to 1,000 jobs
-   on 1 to 8 machines under every policy;
+4. fits MockJob stage distributions to the sequential run's stages, and the simulator's interference
+   to the uncoordinated run, and simulates 10 to 1,000 jobs on 1 to 8 machines under every policy;
 5. writes results.json, results.md, gantt.png and simulation.png to `workdir`.
 """
 
@@ -231,15 +231,27 @@ def _measure_alone(task: tuple) -> float:
     return measure_alone(*task)
 
 
-def simulation_study(config: StudyConfig, reference: Trace, machine: Machine) -> list[dict]:
-    """MockJobs drawn from stage distributions fitted to `reference`, simulated under every policy."""
+def fit_interference(config: StudyConfig, reference: Trace, parallel: Trace, machine: Machine) -> float:
+    """The simulator's `interference` (slowdown beyond a fair share) at which the uncoordinated
+    policy, fed the sequential run's stage times, best reproduces the measured `parallel` makespan
+    (a grid from 0 to 3 in steps of 0.05)."""
+    jobs, machines = _replay(reference, config.rounds), [Machine(machine.cpu_cores, machine.devices)]
+    grid = np.round(np.arange(0.0, 3.0001, 0.05), 2)
+    makespans = [simulate_policy(jobs, machines, make_policy("parallel"), float(i)).makespan for i in grid]
+    return float(grid[int(np.argmin(np.abs(np.asarray(makespans) - parallel.makespan)))])
+
+
+def simulation_study(config: StudyConfig, reference: Trace, machine: Machine, interference: float = 0.0) -> list[dict]:
+    """MockJobs drawn from stage distributions fitted to `reference`, simulated under every policy
+    (`parallel` with `interference`)."""
     dists = fit_stage_distributions(reference.stage, np.maximum(reference.seconds, 1e-6))
     rows = []
     grid = [(n, m, p) for n in config.sim_jobs for m in config.sim_machines for p in config.policies]
     for count, machines, policy in tqdm(grid, desc="simulating"):
         jobs = mock_jobs(count, config.rounds, dists, seed=config.sim_seed)
         start = time.perf_counter()
-        trace = simulate_policy(jobs, [Machine(machine.cpu_cores, machine.devices)] * machines, make_policy(policy))
+        machine_list = [Machine(machine.cpu_cores, machine.devices)] * machines
+        trace = simulate_policy(jobs, machine_list, make_policy(policy), interference if policy == "parallel" else 0.0)
         seconds = time.perf_counter() - start
         rows.append(
             {
@@ -270,13 +282,20 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
         runs[policy] = stored
     alone = measure_best_alone(config, runs, machine)
     summary = measured_summary(config, runs, alone, machine)
-    simulation = simulation_study(config, _trace_from_json(runs["sequential"]["trace"]), machine)
+    reference = _trace_from_json(runs["sequential"]["trace"])
+    interference = (
+        fit_interference(config, reference, _trace_from_json(runs["parallel"]["trace"]), machine)
+        if "parallel" in runs
+        else 0.0
+    )
+    simulation = simulation_study(config, reference, machine, interference)
     results = {
         "config": dataclasses.asdict(config),
         "machine": dataclasses.asdict(machine),
         "measured": summary,
         "best": {p: run["best"] for p, run in runs.items()},
         "alone_seconds": {f"{w} {c}": s for (w, c), s in alone.items()},
+        "fitted_interference": interference,
         "simulation": simulation,
     }
     (workdir / "results.json").write_text(json.dumps(results, indent=1))
@@ -303,6 +322,8 @@ def markdown(results: dict) -> str:
             f"{r['predicted_makespan_s']:.1f} ({r['prediction_error']:.1%}) |"
         )
     lines += [
+        "",
+        f"Simulator study (`parallel` with fitted interference {results['fitted_interference']:.2f}):",
         "",
         "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |",
         "|---|---|---|---|---|---|---|",
