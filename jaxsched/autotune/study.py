@@ -175,7 +175,7 @@ def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tup
         replayed = (
             simulate_policy(_replay(trace, config.rounds), [sim_machine], make_policy(policy)).makespan
             if POLICIES[policy].exclusive
-            else float("nan")
+            else None
         )
         predicted = simulate_policy(_replay(reference, config.rounds), [sim_machine], make_policy(policy)).makespan
         own, ref = trace.mean_seconds(), reference.mean_seconds()
@@ -190,7 +190,7 @@ def measured_summary(config: StudyConfig, runs: dict[str, dict], alone: dict[tup
             "tuned_quality_vs_sequential": float(np.mean(quality)),
             "profiling_error": float(np.mean(profiling)),
             "replayed_makespan_s": replayed,
-            "replay_error": abs(replayed - trace.makespan) / trace.makespan,
+            "replay_error": None if replayed is None else abs(replayed - trace.makespan) / trace.makespan,
             "predicted_makespan_s": predicted,
             "prediction_error": abs(predicted - trace.makespan) / trace.makespan,
         }
@@ -318,8 +318,8 @@ def markdown(results: dict) -> str:
             f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
             f"{r['cpu_idle_s']:.1f} | {r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | "
             f"{r['tuned_quality_vs_sequential']:.3f} | {r['profiling_error']:.1%} | "
-            f"{r['replayed_makespan_s']:.1f} ({r['replay_error']:.1%}) | "
-            f"{r['predicted_makespan_s']:.1f} ({r['prediction_error']:.1%}) |"
+            f"{_seconds_and_error(r['replayed_makespan_s'], r['replay_error'])} | "
+            f"{_seconds_and_error(r['predicted_makespan_s'], r['prediction_error'])} |"
         )
     lines += [
         "",
@@ -334,6 +334,10 @@ def markdown(results: dict) -> str:
             f"{r['cpu_busy']:.0%} | {r['simulator_seconds']:.3f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _seconds_and_error(seconds: float | None, error: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f} ({error:.1%})"
 
 
 def _plots(results: dict, traces: dict[str, Trace], workdir: Path) -> None:
