@@ -62,14 +62,22 @@ _init = jax.jit(jax.vmap(lambda key, x: _MLP().init(key, x)))
 _predict = jax.jit(jax.vmap(lambda p, x: _MLP().apply(p, x), in_axes=(0, None)))
 
 
-def fit(features: np.ndarray, log_seconds: np.ndarray, seed: int = 0, members: int = 4, steps: int = 300,
-        learning_rate: float = 0.01) -> CostModel:
+def fit(
+    features: np.ndarray,
+    log_seconds: np.ndarray,
+    seed: int = 0,
+    members: int = 4,
+    steps: int = 300,
+    learning_rate: float = 0.01,
+) -> CostModel:
     """Fits the ensemble to `features[N, F]` -> `log_seconds[N]`; each member sees a bootstrap
     resample (Poisson weights) from its own initialisation, so members disagree where data is thin."""
     features = np.asarray(features, np.float32)
     log_seconds = np.asarray(log_seconds, np.float32)
     if features.ndim != 2 or log_seconds.shape != (features.shape[0],) or features.shape[0] == 0:
-        raise ValueError(f"fit needs features [N, F] and targets [N] with N >= 1, got {features.shape} and {log_seconds.shape}")
+        raise ValueError(
+            f"fit needs features [N, F] and targets [N] with N >= 1, got {features.shape} and {log_seconds.shape}"
+        )
     if not (np.all(np.isfinite(features)) and np.all(np.isfinite(log_seconds))):
         raise ValueError("cost model training data must be finite")
     count = features.shape[0]
@@ -100,8 +108,15 @@ def predict(model: CostModel, features: np.ndarray) -> tuple[np.ndarray, np.ndar
     return out.mean(0), out.std(0)
 
 
-def select(mean: np.ndarray, spread: np.ndarray, available: np.ndarray, batch: int, kappa: float,
-           epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def select(
+    mean: np.ndarray,
+    spread: np.ndarray,
+    available: np.ndarray,
+    batch: int,
+    kappa: float,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Indices of `batch` available candidates: lowest `mean - kappa * spread` first, each slot
     replaced with probability `epsilon` by a random other available candidate (fewer when fewer
     are available)."""

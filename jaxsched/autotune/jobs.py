@@ -30,8 +30,14 @@ class Job:
     round-robin by submission order).
     """
 
-    def __init__(self, name: str, rounds: int, demands: Sequence[Demand] = DEFAULT_DEMANDS,
-                 arrival: float = 0.0, machine: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        rounds: int,
+        demands: Sequence[Demand] = DEFAULT_DEMANDS,
+        arrival: float = 0.0,
+        machine: int | None = None,
+    ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
         if not isinstance(rounds, (int, np.integer)) or rounds < 1:
@@ -71,8 +77,14 @@ class MockJob(Job):
     and the simulator, fed the same durations, must reproduce a real run of MockJobs.
     """
 
-    def __init__(self, name: str, durations, demands: Sequence[Demand] = DEFAULT_DEMANDS,
-                 arrival: float = 0.0, machine: int | None = None):
+    def __init__(
+        self,
+        name: str,
+        durations,
+        demands: Sequence[Demand] = DEFAULT_DEMANDS,
+        arrival: float = 0.0,
+        machine: int | None = None,
+    ):
         durations = np.asarray(durations, dtype=np.float64)
         if durations.ndim != 2 or durations.shape[1] != len(STAGES):
             raise ValueError(f"job {name!r}: durations must have shape [rounds, {len(STAGES)}], got {durations.shape}")
@@ -118,8 +130,14 @@ def fit_stage_distributions(stage: np.ndarray, seconds: np.ndarray) -> StageDist
     return StageDistributions(mu, sigma)
 
 
-def mock_jobs(count: int, rounds: int, dists: StageDistributions, seed: int = 0,
-              demands: Sequence[Demand] = DEFAULT_DEMANDS, arrival_rate: float = 0.0) -> list[MockJob]:
+def mock_jobs(
+    count: int,
+    rounds: int,
+    dists: StageDistributions,
+    seed: int = 0,
+    demands: Sequence[Demand] = DEFAULT_DEMANDS,
+    arrival_rate: float = 0.0,
+) -> list[MockJob]:
     """`count` MockJobs with durations drawn from `dists`; Poisson arrivals at `arrival_rate` jobs/s
     (0: all at time 0)."""
     if count < 1:
@@ -139,7 +157,9 @@ def check_placement(job: Job, machine: int, machines: Sequence[Machine]) -> None
         if capacity == 0:
             raise ValueError(f"job {job.name!r}: stage {name!r} needs a {kind} but machine {machine} has 0 {kind}s")
         if amount > capacity:
-            raise ValueError(f"job {job.name!r}: stage {name!r} needs {amount} {kind} units, machine {machine} has {capacity}")
+            raise ValueError(
+                f"job {job.name!r}: stage {name!r} needs {amount} {kind} units, machine {machine} has {capacity}"
+            )
 
 
 def assign_machines(jobs: Sequence[Job], machines: Sequence[Machine]) -> np.ndarray:
@@ -150,7 +170,9 @@ def assign_machines(jobs: Sequence[Job], machines: Sequence[Machine]) -> np.ndar
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"job names must be unique, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
-    where = np.array([j % len(machines) if job.machine is None else job.machine for j, job in enumerate(jobs)], dtype=np.int64)
+    where = np.array(
+        [j % len(machines) if job.machine is None else job.machine for j, job in enumerate(jobs)], dtype=np.int64
+    )
     for job, machine in zip(jobs, where):
         check_placement(job, int(machine), machines)
     return where
@@ -174,7 +196,9 @@ class Progress:
 
     def _move(self, source: str, target: str) -> None:
         if self.phase != source:
-            raise RuntimeError(f"job cannot go {source} -> {target}: it is {self.phase} (round {self.round}, stage {self.stage})")
+            raise RuntimeError(
+                f"job cannot go {source} -> {target}: it is {self.phase} (round {self.round}, stage {self.stage})"
+            )
         self.phase = target
 
     def arrive(self) -> None:

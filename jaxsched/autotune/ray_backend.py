@@ -38,7 +38,10 @@ def resource_name(machine: int, kind: str) -> str:
 
 def node_resources(index: int, machine: Machine) -> dict[str, float]:
     """Custom resources the Ray node owning machine `index` must declare."""
-    return {resource_name(index, "cpu"): float(machine.cpu_cores), resource_name(index, "device"): float(machine.devices)}
+    return {
+        resource_name(index, "cpu"): float(machine.cpu_cores),
+        resource_name(index, "device"): float(machine.devices),
+    }
 
 
 def _run_stage(job: Job, stage: int, round_: int, state: Any) -> tuple[Any, str]:
@@ -77,8 +80,8 @@ class _SchedulerActor:
                 submitted += 1
             for start in scheduler.dispatch():
                 state_ref, node_ref = stage_task.options(
-                    num_cpus=0, num_returns=2, resources={resource_name(start.machine, start.kind): start.amount}).remote(
-                    job_refs[start.job], start.stage, start.round, states[start.job])
+                    num_cpus=0, num_returns=2, resources={resource_name(start.machine, start.kind): start.amount}
+                ).remote(job_refs[start.job], start.stage, start.round, states[start.job])
                 states[start.job] = state_ref
                 running[node_ref] = (start, time.perf_counter() - begin)
             if not running and submitted == len(order):
@@ -89,15 +92,18 @@ class _SchedulerActor:
                 start, started = running.pop(ref)
                 nodes.append(ray.get(ref))
                 finish = time.perf_counter() - begin
-                rows.append((start.job, start.round, start.stage, start.machine, start.kind, start.amount, started, finish))
+                rows.append(
+                    (start.job, start.round, start.stage, start.machine, start.kind, start.amount, started, finish)
+                )
                 scheduler.finish(start, finish, finish - started)
         results = ray.get([result_task.remote(job_refs[j], states[j]) for j in range(len(job_refs))])
         names = [scheduler.jobs[j].name for j in range(len(job_refs))]
         return rows, dict(zip(names, results)), nodes
 
 
-def run_on_ray(jobs: Sequence[Job], machines: Sequence[Machine], policy: str = "load_aware",
-               address: str | None = None) -> tuple[RunResult, list[str]]:
+def run_on_ray(
+    jobs: Sequence[Job], machines: Sequence[Machine], policy: str = "load_aware", address: str | None = None
+) -> tuple[RunResult, list[str]]:
     """Runs `jobs` on the Ray cluster under `policy`; returns the run and, per trace row, the id of
     the node the stage ran on.
 
@@ -112,13 +118,20 @@ def run_on_ray(jobs: Sequence[Job], machines: Sequence[Machine], policy: str = "
         local = {}
         for m, machine in enumerate(machines):
             local.update(node_resources(m, machine))
-        ray.init(address=address, resources=None if address else local, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        ray.init(
+            address=address,
+            resources=None if address else local,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     available = ray.cluster_resources()
     for m, machine in enumerate(machines):
         for name, amount in node_resources(m, machine).items():
             if amount and available.get(name, 0) < amount:
-                raise ValueError(f"the Ray cluster has {available.get(name, 0)} of resource {name!r}, machine {m} needs {amount}")
+                raise ValueError(
+                    f"the Ray cluster has {available.get(name, 0)} of resource {name!r}, machine {m} needs {amount}"
+                )
     actor = ray.remote(_SchedulerActor).options(num_cpus=0).remote(machines, policy)
     rows, results, nodes = ray.get(actor.run.remote(list(jobs)))
     ray.kill(actor)

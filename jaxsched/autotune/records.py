@@ -95,15 +95,27 @@ class TuningRecords:
             raise ValueError(f"{config} is not a configuration of workload {workload.name!r}")
         with self.db:
             self.db.execute(
-                "INSERT INTO records (workload, kind, size, config, seconds, machine, recorded) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (workload.name, workload.kind, workload.size, json.dumps(config, sort_keys=True), float(seconds),
-                 machine, time.time()),
+                "INSERT INTO records (workload, kind, size, config, seconds, machine, recorded) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    workload.name,
+                    workload.kind,
+                    workload.size,
+                    json.dumps(config, sort_keys=True),
+                    float(seconds),
+                    machine,
+                    time.time(),
+                ),
             )
 
     def _query(self, where: str, args: tuple, order: str = "id") -> list[Record]:
-        rows = self.db.execute(f"SELECT kind, size, config, seconds, machine FROM records WHERE {where} ORDER BY {order}", args)
-        return [Record(Workload(kind, size), json.loads(config), seconds, machine)
-                for kind, size, config, seconds, machine in rows]
+        rows = self.db.execute(
+            f"SELECT kind, size, config, seconds, machine FROM records WHERE {where} ORDER BY {order}", args
+        )
+        return [
+            Record(Workload(kind, size), json.loads(config), seconds, machine)
+            for kind, size, config, seconds, machine in rows
+        ]
 
     def records(self, workload: Workload, machine: str) -> list[Record]:
         """Every measurement of `workload` on `machine`, oldest first."""

@@ -65,7 +65,9 @@ class Machine:
                 if len(ids) != count:
                     raise ValueError(f"Machine.{name} must name {count} cores, got {ids}")
         if self.cpu_ids is not None and self.device_ids is not None and set(self.cpu_ids) & set(self.device_ids):
-            raise ValueError(f"Machine: cores {sorted(set(self.cpu_ids) & set(self.device_ids))} are both CPU and device")
+            raise ValueError(
+                f"Machine: cores {sorted(set(self.cpu_ids) & set(self.device_ids))} are both CPU and device"
+            )
 
     def capacity(self, kind: str) -> int:
         """Units of resource `kind` this machine has."""
@@ -87,7 +89,9 @@ def local_machine(device_cores: int = 1) -> Machine:
     """
     cores = sorted(os.sched_getaffinity(0))
     if device_cores < 0 or len(cores) < device_cores + 1:
-        raise ValueError(f"local_machine: {len(cores)} usable cores cannot give {device_cores} device cores plus a CPU core")
+        raise ValueError(
+            f"local_machine: {len(cores)} usable cores cannot give {device_cores} device cores plus a CPU core"
+        )
     cpu_ids, device_ids = tuple(cores[: len(cores) - device_cores]), tuple(cores[len(cores) - device_cores :])
     return Machine(len(cpu_ids), len(device_ids), cpu_ids, device_ids)
 

@@ -2,12 +2,13 @@
 
 As in the thesis's implementation (4.2), a job's runner does nothing on its own: its worker process
 holds the job's state and waits for commands. A worker calls `job.prepare()` when it starts, before
-the clock starts (a tuning job compiles its cost model there, as a TVM runner is up before tuning). Before each stage the worker pins all its threads to
-the cores of the resource the scheduler granted (`pin_to_cores`): the CPU cores for propose, build
-and update, the device core for profile. Exclusive policies hand out distinct cores; the
-uncoordinated `parallel` policy pins every stage to its whole resource, where the OS shares it and
-stages really interfere. Worker processes are started with `spawn` (JAX does not survive `fork`)
-before the clock starts; jobs submitted during a run (`submit` from another thread) start theirs then.
+the clock starts (a tuning job compiles its cost model there, as a TVM runner is up before tuning).
+Before each stage the worker pins all its threads to the cores of the resource the scheduler
+granted (`pin_to_cores`): the CPU cores for propose, build and update, the device core for profile.
+Exclusive policies hand out distinct cores; the uncoordinated `parallel` policy pins every stage to
+its whole resource, where the OS shares it and stages really interfere. Worker processes are started
+with `spawn` (JAX does not survive `fork`) before the clock starts; jobs submitted during a run
+(`submit` from another thread) start theirs then.
 """
 
 from __future__ import annotations

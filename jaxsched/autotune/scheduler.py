@@ -39,10 +39,13 @@ class Scheduler:
         self.machine_of: list[int] = []
         self.progress: list[Progress] = []
         self.submitted: list[float] = []
-        self.free = {(m, kind): machine.capacity(kind) for m, machine in enumerate(self.machines) for kind in ("cpu", "device")}
+        self.free = {
+            (m, kind): machine.capacity(kind) for m, machine in enumerate(self.machines) for kind in ("cpu", "device")
+        }
         self.queues: dict[tuple[int, str], list] = {pool: [] for pool in self.free}
         self.running_on = [0] * len(self.machines)  # stages running per machine
         self.unfinished = 0
+        self._dirty: set[tuple[int, str]] = set()  # pools whose queue or free capacity changed since dispatch
         self._seq = 0
         self._names: set[str] = set()
 
@@ -60,6 +63,7 @@ class Scheduler:
         self.progress.append(Progress(job.rounds))
         self.submitted.append(now)
         self.unfinished += 1
+        self.policy.register(index, job.demands)
         self.progress[index].arrive()
         self._enqueue(index, now)
         return index
@@ -70,7 +74,9 @@ class Scheduler:
     def _enqueue(self, job: int, now: float) -> None:
         state = self.progress[job]
         key = self.policy.priority(job, state.round, state.stage, self.jobs[job].rounds, self.submitted[job], now)
-        heapq.heappush(self.queues[self._pool(job)], (key, self._seq, job))
+        pool = self._pool(job)
+        heapq.heappush(self.queues[pool], (key, self._seq, job))
+        self._dirty.add(pool)
         self._seq += 1
 
     def _start(self, job: int) -> StageStart:
@@ -83,17 +89,23 @@ class Scheduler:
         return StageStart(job, state.round, state.stage, machine, kind, amount)
 
     def dispatch(self) -> list[StageStart]:
-        """Starts every stage the policy allows now and returns them."""
+        """Starts every stage the policy allows now and returns them.
+
+        Only pools whose queue or free capacity changed since the last call are looked at (nothing
+        else can start), in a fixed order (machine, then cpu before device).
+        """
         started = []
+        dirty, self._dirty = sorted(self._dirty), set()
         if self.policy.one_job_per_machine:
-            for m in range(len(self.machines)):
+            for m in sorted({m for m, _ in dirty}):
                 heads = [self.queues[pool][0] for pool in ((m, "cpu"), (m, "device")) if self.queues[pool]]
                 if self.running_on[m] == 0 and heads:
                     job = min(heads)[2]
                     heapq.heappop(self.queues[self._pool(job)])
                     started.append(self._start(job))
             return started
-        for pool, queue in self.queues.items():
+        for pool in dirty:
+            queue = self.queues[pool]
             while queue:
                 job = queue[0][2]
                 if self.policy.exclusive and self.jobs[job].demands[self.progress[job].stage].amount > self.free[pool]:
@@ -109,6 +121,7 @@ class Scheduler:
             raise RuntimeError(f"finish of a stage that is not running: {start}")
         self.free[start.machine, start.kind] += start.amount
         self.running_on[start.machine] -= 1
+        self._dirty.add((start.machine, start.kind))
         self.policy.observe(start.job, start.stage, seconds)
         state.finish()
         if state.phase == Progress.DONE:

@@ -34,8 +34,13 @@ class TuningService:
     another thread while `run` runs.
     """
 
-    def __init__(self, records: TuningRecords, runner: ProcessRunner, machine: str | None = None,
-                 job_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        records: TuningRecords,
+        runner: ProcessRunner,
+        machine: str | None = None,
+        job_options: dict[str, Any] | None = None,
+    ):
         self.records = records
         self.runner = runner
         self.machine = machine or machine_name()
@@ -57,8 +62,13 @@ class TuningService:
             if best is not None and target_seconds is not None and best.seconds <= target_seconds:
                 self.answers[ticket] = Answer(workload.name, best.config, best.seconds, tuned=False)
                 return ticket
-            job = TuningJob(workload, rounds, name=ticket, warm_start=self.records.warm_start(workload, self.machine),
-                            **self.job_options)
+            job = TuningJob(
+                workload,
+                rounds,
+                name=ticket,
+                warm_start=self.records.warm_start(workload, self.machine),
+                **self.job_options,
+            )
             self.jobs[ticket] = job
         self.runner.submit(job)
         return ticket

@@ -15,8 +15,6 @@ import heapq
 import math
 from typing import Sequence
 
-import numpy as np
-
 from jaxsched.autotune.jobs import MockJob
 from jaxsched.autotune.policies import Policy
 from jaxsched.autotune.resources import Machine
@@ -51,8 +49,9 @@ class _Resource:
         return self.updated + max(self.heap[0][0] - self.clock, 0.0) / self.rate()
 
 
-def simulate_policy(jobs: Sequence[MockJob], machines: Sequence[Machine], policy: Policy,
-                    interference: float = 0.0) -> Trace:
+def simulate_policy(
+    jobs: Sequence[MockJob], machines: Sequence[Machine], policy: Policy, interference: float = 0.0
+) -> Trace:
     """Simulates `policy` scheduling `jobs` (their `durations` are the stage times when run alone)
     on `machines`; returns the trace, with jobs numbered as given."""
     if interference < 0 or not math.isfinite(interference):
@@ -60,7 +59,10 @@ def simulate_policy(jobs: Sequence[MockJob], machines: Sequence[Machine], policy
     scheduler = Scheduler(machines, policy)
     order = sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, j))
     to_given = []  # scheduler index -> position in `jobs`
-    resources = {pool: _Resource(capacity, interference) for pool, capacity in scheduler.free.items()}
+    pools = list(scheduler.free)
+    resources = [_Resource(scheduler.free[pool], interference) for pool in pools]
+    index_of = {pool: i for i, pool in enumerate(pools)}
+    due = [math.inf] * len(pools)  # next finish time of each resource, updated when it changes
     starts, rows = [], []  # per stage run: StageStart, [start, finish]
     seq, arrived, now = 0, 0, 0.0
     while True:
@@ -69,28 +71,31 @@ def simulate_policy(jobs: Sequence[MockJob], machines: Sequence[Machine], policy
             scheduler.submit(jobs[order[arrived]], jobs[order[arrived]].arrival)
             arrived += 1
         for start in scheduler.dispatch():
-            resource = resources[start.machine, start.kind]
+            r = index_of[start.machine, start.kind]
+            resource = resources[r]
             resource.advance(now)
             work = float(jobs[to_given[start.job]].durations[start.round, start.stage])
             heapq.heappush(resource.heap, (resource.clock + work, seq, len(starts)))
             seq += 1
             resource.demand += start.amount
+            due[r] = resource.next_finish()
             starts.append(start)
             rows.append([now, math.nan])
-        upcoming = min((r.next_finish() for r in resources.values()), default=math.inf)
+        upcoming = min(due)
         if arrived < len(order):
             upcoming = min(upcoming, jobs[order[arrived]].arrival)
         if math.isinf(upcoming):
             break
         now = upcoming
         ended = []
-        for resource in resources.values():
-            if resource.heap and resource.next_finish() <= now + 1e-12 * max(1.0, now):
+        for r, resource in enumerate(resources):
+            if due[r] <= now + 1e-12 * max(1.0, now):
                 resource.advance(now)
                 while resource.heap and resource.heap[0][0] <= resource.clock + 1e-9 * max(1.0, resource.clock):
                     row = heapq.heappop(resource.heap)[2]
                     resource.demand -= starts[row].amount
                     ended.append(row)
+                due[r] = resource.next_finish()
         for row in ended:
             rows[row][1] = now
             scheduler.finish(starts[row], now, now - rows[row][0])

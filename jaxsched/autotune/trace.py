@@ -32,8 +32,14 @@ class Trace:
         columns = list(zip(*rows)) if rows else [()] * 8
         ints = [np.asarray(c, dtype=np.int64) for c in columns[:4]]
         kind = np.asarray([(CPU, DEVICE).index(k) for k in columns[4]], dtype=np.int64)
-        return cls(tuple(names), *ints, kind, np.asarray(columns[5], dtype=np.int64),
-                   np.asarray(columns[6], dtype=np.float64), np.asarray(columns[7], dtype=np.float64))
+        return cls(
+            tuple(names),
+            *ints,
+            kind,
+            np.asarray(columns[5], dtype=np.int64),
+            np.asarray(columns[6], dtype=np.float64),
+            np.asarray(columns[7], dtype=np.float64),
+        )
 
     @property
     def makespan(self) -> float:
@@ -52,8 +58,10 @@ class Trace:
 
     def mean_seconds(self) -> dict[str, float]:
         """Mean duration per stage name (NaN for a stage that never ran)."""
-        return {name: float(self.seconds[self.stage == s].mean()) if np.any(self.stage == s) else float("nan")
-                for s, name in enumerate(STAGES)}
+        return {
+            name: float(self.seconds[self.stage == s].mean()) if np.any(self.stage == s) else float("nan")
+            for s, name in enumerate(STAGES)
+        }
 
 
 def _union_length(start: np.ndarray, finish: np.ndarray) -> float:
@@ -66,8 +74,9 @@ def _union_length(start: np.ndarray, finish: np.ndarray) -> float:
     return total
 
 
-def check_trace(trace: Trace, rounds: Sequence[int], machines: Sequence[Machine], exclusive: bool = True,
-                tol: float = 1e-9) -> None:
+def check_trace(
+    trace: Trace, rounds: Sequence[int], machines: Sequence[Machine], exclusive: bool = True, tol: float = 1e-9
+) -> None:
     """Raises ValueError naming the first violation: a job's stages missing or out of order (every
     stage once, in round-major order, each starting after the previous one finished) or, when
     `exclusive`, a resource holding more than its capacity at some moment (two profiles overlapping
@@ -95,7 +104,10 @@ def check_trace(trace: Trace, rounds: Sequence[int], machines: Sequence[Machine]
             load = np.cumsum(deltas[order])
             if load.size and load.max() > machine.capacity(kind):
                 at = float(times[order][int(np.argmax(load))])
-                raise ValueError(f"machine {m} {kind}: {int(load.max())} units in use at t={at:.6g}, capacity {machine.capacity(kind)}")
+                capacity = machine.capacity(kind)
+                raise ValueError(
+                    f"machine {m} {kind}: {int(load.max())} units in use at t={at:.6g}, capacity {capacity}"
+                )
 
 
 def gantt(trace: Trace, machines: Sequence[Machine], ax=None, title: str | None = None):
@@ -116,14 +128,35 @@ def gantt(trace: Trace, machines: Sequence[Machine], ax=None, title: str | None 
             ends: list[float] = []  # finish of the last stage in each lane of this resource
             for row in rows[np.argsort(trace.start[rows], kind="stable")]:
                 i = next((i for i, end in enumerate(ends) if end <= trace.start[row] + 1e-9), len(ends))
-                ends[i:i + 1] = [trace.finish[row]]
+                ends[i : i + 1] = [trace.finish[row]]
                 lane[row] = len(labels) + i
             labels += [f"m{m} {kind}{i}" for i in range(max(len(ends), 1))]
     problem = Problem(np.repeat(trace.seconds[:, None], len(labels), axis=1), [], [], [])
-    ax = draw(problem, Schedule(lane, trace.start, trace.finish), ax=ax, title=title or f"makespan {trace.makespan:.2f} s")
+    ax = draw(
+        problem, Schedule(lane, trace.start, trace.finish), ax=ax, title=title or f"makespan {trace.makespan:.2f} s"
+    )
     colors = plt.get_cmap("tab10")(np.arange(len(STAGES)))
     for patch, stage in zip(ax.patches, trace.stage):  # one bar per stage run, in row order
         patch.set_facecolor(colors[stage])
-    ax.legend(handles=[Patch(color=colors[s], label=name) for s, name in enumerate(STAGES)], loc="upper right", fontsize=7)
+    for text in list(ax.texts):  # task numbers: replaced by job numbers on the bars wide enough to hold one
+        text.remove()
+    for row in np.flatnonzero(trace.seconds > trace.makespan / 80):
+        ax.text(
+            (trace.start[row] + trace.finish[row]) / 2,
+            lane[row],
+            str(trace.job[row]),
+            ha="center",
+            va="center",
+            fontsize=6,
+        )
+    ax.legend(
+        handles=[Patch(color=colors[s], label=name) for s, name in enumerate(STAGES)],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=7,
+        title="job numbers on bars",
+        title_fontsize=6,
+    )
+    ax.set_xlabel("seconds")
     ax.set_yticks(range(len(labels)), labels)
     return ax

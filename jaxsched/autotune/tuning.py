@@ -14,7 +14,6 @@ policy) still slows every repeat and so still shows.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import NamedTuple, Sequence
 
@@ -56,15 +55,30 @@ class TuningJob(Job):
     in its training data. Exploration: lower confidence bound with `kappa`, `epsilon`-greedy slots.
     """
 
-    def __init__(self, workload: Workload, rounds: int, batch: int = 4, name: str | None = None,
-                 repeats: int = 5, min_repeat_s: float = 0.05, kappa: float = 1.0, epsilon: float = 0.1,
-                 fit_steps: int = 2000, seed: int = 0, warm_start: tuple[np.ndarray, np.ndarray] | None = None,
-                 demands: Sequence[Demand] = DEFAULT_DEMANDS, arrival: float = 0.0, machine: int | None = None):
+    def __init__(
+        self,
+        workload: Workload,
+        rounds: int,
+        batch: int = 4,
+        name: str | None = None,
+        repeats: int = 5,
+        min_repeat_s: float = 0.05,
+        kappa: float = 1.0,
+        epsilon: float = 0.1,
+        fit_steps: int = 2000,
+        seed: int = 0,
+        warm_start: tuple[np.ndarray, np.ndarray] | None = None,
+        demands: Sequence[Demand] = DEFAULT_DEMANDS,
+        arrival: float = 0.0,
+        machine: int | None = None,
+    ):
         super().__init__(name or workload.name, rounds, demands, arrival, machine)
         if not isinstance(batch, int) or batch < 1:
             raise ValueError(f"job {self.name!r}: batch must be a positive integer, got {batch!r}")
         if not isinstance(repeats, int) or repeats < 1 or not min_repeat_s >= 0:
-            raise ValueError(f"job {self.name!r}: repeats must be >= 1 and min_repeat_s >= 0, got {repeats}, {min_repeat_s}")
+            raise ValueError(
+                f"job {self.name!r}: repeats must be >= 1 and min_repeat_s >= 0, got {repeats}, {min_repeat_s}"
+            )
         if not (kappa >= 0 and 0 <= epsilon <= 1 and fit_steps >= 1):
             raise ValueError(f"job {self.name!r}: need kappa >= 0, 0 <= epsilon <= 1, fit_steps >= 1")
         self.workload, self.batch, self.repeats, self.min_repeat_s = workload, batch, repeats, min_repeat_s
@@ -74,8 +88,10 @@ class TuningJob(Job):
         if warm_start is not None:
             warm_x, warm_y = (np.asarray(a, np.float64) for a in warm_start)
             if warm_x.ndim != 2 or warm_x.shape[1] != self.features.shape[1] or warm_y.shape != warm_x.shape[:1]:
-                raise ValueError(f"job {self.name!r}: warm_start must be features [N, {self.features.shape[1]}] and "
-                                 f"log seconds [N], got {warm_x.shape} and {warm_y.shape}")
+                raise ValueError(
+                    f"job {self.name!r}: warm_start must be features [N, {self.features.shape[1]}] and "
+                    f"log seconds [N], got {warm_x.shape} and {warm_y.shape}"
+                )
             warm_start = (warm_x, warm_y)
         self.warm_start = warm_start
 
@@ -124,7 +140,7 @@ class TuningJob(Job):
         for i, payload in zip(state.pending, state.executables):
             executable = serialize_executable.deserialize_and_load(*payload, execution_devices=jax.devices()[:1])
             call = _blocking(executable, args)
-            number = calls_per_repeat(call, self.min_repeat_s)  # its first call is the warm-up
+            number = calls_per_repeat(call, self.min_repeat_s)  # warms up, then calibrates
             calls[i] = (_repeated(call, number), number)
         times = alternated_times({i: fn for i, (fn, _) in calls.items()}, self.repeats, warmup=0)
         measured = state.measured + [(i, float(np.min(times[i])) / number) for i, (_, number) in calls.items()]
@@ -139,8 +155,9 @@ class TuningJob(Job):
         if not state.measured:
             raise ValueError(f"job {self.name!r} has measured nothing yet")
         best, seconds = min(state.measured, key=lambda m: m[1])
-        return TuningResult(self.workload.name, self.space[best], seconds,
-                            [(self.space[i], s) for i, s in state.measured])
+        return TuningResult(
+            self.workload.name, self.space[best], seconds, [(self.space[i], s) for i, s in state.measured]
+        )
 
 
 def _blocking(executable, args):
@@ -151,15 +168,28 @@ def _repeated(call, number: int):
     def run():
         for _ in range(number):
             call()
+
     return run
 
 
 def calls_per_repeat(call, min_repeat_s: float) -> int:
-    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms),
-    from the duration of one (warm-up) call of `call`."""
-    start = time.perf_counter()
+    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms).
+
+    One untimed warm-up call (the first call of a fresh executable pays for allocation and caches),
+    then TVM's rule: time `number` calls, and while that is shorter than `min_repeat_s` grow
+    `number` to `max(min_repeat_s / per_call + 1, 1.618 * number)` and time again.
+    """
     call()
-    return max(1, math.ceil(min_repeat_s / max(time.perf_counter() - start, 1e-9)))
+    number = 1
+    while min_repeat_s > 0:
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_repeat_s:
+            break
+        number = max(int(min_repeat_s / max(elapsed / number, 1e-9)) + 1, int(number * 1.618))
+    return number
 
 
 def measure_alone(workload: Workload, config: dict[str, int], repeats: int = 5, min_repeat_s: float = 0.05) -> float:

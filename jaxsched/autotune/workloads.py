@@ -59,8 +59,10 @@ class Workload:
 
     def features(self, config: dict[str, int]) -> np.ndarray:
         """[NUM_FEATURES] encoding: log2 of power-of-two knobs, the others as they are, log2 of the size."""
-        values = [float(np.log2(v)) if k in ("tm", "tk", "chunk", "unroll", "vector_width") else float(v)
-                  for k, v in config.items()]
+        values = [
+            float(np.log2(v)) if k in ("tm", "tk", "chunk", "unroll", "vector_width") else float(v)
+            for k, v in config.items()
+        ]
         return np.asarray(values + [0.0] * (NUM_FEATURES - 1 - len(values)) + [float(np.log2(self.size))])
 
     def inputs(self) -> tuple[jax.Array, ...]:
@@ -104,7 +106,9 @@ def _blocked_matmul(n: int, tm: int, tk: int):
             rows = jax.lax.dynamic_slice_in_dim(a, i * tm, tm, 0)
 
             def k_block(k, acc):
-                return acc + jax.lax.dynamic_slice_in_dim(rows, k * tk, tk, 1) @ jax.lax.dynamic_slice_in_dim(b, k * tk, tk, 0)
+                return acc + jax.lax.dynamic_slice_in_dim(rows, k * tk, tk, 1) @ jax.lax.dynamic_slice_in_dim(
+                    b, k * tk, tk, 0
+                )
 
             block = jax.lax.fori_loop(0, n // tk, k_block, jnp.zeros((tm, n), a.dtype))
             return jax.lax.dynamic_update_slice_in_dim(out, block, i * tm, 0)
@@ -125,7 +129,9 @@ def _chunked_recurrence(length: int, chunk: int, unroll: int):
             out = jnp.einsum("ijd,jd->id", decay, xc) + carry_in * h[None, :]
             return out[-1], out
 
-        _, out = jax.lax.scan(step, jnp.zeros(x.shape[1], x.dtype), x.reshape(length // chunk, chunk, -1), unroll=unroll)
+        _, out = jax.lax.scan(
+            step, jnp.zeros(x.shape[1], x.dtype), x.reshape(length // chunk, chunk, -1), unroll=unroll
+        )
         return out.reshape(length, -1)
 
     return recurrence

@@ -6,8 +6,18 @@ STAGE_COUNT = 4
 def brute_force_check(trace, jobs, machines, exclusive, tol=1e-9):
     """Asserts every stage of every job ran once, in order, not before its job arrived and, when
     `exclusive`, that at every stage start no resource holds more than its capacity."""
-    rows = list(zip(trace.job.tolist(), trace.round.tolist(), trace.stage.tolist(), trace.machine.tolist(),
-                    trace.kind.tolist(), trace.amount.tolist(), trace.start.tolist(), trace.finish.tolist()))
+    rows = list(
+        zip(
+            trace.job.tolist(),
+            trace.round.tolist(),
+            trace.stage.tolist(),
+            trace.machine.tolist(),
+            trace.kind.tolist(),
+            trace.amount.tolist(),
+            trace.start.tolist(),
+            trace.finish.tolist(),
+        )
+    )
     for j, job in enumerate(jobs):
         mine = sorted((r, s, start, finish) for jj, r, s, _, _, _, start, finish in rows if jj == j)
         assert [(r, s) for r, s, _, _ in mine] == [(r, s) for r in range(job.rounds) for s in range(STAGE_COUNT)]

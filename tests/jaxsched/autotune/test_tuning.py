@@ -1,13 +1,14 @@
 """Real tuning jobs: knobs that matter, the cost model, stages as functions of a picklable state."""
 
 import pickle
+import types
 
 import jax
 import numpy as np
 import pytest
 import scipy.stats
 
-from jaxsched.autotune import cost_model
+from jaxsched.autotune import cost_model, tuning
 from jaxsched.autotune.tuning import TuningJob, measure_alone
 from jaxsched.autotune.workloads import Workload
 from jaxsched.timing import best_time
@@ -18,8 +19,12 @@ from jaxsched.timing import best_time
     [
         (Workload("matmul", 128), {"tm": 128, "tk": 128}, {"tm": 4, "tk": 4}, 2.0),
         (Workload("scan", 1024), {"chunk": 1, "unroll": 1}, {"chunk": 64, "unroll": 1}, 2.0),
-        (Workload("xla_options", 256), {"opt_level": 3, "vector_width": 256, "fast_math": 0},
-         {"opt_level": 0, "vector_width": 64, "fast_math": 0}, 2.0),
+        (
+            Workload("xla_options", 256),
+            {"opt_level": 3, "vector_width": 256, "fast_math": 0},
+            {"opt_level": 0, "vector_width": 64, "fast_math": 0},
+            2.0,
+        ),
     ],
 )
 def test_knobs_change_runtime_and_not_the_result(workload, fast, slow, ratio):
@@ -28,15 +33,16 @@ def test_knobs_change_runtime_and_not_the_result(workload, fast, slow, ratio):
     for config in (fast, slow):
         executable = workload.build(config)
         outputs.append(np.asarray(executable(*args)))
-        times.append(best_time(lambda: jax.block_until_ready(executable(*args)), repeats=5, warmup=1))
+        times.append(best_time(lambda e=executable: jax.block_until_ready(e(*args)), repeats=5, warmup=1))
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=2e-4, atol=2e-4)
-    assert times[1] / times[0] >= ratio  
+    assert times[1] / times[0] >= ratio
 
 
 def test_workloads_compute_their_reference():
     a, b = Workload("matmul", 64).inputs()
-    np.testing.assert_allclose(Workload("matmul", 64).build({"tm": 8, "tk": 16})(a, b), np.asarray(a) @ np.asarray(b),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        Workload("matmul", 64).build({"tm": 8, "tk": 16})(a, b), np.asarray(a) @ np.asarray(b), rtol=1e-4, atol=1e-4
+    )
     decay, x = Workload("scan", 64).inputs()
     h, expected = np.zeros(64), []
     for row in np.asarray(x, np.float64):
@@ -86,3 +92,18 @@ def test_tuning_job_stages_on_picklable_state():
         TuningJob(Workload("matmul", 32), 1, warm_start=(np.zeros((3, 2)), np.zeros(3)))
     with pytest.raises(ValueError, match="batch must be a positive integer"):
         TuningJob(Workload("matmul", 32), 1, batch=0)
+
+
+def test_repeats_last_min_repeat_s_even_when_the_warm_up_call_is_slow(monkeypatch):
+    clock = [0.0]  # a fake clock: deterministic on a loaded machine
+    monkeypatch.setattr(tuning, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def call():  # a fresh executable: the first call takes 0.5 s, later ones 0.25 s
+        clock[0] += 0.5 if clock[0] == 0.0 else 0.25
+
+    # warm-up; one call lasts 0.25 s < 1 s, so number = max(1 / 0.25 + 1, 1.618 * 1) = 5, and five
+    # calls last 1.25 s >= 1 s (the old rule, from the warm-up call, gave ceil(1 / 0.5) = 2: 0.5 s)
+    assert tuning.calls_per_repeat(call, 1.0) == 5
+    assert clock[0] == 0.5 + 0.25 + 5 * 0.25
+    clock[0] = 0.0
+    assert tuning.calls_per_repeat(call, 0.0) == 1 and clock[0] == 0.5  # no minimum: the warm-up only
