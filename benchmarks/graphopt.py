@@ -45,7 +45,7 @@ from jaxgraph import (
 )
 from jaxgraph.backends import ONNXRUNTIME
 from jaxgraph.cost import OrtCost, ort_session
-from jaxgraph.timing import compare, interleaved_seconds
+from jaxsched.timing import alternated_times, compare
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
 # baseline, and the thesis's TensorFlow -> TASO inference times (RTX 2070), for TASO's graphs.
@@ -124,7 +124,8 @@ def bench_onnxruntime(name: str, graph, taso_graph, visited, args, measured: Ort
         candidates = [graph, taso_graph, a.graph, m.graph] + visited[step::step][:args.rank_graphs]
         candidates += [random_rewrites(graph, k, seed=k) for k in (5, 20, 60)]
         unique = list({c.structure_hash: c for c in candidates}.values())
-        times = np.median(interleaved_seconds([ort_runner(c, inputs) for c in unique], 3, args.repeats, "cpu"), axis=0)
+        series = alternated_times({k: ort_runner(c, inputs) for k, c in enumerate(unique)}, args.repeats, 3, "cpu")
+        times = np.array([np.median(series[k]) for k in range(len(unique))])
         row["rank"] = dict(graphs=len(unique), runtime_spread=float(times.max() / times.min()),
                            **{f"{key}_vs_ort": spearman([cost(c, model) for c in unique], times)
                               for key, model in (("taso", Roofline()), ("analytic", analytic),
@@ -149,8 +150,8 @@ def bench_transformers_optimizer(graph, ours, args) -> dict:
             sessions[key] = ort_session(path)
             sessions[f"{key} + ort-transformers"] = ort_session(fused.model)
             fused_ops[key] = {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
-    times = np.median(interleaved_seconds([lambda s=s: s.run(None, inputs) for s in sessions.values()], 3,
-                                          args.repeats), axis=0)
+    series = alternated_times({k: lambda s=s: s.run(None, inputs) for k, s in sessions.items()}, args.repeats, 3)
+    times = [np.median(series[k]) for k in sessions]
     return dict(ms={k: 1e3 * float(t) for k, t in zip(sessions, times)}, fused=fused_ops["original"])
 
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from jaxsched.timing import alternated_times, best_time
+from jaxsched.timing import alternated_times, best_time, compare
 
 
 def test_runs_alternate_after_warmup():
@@ -28,3 +28,21 @@ def test_bad_counts_are_named(repeats, warmup):
 def test_boolean_counts_are_refused():
     with pytest.raises(ValueError, match="repeats"):
         best_time(lambda: None, repeats=True)
+
+
+def test_cpu_clock_does_not_count_sleep():
+    times = alternated_times({"sleep": lambda: time.sleep(0.02)}, repeats=2, warmup=0, clock="cpu")
+    assert times["sleep"].max() < 0.01
+
+
+def test_unknown_clock_is_named():
+    with pytest.raises(ValueError, match="clock"):
+        alternated_times({"a": lambda: None}, 1, 0, clock="gpu")
+
+
+def test_compare_sees_a_twice_slower_baseline():
+    """Hand-worked: 20 ms against 10 ms sleeps is a speedup of about 2, faster beyond noise."""
+    result = compare(lambda: time.sleep(0.02), lambda: time.sleep(0.01), repeats=5, warmup=1)
+    assert 1.5 < result.ratio < 2.1 and result.faster
+    assert result.low <= result.ratio <= result.high
+    assert 19 < result.baseline_ms < 30 and 9 < result.candidate_ms < 20
