@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jaxgraph import opaque
+
 Shape = tuple[int, ...]
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 PRECISION = lax.Precision.HIGHEST  # float32 accumulation on every backend, so rewrites compare at rtol 1e-4
@@ -357,6 +359,8 @@ OPS: Mapping[str, OpSpec] = MappingProxyType({s.name: s for s in (
     _spec("reshape", (1, 1), _infer_reshape, lambda attrs, x: jnp.reshape(x, attrs["shape"]), True, shape=()),
     _spec("softmax", (1, 1), _infer_softmax, lambda attrs, x: jax.nn.softmax(x, axis=attrs["axis"]), axis=-1),
     *(_spec(name, arity, infer, impl, **defaults) for name, arity, infer, impl, defaults in _TRANSFORMER_OPS),
+    # An ONNX op that no rule touches, carried verbatim (see jaxgraph.opaque).
+    _spec("opaque", (0, None), opaque.infer, opaque.jax_kernel, **opaque.DEFAULTS),
     # Weight-only ops created by substitutions; free once their inputs are constants.
     _spec("enlarge", (1, 1), _infer_enlarge, _enlarge, kernel=(1, 1)),
     _spec("merge_gconv", (1, 1), _infer_merge_gconv, _merge_gconv, groups=1, count=2),

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
+from jaxgraph import opaque
 from jaxgraph.graph import Graph, Node, Ref
 
 _FOLDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -133,6 +134,7 @@ KERNELS: Mapping[str, Callable[..., Any]] = MappingProxyType({
     "layernorm": _layernorm,
     "gelu": lambda a, x: 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2))),
     "clip": lambda a, x: np.minimum(np.maximum(x, a["min"]), a["max"]),
+    "opaque": opaque.reference_kernel,
     "enlarge": _enlarge,
     "merge_gconv": _merge_gconv,
     "bn_fold_weight": _bn_fold_weight,
