@@ -364,23 +364,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated: zoo:NAME, a .onnx path, or a builder (default: all)")
     parser.add_argument("--quick", action="store_true",
-                        help="defaults budget 100, measured budget 20, 10 timing rounds, BERT with 2 layers; no section 6")
+                        help="defaults budget 100, measured budget 20, 10 timing rounds, 2 BERT layers; no section 6")
     parser.add_argument("--alpha", type=float, default=1.05)
-    parser.add_argument("--budget", type=int, default=1000)
-    parser.add_argument("--measured-budget", type=int, default=100,
-                        help="TASO budget with profiled kernel costs (0: no search with them)")
-    parser.add_argument("--repeats", type=int, default=20, help="alternated timing rounds")
-    parser.add_argument("--bert-layers", type=int, default=12)
+    parser.add_argument("--budget", type=int, help="TASO budget (default 1000)")
+    parser.add_argument("--measured-budget", type=int,
+                        help="TASO budget with profiled kernel costs (default 100; 0: no search with them)")
+    parser.add_argument("--repeats", type=int, help="alternated timing rounds (default 20)")
+    parser.add_argument("--bert-layers", type=int, help="layers of the BERT builder (default 12)")
     parser.add_argument("--heads", type=int, help="attention heads for ort-transformers (default: hidden / 64)")
     parser.add_argument("--rank-graphs", type=int, default=1, help="0: skip the ranking")
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
-    if args.quick:  # smaller defaults; flags given explicitly win
-        for key, value in dict(budget=100, measured_budget=20, repeats=10, bert_layers=2).items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
+    defaults = dict(budget=100, measured_budget=20, repeats=10, bert_layers=2) if args.quick else dict(
+        budget=1000, measured_budget=100, repeats=20, bert_layers=12)
+    for key, value in defaults.items():  # flags given explicitly win
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     specs = args.models.split(",") if args.models else default_models()
     print(f"machine: {machine()}\nflags: {vars(args)}", flush=True)
     costs = {"analytic": Roofline(backend=ONNXRUNTIME)}
