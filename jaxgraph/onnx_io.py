@@ -157,7 +157,8 @@ class _Importer:
         onnx = self._onnx
         from onnx import numpy_helper
 
-        node, version = _upgrade(node, domain, self.opsets)
+        node, version, moved = _upgrade(node, domain, self.opsets, self.constants)
+        self.constants.update(moved)
         outputs = list(node.output)
         while outputs and (not outputs[-1] or outputs[-1] not in self.consumed):
             outputs.pop()
@@ -200,31 +201,40 @@ def _schema(op_type: str, version: int, domain: str):
         return None
 
 
-def _upgrade(node, domain: str, opsets: Mapping[str, int]):
-    """The node in the export opset's form (onnx.version_converter on a one-node model) and its domain version.
+def _upgrade(node, domain: str, opsets: Mapping[str, int], constants: Mapping[str, np.ndarray]):
+    """The node in the export opset's form (onnx.version_converter on a one-node model), its domain version,
+    and its constant inputs after the conversion (renamed apart from the model's tensors).
 
-    Opaque nodes are written back into an opset-`OPSET` file, so they must mean there what they meant in the
-    source (Pad, Clip, Squeeze, Slice and the reductions moved attributes to inputs across opsets)."""
+    Opaque nodes are written back into an opset-`OPSET` file, so one from an older opset must mean there
+    what it meant in the source (Pad, Clip, Squeeze, Slice and the reductions moved attributes to inputs).
+    A node from a newer opset keeps it, and the file is written at that opset (see `to_onnx`)."""
     source = opsets.get(domain, 1)
     if domain != "":
-        return node, source
+        return node, source, {}
     old, new = _schema(node.op_type, source, ""), _schema(node.op_type, OPSET, "")
-    if old is None or new is None or old.since_version == new.since_version:
-        return node, OPSET if new is not None else source
-    from onnx import helper, version_converter
+    if source >= OPSET or old is None or new is None or old.since_version == new.since_version:
+        return node, max(source, OPSET) if new is not None else source, {}
+    from onnx import helper, numpy_helper, version_converter
 
-    values = [helper.make_empty_tensor_value_info(n) for n in node.input if n]
+    given = [numpy_helper.from_array(np.asarray(constants[n]), n) for n in node.input if n in constants]
+    values = [helper.make_empty_tensor_value_info(n) for n in node.input if n and n not in constants]
     outs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
-    model = helper.make_model(helper.make_graph([node], "upgrade", values, outs),
+    model = helper.make_model(helper.make_graph([node], "upgrade", values, outs, given),
                               opset_imports=[helper.make_opsetid("", source)])
     try:
         converted = version_converter.convert_version(model, OPSET).graph
     except Exception as error:  # the converter raises RuntimeError and friends
         raise ValueError(f"cannot carry {node.op_type} from opset {source} to {OPSET}: {error}") from None
     main = [n for n in converted.node if n.op_type != "Constant"]
-    if len(main) != 1 or len(converted.initializer) or len(main) != len(converted.node):
+    if len(main) != 1:
         raise ValueError(f"cannot carry {node.op_type} from opset {source} to {OPSET} as one node")
-    return main[0], OPSET
+    moved = {n.output[0]: numpy_helper.to_array(a.t) for n in converted.node if n.op_type == "Constant"
+             for a in n.attribute if a.name == "value"}
+    moved.update((i.name, numpy_helper.to_array(i)) for i in converted.initializer)
+    upgraded = main[0]
+    renamed = {name: f"{node.output[0]}.opset{OPSET}.{name}" for name in moved}
+    upgraded.input[:] = [renamed.get(name, name) for name in upgraded.input]
+    return upgraded, OPSET, {renamed[name]: value for name, value in moved.items()}
 
 
 def _infer_output_shapes(node, domain: str, version: int, types: dict, data: dict, outputs: list[str]):
@@ -327,6 +337,20 @@ def _pool(op: str) -> Callable:
     return convert
 
 
+def _reduce_mean(imp: _Importer, node, attrs):
+    """ReduceMean over the spatial axes of an NCHW tensor (how the dynamo exporter writes adaptive average
+    pooling to 1x1) is a global average pool; any other ReduceMean stays opaque."""
+    x = imp.tensor(node.input[0])
+    shape = imp.b.shape(x)
+    axes = _axes(imp, node, attrs)
+    if len(shape) != 4 or sorted(a % 4 for a in axes) != [2, 3]:
+        return None
+    pooled = imp.b.add("avgpool2d", [x], node.name, kernel=shape[2:], stride=(1, 1))
+    if attrs.get("keepdims", 1):
+        return [pooled]
+    return [imp.b.add("reshape", [pooled], f"{node.name or node.output[0]}.squeeze", shape=shape[:2])]
+
+
 def _global_pool(op: str) -> Callable:
     def convert(imp: _Importer, node, attrs):
         x = imp.tensor(node.input[0])
@@ -397,8 +421,6 @@ def _gemm(imp: _Importer, node, attrs):
     a, b = node.input[:2]
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     has_c = len(node.input) > 2 and node.input[2]
-    if has_c and beta != 1.0 and node.input[2] not in imp.constants:
-        return None
     x = imp.tensor(a)
     if attrs.get("transA", 0):
         x = imp.b.add("transpose", [x], f"{node.name}.transA", perm=(1, 0))
@@ -417,10 +439,14 @@ def _gemm(imp: _Importer, node, attrs):
         y = imp.b.add("mul", [y, scale], f"{node.name}.alpha")
     if has_c:
         c = node.input[2]
-        if beta != 1.0:
+        if beta != 1.0 and c in imp.constants:
             imp.constants[f"{c}.beta"] = imp.constants[c] * beta
             c = f"{c}.beta"
-        y = imp.b.add("add", [y, imp.tensor(c)], f"{node.name}.bias")
+        bias = imp.tensor(c)
+        if beta != 1.0 and c not in imp.constants:
+            beta_weight = imp.b.weight(f"{node.name}.beta", np.full((1,), beta, np.float32))
+            bias = imp.b.add("mul", [bias, beta_weight], f"{node.name}.beta")
+        y = imp.b.add("add", [y, bias], f"{node.name}.bias")
     return [y]
 
 
@@ -550,7 +576,7 @@ def _identity(imp: _Importer, node, attrs):
 _IMPORTERS: dict[str, Callable] = {
     "Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary("add"), "Mul": _binary("mul"), "Sub": _sub,
     "Div": _div, "Sum": _sum, "Relu": _unary("relu"), "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
-    "Clip": _clip, "Gelu": _gelu, "BatchNormalization": _batchnorm, "LayerNormalization": _layernorm,
+    "Clip": _clip, "Gelu": _gelu, "ReduceMean": _reduce_mean, "BatchNormalization": _batchnorm, "LayerNormalization": _layernorm,
     "MaxPool": _pool("maxpool2d"), "AveragePool": _pool("avgpool2d"),
     "GlobalAveragePool": _global_pool("avgpool2d"), "GlobalMaxPool": _global_pool("maxpool2d"),
     "Concat": _concat, "Split": _split, "Transpose": _transpose, "Reshape": _reshape, "Flatten": _flatten,
@@ -615,9 +641,11 @@ class _Names:
         return name
 
 
-def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name: str = "jaxgraph",
+def to_onnx(graph: Graph, opset: int | None = None, ir_version: int = IR_VERSION, name: str = "jaxgraph",
             target: str = "onnxruntime"):
     """The graph as an ONNX `ModelProto` (weight-only subgraphs folded into initializers).
+
+    `opset` defaults to `OPSET`, or to a later one that an opaque node was imported at (Gelu at 20).
 
     A convolution with a fused activation has no standard ONNX op: for `target="onnxruntime"` it is written
     as onnxruntime's `com.microsoft.FusedConv` (which `load_onnx` reads back as one node, so the file holds
@@ -627,6 +655,9 @@ def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     onnx = _onnx()
+    if opset is None:
+        opset = max([OPSET] + [n.attrs["opset"] for n in graph.nodes.values()
+                               if n.op == "opaque" and n.attrs["domain"] == ""])
     from onnx import TensorProto, helper, numpy_helper
 
     g = fold_constants(graph)
@@ -689,7 +720,7 @@ def to_onnx(graph: Graph, opset: int = OPSET, ir_version: int = IR_VERSION, name
     return model
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = OPSET, ir_version: int = IR_VERSION,
+def save_onnx(graph: Graph, path: str | os.PathLike, opset: int | None = None, ir_version: int = IR_VERSION,
               target: str = "onnxruntime") -> None:
     """Write `graph` as an ONNX file (see `to_onnx`)."""
     onnx = _onnx()

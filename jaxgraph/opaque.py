@@ -88,9 +88,36 @@ def onnx_node(attrs: Mapping[str, Any], inputs: Sequence[str], outputs: Sequence
     return node
 
 
+def _reference_lrn(a, x):
+    """NumPy LRN, channel by channel (onnx 1.23's reference loops over the batch axis instead)."""
+    size = a["size"]
+    square_sum = np.zeros_like(x)
+    for c in range(x.shape[1]):
+        low, high = max(0, c - (size - 1) // 2), min(x.shape[1], c + -(-(size - 1) // 2) + 1)
+        square_sum[:, c] = np.sum(x[:, low:high] ** 2, axis=1)
+    return (x / (a.get("bias", 1.0) + a.get("alpha", 1e-4) / size * square_sum) ** a.get("beta", 0.75),)
+
+
+def _reference_gelu(a, x):
+    """NumPy GELU (onnx.reference runs Gelu only as an expanded function)."""
+    if a.get("approximate", "none") == "tanh":
+        return (0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),)
+    import scipy.special
+
+    return (0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2))),)
+
+
+_REFERENCE_OVERRIDES = {"LRN": _reference_lrn, "Gelu": _reference_gelu}
+
+
 def reference_kernel(attrs: Mapping[str, Any], *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Run an opaque node with `onnx.reference` (NumPy), at the dtype of its inputs."""
+    """Run an opaque node with `onnx.reference` (NumPy), at the dtype of its inputs (NumPy code of our own
+    for the ops where onnx.reference is wrong or missing)."""
     from onnx.reference import ReferenceEvaluator
+
+    if attrs["domain"] == "" and attrs["op_type"] in _REFERENCE_OVERRIDES:
+        return _REFERENCE_OVERRIDES[attrs["op_type"]](decode_attributes(attrs["attributes"]),
+                                                      *_arguments(attrs, inputs))
 
     names = [f"i{k}" if s is not None else "" for k, s in enumerate(attrs["slots"])]
     outputs = [f"o{k}" for k in range(len(attrs["shapes"]))]

@@ -12,10 +12,10 @@ from .conftest import assert_same_outputs
 RNG = np.random.default_rng(0)
 
 
-def one_op_graph(op, input_shapes, weight_shapes=(), **attrs):
+def one_op_graph(op, activation_shapes, weight_shapes=(), **attrs):
     """A graph computing one op on random inputs (activations) and random weights (constants)."""
     b = GraphBuilder()
-    refs = [b.input(f"x{i}", s) for i, s in enumerate(input_shapes)]
+    refs = [b.input(f"x{i}", s) for i, s in enumerate(activation_shapes)]
     refs += [b.weight(f"w{i}", RNG.uniform(0.5, 1.5, s).astype(np.float32)) for i, s in enumerate(weight_shapes)]
     outs = b.add_outputs(op, refs, "op", **attrs)
     return b.build({f"y{k}": r for k, r in enumerate(outs)})
@@ -45,6 +45,8 @@ CASES = [
     ("layernorm", [(2, 5)], [(5,), (5,)], {}),
     ("gelu", [(3, 4)], [], {}),
     ("clip", [(3, 4)], [], dict(min=-0.5, max=0.25)),
+    ("opaque", [(3, 4)], [], dict(op_type="Erf", slots=(0,), input_shapes=((3, 4),), shapes=((3, 4),))),
+    ("opaque", [(2, 3)], [(3,)], dict(op_type="Sub", slots=(1, 0), input_shapes=((2, 3), (3,)), shapes=((2, 3),))),
     ("enlarge", [(4, 2, 1, 3)], [], dict(kernel=(3, 5))),
     ("merge_gconv", [(8, 2, 3, 3)], [], dict(groups=4, count=2)),
     ("bn_fold_weight", [(4, 2, 3, 3)], [(4,), (4,)], dict(eps=1e-5)),
