@@ -2,7 +2,7 @@
 
     flock /tmp/bench.lock python benchmarks/graphopt.py [--quick] [--models zoo:squeezenet,tests/data/m.onnx,bert]
 
-A model is `zoo:NAME` (the onnx wheel's light zoo models with seeded random weights, `jaxgraph.zoo`), the
+A model is `zoo:NAME` (the onnx wheel's light zoo models with seeded random weights, `jaxgraph.onnx_models`), the
 path of an ONNX file (the torch exports in tests/data), or a builder name (`jaxgraph.MODELS`, batch 1).
 The default is every zoo model, every tests/data/*.onnx and the builders bert and mobilenet_v2. Every
 model runs in onnxruntime on the CPU with all its graph optimizations on (ORT_ENABLE_ALL); the original
@@ -58,9 +58,9 @@ from jaxgraph import (
     spearman,
     taso_search,
     to_onnx,
-    zoo_model,
 )
 from jaxgraph.cost import ort_session
+from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.optimize import main as optimize_cli
 from jaxsched.timing import alternated_times, compare
 
@@ -70,22 +70,19 @@ TASO_PAPER = {"inception_v3": 1.1, "squeezenet1_1": 1.3, "taso_attention_stack":
 THESIS_MS = {"squeezenet1_1": (4.60, 3.22), "resnet18": (12.20, 11.35), "resnet50": (26.70, 24.96),
              "inception_v3": (17.60, 13.80), "taso_attention_stack": (4.10, 2.03)}
 TOLERANCE = 1e-4
-ZOO = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
-       "vgg19", "zfnet512")
 
 
 def default_models() -> list[str]:
-    return [f"zoo:{name}" for name in ZOO] + sorted(glob.glob("tests/data/*.onnx")) + ["bert", "mobilenet_v2"]
+    return [f"zoo:{name}" for name in ZOO_MODELS] + sorted(glob.glob("tests/data/*.onnx")) + ["bert", "mobilenet_v2"]
 
 
 def original_model(spec: str, args):
-    """The ONNX model `spec` names, as given (zoo models with seeded random weights)."""
-    if spec.startswith("zoo:"):
-        return zoo_model(spec[4:], seed=0)
-    if spec.endswith(".onnx"):
-        import onnx
+    """The ONNX model `spec` names, as given, its ConstantOfShape weights (the light zoo models and the
+    light torch exports in tests/data) made seeded random (`jaxgraph.onnx_models.with_random_weights`)."""
+    import onnx
 
-        return onnx.load(spec)
+    if spec.startswith("zoo:") or spec.endswith(".onnx"):
+        return with_random_weights(onnx.load(zoo_path(spec[4:]) if spec.startswith("zoo:") else spec), seed=0)
     if spec not in MODELS:
         raise ValueError(f"unknown model {spec!r}: zoo:NAME, a .onnx path, or one of {', '.join(MODELS)}")
     return to_onnx(original_graph(spec, args))
@@ -94,6 +91,16 @@ def original_model(spec: str, args):
 def original_graph(spec: str, args):
     """The builder `spec` at full size, batch 1 (BERT with `--bert-layers` layers)."""
     return bert(layers=args.bert_layers) if spec == "bert" else MODELS[spec]()
+
+
+def batch_one(model) -> dict[str, tuple[int, ...]]:
+    """Input shapes with every symbolic dimension (a dynamic batch) fixed to 1."""
+    shapes = {}
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            shapes[value.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+    return shapes
 
 
 def short_name(spec: str) -> str:
@@ -161,7 +168,7 @@ def bench_model(spec: str, args, costs: dict) -> dict:
     start = time.perf_counter()
     model = original_model(spec, args)
     try:
-        graph = load_onnx(model)
+        graph = load_onnx(model, batch_one(model))
     except ValueError as error:
         return dict(row, error=f"does not load: {error}")
     row.update(ops=graph.num_ops, load_s=time.perf_counter() - start)
@@ -199,9 +206,12 @@ def never_slower(model, original, feeds, args) -> dict:
         source, target = os.path.join(scratch, "model.onnx"), os.path.join(scratch, "optimized.onnx")
         with open(source, "wb") as f:
             f.write(model.SerializeToString())
+        shapes = [f"--input-shape={name}={','.join(map(str, shape))}" for name, shape in batch_one(model).items()]
         with contextlib.redirect_stdout(io.StringIO()) as log:
             status = optimize_cli([source, "-o", target, "--budget", str(args.budget), "--repeats", str(args.repeats),
-                                   "--no-progress"])
+                                   "--no-progress", *shapes])
+        if status:
+            raise RuntimeError(f"python -m jaxgraph.optimize failed (status {status}):\n{log.getvalue()}")
         with open(source, "rb") as a, open(target, "rb") as b:
             kept_original = a.read() == b.read()
         written = ort_session(target)
@@ -250,8 +260,7 @@ def bench_transformers_optimizer(spec: str, args) -> dict | None:
         return None
     logging.disable(logging.WARNING)
     model = original_model(spec, args)
-    graph = load_onnx(model)
-    hidden = next(iter(graph.input_shapes.values()))[-1]
+    graph = load_onnx(model, batch_one(model))
     ours = taso_search(graph, args.alpha, args.budget, cost_model=Roofline(backend=ONNXRUNTIME)).graph
     rng = np.random.default_rng(0)
     feeds = {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in graph.input_shapes.items()}
@@ -261,8 +270,8 @@ def bench_transformers_optimizer(spec: str, args) -> dict | None:
             path = os.path.join(scratch, f"{key}.onnx")
             with open(path, "wb") as f:
                 f.write(m.SerializeToString())
-            fused = optimizer.optimize_model(path, model_type="bert", num_heads=args.heads or max(hidden // 64, 1),
-                                             hidden_size=hidden, opt_level=0)
+            fused = optimizer.optimize_model(path, model_type="bert", num_heads=args.heads, hidden_size=0,
+                                             opt_level=0)
             sessions[key] = ort_session(path)
             sessions[f"{key} + ort-transformers"] = ort_session(fused.model)
             fused_ops[key] = {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
@@ -371,7 +380,7 @@ def main() -> None:
                         help="TASO budget with profiled kernel costs (default 100; 0: no search with them)")
     parser.add_argument("--repeats", type=int, help="alternated timing rounds (default 20)")
     parser.add_argument("--bert-layers", type=int, help="layers of the BERT builder (default 12)")
-    parser.add_argument("--heads", type=int, help="attention heads for ort-transformers (default: hidden / 64)")
+    parser.add_argument("--heads", type=int, default=0, help="attention heads for ort-transformers (0: detect)")
     parser.add_argument("--rank-graphs", type=int, default=1, help="0: skip the ranking")
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--progress", action="store_true")

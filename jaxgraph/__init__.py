@@ -34,14 +34,13 @@ from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
-from jaxgraph.zoo import ZOO_MODELS, with_random_weights, zoo_model, zoo_path
 
 __all__ = [
     "Backend", "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Kernel", "Location",
     "LocationIndex", "MODELS", "MeasuredCost", "Node", "ONNXRUNTIME", "OPS", "OP_TYPES", "Observation", "OrtCost",
-    "Patch", "RULES", "ZOO_MODELS", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert",
+    "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert",
     "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
     "kernel_graph", "load_onnx", "make_rule", "measure_runtime",
     "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1",
-    "taso_attention_stack", "taso_search", "to_onnx", "with_random_weights", "zoo_model", "zoo_path",
+    "taso_attention_stack", "taso_search", "to_onnx",
 ]
