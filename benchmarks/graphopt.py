@@ -17,8 +17,8 @@ is the model as given (the builders: as exported). Per model it prints:
 3. rules: each rule family applied at every location where it matches, whatever the cost says, with
    the change each cost predicts and the measured end-to-end speedup: what pays on the real runtime;
 4. ranking: Spearman of each cost against end-to-end onnxruntime process CPU time (steadier than wall
-   time on a shared machine) over the original, the search results, the rule-family graphs and random
-   rewrites;
+   time on a shared machine) over the original, the search results, the rule-family graphs, random
+   rewrites, and graphs with 2-128 fusions blocked by an identity split + concat (`block_fusions`);
 5. for transformer models, onnxruntime's transformer optimizer (`onnxruntime.transformers.optimizer`,
    extra `ort-transformers`) against jaxgraph and both together;
 6. (builders, not with --quick) TASO search with TASO's backend-agnostic cost against the published
@@ -50,6 +50,8 @@ from jaxgraph import (
     Env,
     LocationIndex,
     OrtCost,
+    Patch,
+    Ref,
     Roofline,
     bert,
     cost,
@@ -132,6 +134,25 @@ def random_rewrites(graph, steps: int, seed: int):
         xfer, location = matches[rng.integers(len(matches))]
         graph, delta = RULES[xfer].rewrite(graph, location, check=False)
         index = index.update(graph, delta)
+    return graph
+
+
+def block_fusions(graph, count: int, seed: int):
+    """`graph` with a split into two halves and a concat back (an identity onnxruntime runs as two copies) after
+    `count` random convolutions or matmuls: it blocks their fusion with what follows and adds memory traffic,
+    so that ranking candidates span a real runtime range even where no rule changes what onnxruntime runs."""
+    rng = np.random.default_rng(seed)
+    roots = [i for i, n in graph.nodes.items() if n.op in ("conv2d", "matmul") and not n.constant]
+    for node_id in rng.permutation(roots)[:count]:
+        ref = Ref(int(node_id))
+        shape = graph.shape(ref)
+        axis = 1 if graph.nodes[ref.node].op == "conv2d" else len(shape) - 1
+        if shape[axis] < 2:
+            continue
+        patch = Patch(graph)
+        parts = patch.add_outputs("split", [ref], axis=axis, sizes=(shape[axis] // 2, shape[axis] - shape[axis] // 2))
+        patch.replace(ref, patch.add("concat", list(parts), axis=axis))
+        graph, _ = patch.commit()
     return graph
 
 
@@ -239,6 +260,7 @@ def rule_effects(graph, original, feeds, costs: dict, args) -> tuple[dict, list]
 def ranking(graph, candidates: list, feeds, costs: dict, args) -> dict:
     """Spearman of each cost against end-to-end onnxruntime CPU time over distinct graphs."""
     candidates = [graph] + candidates + [random_rewrites(graph, k, seed=k) for k in (2, 5, 10, 20, 40, 80)]
+    candidates += [block_fusions(graph, k, seed=k) for k in (2, 8, 32, 128)]
     unique = list({c.structure_hash: c for c in candidates}.values())
     if len(unique) < 3:
         return dict(graphs=len(unique))
