@@ -196,6 +196,9 @@ def bench_model(spec: str, args, costs: dict) -> dict:
     original = ort_session(model)
     rng = np.random.default_rng(0)
     feeds = {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in graph.input_shapes.items()}
+    if args.rank_only:
+        row["rank"] = ranking(graph, [], feeds, costs, args)
+        return row
     expected = outputs(original, feeds)
     found = {}
     for method in ("greedy", "taso"):
@@ -337,6 +340,8 @@ def print_tables(rows: dict, search_rows: dict, transformer_rows: dict, args) ->
         if "error" in r:
             print(f"| {name} | {r['error']} |")
             continue
+        if "greedy_analytic" not in r:  # --rank-only
+            continue
         cells = []
         for method in ("greedy", "taso"):
             for key in keys:
@@ -404,6 +409,8 @@ def main() -> None:
     parser.add_argument("--bert-layers", type=int, help="layers of the BERT builder (default 12)")
     parser.add_argument("--heads", type=int, default=0, help="attention heads for ort-transformers (0: detect)")
     parser.add_argument("--rank-graphs", type=int, default=1, help="0: skip the ranking")
+    parser.add_argument("--rank-only", action="store_true", help="only the ranking (original, random rewrites, "
+                                                                  "blocked fusions)")
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
@@ -422,6 +429,8 @@ def main() -> None:
     for spec in specs:
         rows[short_name(spec)] = bench_model(spec, args, costs)
         name = short_name(spec)
+        if args.rank_only:
+            continue
         if "error" not in rows[name] and (spec == "bert" or "bert" in name or "transformer" in name):
             result = bench_transformers_optimizer(spec, args)
             if result:
