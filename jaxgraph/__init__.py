@@ -1,6 +1,7 @@
 """jaxgraph: computation graphs, verified TASO-style substitutions, cost model, search and an RL environment.
 
-ONNX import/export (`load_onnx`, `save_onnx`, `to_onnx`) needs the `onnx` extra.
+ONNX import/export (`load_onnx`, `save_onnx`, `to_onnx`) and the real models (`zoo_path`,
+`with_random_weights`) need the `onnx` extra.
 """
 
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
@@ -30,6 +31,7 @@ from jaxgraph.models import (
     taso_attention_stack,
 )
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
+from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
@@ -42,5 +44,5 @@ __all__ = [
     "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
     "kernel_graph", "load_onnx", "make_rule", "measure_runtime",
     "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1",
-    "taso_attention_stack", "taso_search", "to_onnx",
+    "taso_attention_stack", "taso_search", "to_onnx", "ZOO_MODELS", "with_random_weights", "zoo_path",
 ]

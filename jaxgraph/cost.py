@@ -70,6 +70,11 @@ def flops_and_bytes(kernel: Kernel) -> tuple[float, float]:
         flops = 2.0 * out * w[1] * w[2] * w[3] + (out if len(ins) == 3 else 0)
     elif root.op == "matmul":
         flops = 2.0 * out * ins[0][-1]
+    elif root.op == "opaque" and attrs["op_type"] in ("Conv", "ConvTranspose") and len(ins) >= 2:
+        # N-D or dilated convolutions carried from ONNX: a multiply-add per output (Conv) or input
+        # (ConvTranspose) element and kernel tap; weights are OI... in both, the I of ConvTranspose per group
+        w = ins[1]
+        flops = 2.0 * (out if attrs["op_type"] == "Conv" else math.prod(ins[0])) * math.prod(w[1:])
     elif root.op in ("maxpool2d", "avgpool2d"):
         flops = float(out * math.prod(attrs["kernel"]))
     elif root.op in ("sigmoid", "tanh", "softmax"):

@@ -62,6 +62,7 @@ class _Importer:
         self.constants: dict[str, np.ndarray] = {n.name: numpy_helper.to_array(n) for n in self.graph.initializer}
         self.consumed = {name for n in self.graph.node for name in n.input} | {o.name for o in self.graph.output}
         self._materialized: dict[str, Ref] = {}
+        self.slices: dict[tuple[str, int], tuple[Ref, ...]] = {}  # shared splits of Gather
         self._onnx = onnx
         for value in self.graph.input:
             if value.name in self.constants:
@@ -405,8 +406,8 @@ def _clip(imp: _Importer, node, attrs):
         bounds = [node.input[k] if len(node.input) > k else "" for k in (1, 2)]
         if any(name and name not in imp.constants for name in bounds):
             return None
-        low, high = (float(imp.constants[name]) if name else default for name, default in zip(bounds, (-np.inf,
-                                                                                                        np.inf)))
+        low, high = (float(imp.constants[name].reshape(-1)[0]) if name else default
+                     for name, default in zip(bounds, (-np.inf, np.inf)))
     return [imp.b.add("clip", [imp.tensor(node.input[0])], node.name, min=float(low), max=float(high))]
 
 
@@ -565,6 +566,28 @@ def _softmax(imp: _Importer, node, attrs):
     return [imp.b.add("reshape", [y], f"{label}.unflatten", shape=shape)]
 
 
+_MAX_GATHER_SPLIT = 16
+
+
+def _gather(imp: _Importer, node, attrs):
+    """Picking one slice with a constant index (how the dynamo exporter separates Q, K and V): the slices of
+    one tensor come from one shared split into size-1 parts, then a reshape drops the axis for a scalar
+    index. Any other Gather stays opaque."""
+    indices = imp.constants.get(node.input[1])
+    shape = imp.shape(node.input[0])
+    axis = attrs.get("axis", 0) % len(shape)
+    if indices is None or indices.size != 1 or indices.ndim > 1 or shape[axis] > _MAX_GATHER_SPLIT:
+        return None
+    key = (node.input[0], axis)
+    if key not in imp.slices:
+        imp.slices[key] = imp.b.add_outputs("split", [imp.tensor(node.input[0])], f"{node.name}.split", axis=axis,
+                                            sizes=(1,) * shape[axis])
+    part = imp.slices[key][int(indices.reshape(())) % shape[axis]]
+    if indices.ndim == 1:
+        return [part]
+    return [imp.b.add("reshape", [part], node.name, shape=shape[:axis] + shape[axis + 1:])]
+
+
 def _identity(imp: _Importer, node, attrs):
     """Identity, and Dropout at inference: the input passes through; a used mask is all true."""
     outputs = [imp.tensor(node.input[0])]
@@ -576,12 +599,13 @@ def _identity(imp: _Importer, node, attrs):
 _IMPORTERS: dict[str, Callable] = {
     "Conv": _conv, "MatMul": _matmul, "Gemm": _gemm, "Add": _binary("add"), "Mul": _binary("mul"), "Sub": _sub,
     "Div": _div, "Sum": _sum, "Relu": _unary("relu"), "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
-    "Clip": _clip, "Gelu": _gelu, "ReduceMean": _reduce_mean, "BatchNormalization": _batchnorm, "LayerNormalization": _layernorm,
+    "Clip": _clip, "Gelu": _gelu, "ReduceMean": _reduce_mean, "BatchNormalization": _batchnorm,
+    "LayerNormalization": _layernorm,
     "MaxPool": _pool("maxpool2d"), "AveragePool": _pool("avgpool2d"),
     "GlobalAveragePool": _global_pool("avgpool2d"), "GlobalMaxPool": _global_pool("maxpool2d"),
     "Concat": _concat, "Split": _split, "Transpose": _transpose, "Reshape": _reshape, "Flatten": _flatten,
     "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Softmax": _softmax, "Identity": _identity,
-    "Dropout": _identity, "Cast": _cast,
+    "Dropout": _identity, "Cast": _cast, "Gather": _gather,
 }
 _CONTRIB_IMPORTERS: dict[str, Callable] = {"FusedConv": _fused_conv}
 

@@ -31,7 +31,7 @@ def zoo_path(name: str) -> str:
 
 def with_random_weights(model, seed: int = 0):
     """A copy of `model` whose ConstantOfShape weights (float outputs of constant shapes) are seeded random
-    initializers; nothing else changes."""
+    initializers (the shape constants they leave unused are dropped); nothing else changes."""
     import onnx
     from onnx import numpy_helper
 
@@ -57,4 +57,11 @@ def with_random_weights(model, seed: int = 0):
         copy.graph.initializer.append(numpy_helper.from_array(value.astype(np.float32), node.output[0]))
     del copy.graph.node[:]
     copy.graph.node.extend(kept)
+    used = {name for node in kept for name in node.input} | {o.name for o in copy.graph.output}
+    dropped = {init.name for init in copy.graph.initializer if init.name not in used}  # shapes only
+    live = [init for init in copy.graph.initializer if init.name not in dropped]  # ConstantOfShape read
+    inputs = [value for value in copy.graph.input if value.name not in dropped]
+    del copy.graph.initializer[:], copy.graph.input[:]
+    copy.graph.initializer.extend(live)
+    copy.graph.input.extend(inputs)
     return copy

@@ -152,9 +152,10 @@ def _axes_list(axes, rank: int) -> tuple[int, ...]:
     return tuple(sorted(int(d) % rank for d in axes))
 
 
-def _reduce(fn: Callable, axes_from_input: bool) -> Callable:
+def _reduce(fn: Callable) -> Callable:
+    """A reduction whose axes come from the attribute (ReduceMean before opset 18) or the input."""
     def kernel(a, x, axes=None):
-        axes = (list(axes) if axes is not None else None) if axes_from_input else a.get("axes")
+        axes = list(axes) if axes is not None else a.get("axes")
         if not axes:
             if a.get("noop_with_empty_axes", 0):
                 return x
@@ -362,10 +363,10 @@ KERNELS: Mapping[str, Callable[..., Any]] = {
     "Softplus": lambda a, x: jax.nn.softplus(x),
     "HardSigmoid": lambda a, x: jnp.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0.0, 1.0),
     "Gelu": lambda a, x: jax.nn.gelu(x, approximate=a.get("approximate", "none") == "tanh"),
-    "ReduceMean": _reduce(jnp.mean, False),
-    "ReduceMax": _reduce(jnp.max, False),
-    "ReduceMin": _reduce(jnp.min, False),
-    "ReduceSum": _reduce(jnp.sum, True),
+    "ReduceMean": _reduce(jnp.mean),
+    "ReduceMax": _reduce(jnp.max),
+    "ReduceMin": _reduce(jnp.min),
+    "ReduceSum": _reduce(jnp.sum),
     "Conv": _conv,
     "ConvTranspose": _conv_transpose,
     "MaxPool": _pool("max"),

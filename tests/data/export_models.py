@@ -7,7 +7,11 @@
 torch is never a dependency of the project: the tests read the files this script wrote. Every model is
 exported with `torch.onnx.export` at opsets 13 and 17, with the legacy TorchScript exporter
 (`dynamo=False`) and the dynamo exporter (`dynamo=True`), where each works; a model/exporter/opset that
-fails is reported and skipped. Weights are random (seeded). Files are named `<model>-<exporter>-op<N>.onnx`.
+fails is reported and skipped. Weights are random (seeded). Files are named `<model>-<exporter>-op<N>.onnx`
+after the opset the file really has. With torch 2.14.1: the dynamo exporter writes opset 18 when asked for
+13 (its down-conversion fails: LayerNormalization has no earlier version) and for the CNNs also when asked
+for 17, so those requests give the same file; the legacy exporter cannot export nn.TransformerEncoderLayer
+(scaled_dot_product_attention receives `is_causal` as a tensor). 15 files result.
 
 To keep the files small, the CNNs (torchvision resnet18, mobilenet_v2, squeezenet1_1 at 64x64 inputs,
 10 classes) are saved "light", as the onnx model zoo's light models are: every float initializer with
