@@ -36,14 +36,13 @@ from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
-from jaxgraph.timing import Comparison, compare, interleaved_seconds, median_seconds
 
 __all__ = [
-    "Backend", "Comparison", "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Kernel", "Location",
+    "Backend", "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Kernel", "Location",
     "LocationIndex", "MODELS", "MeasuredCost", "Node", "ONNXRUNTIME", "OPS", "OP_TYPES", "Observation", "OrtCost",
-    "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert", "compare",
+    "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert",
     "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
-    "interleaved_seconds", "kernel_graph", "load_onnx", "make_rule", "measure_runtime", "median_seconds",
+    "kernel_graph", "load_onnx", "make_rule", "measure_runtime",
     "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1",
     "taso_attention_stack", "taso_search", "to_onnx", "ZOO_MODELS", "with_random_weights", "zoo_path",
 ]

@@ -35,7 +35,7 @@ from jaxgraph.arguments import number
 from jaxgraph.backends import CONST, EXTERNAL, ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Delta, Graph
-from jaxgraph.timing import check_timing, median_seconds
+from jaxsched.timing import check_timing, median_time
 
 
 class CostModel(Protocol):
@@ -169,7 +169,7 @@ class MeasuredCost:
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 3, repeats: int = 15,
                  clock: str = "wall") -> None:
-        check_timing(warmup, repeats, clock)
+        check_timing(repeats, warmup, clock)
         self.warmup, self.repeats, self.clock = warmup, repeats, clock
         self._cache = _CachedTimes.open(cache_dir, f"kernel_costs-xla-{_device_tag()}.{clock}")
         self.path = self._cache.path
@@ -179,13 +179,13 @@ class MeasuredCost:
         if self._overhead is None:
             empty = jax.jit(lambda x: x)
             x = jax.numpy.zeros((1,), np.float32)
-            self._overhead = median_seconds(lambda: empty(x), self.warmup, max(self.repeats, 50), self.clock)
+            self._overhead = median_time(lambda: empty(x), max(self.repeats, 50), self.warmup, self.clock)
         return self._overhead
 
     def kernel_time(self, kernel: Kernel) -> float:
         def measure() -> float:
             graph = kernel_graph(kernel)
-            seconds = median_seconds(runner(graph, random_inputs(graph)), self.warmup, self.repeats, self.clock)
+            seconds = median_time(runner(graph, random_inputs(graph)), self.repeats, self.warmup, self.clock)
             return 1e3 * max(seconds - self._dispatch_overhead(), 1e-7)
 
         return self._cache.get(kernel, measure)
@@ -237,7 +237,7 @@ class OrtCost:
     backend = ONNXRUNTIME
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 5, repeats: int = 30) -> None:
-        check_timing(warmup, repeats, "wall")
+        check_timing(repeats, warmup)
         self.warmup, self.repeats = warmup, repeats
         machine = re.sub(r"[^A-Za-z0-9_.-]+", "_", platform.processor() or platform.machine())
         self._cache = _CachedTimes.open(cache_dir, f"kernel_costs-onnxruntime-{machine}")
@@ -311,9 +311,9 @@ def cost_change(model: CostModel, before: Graph, after: Graph, delta: Delta,
 def measure_runtime(graph: Graph, inputs: Mapping[str, np.ndarray] | None = None, warmup: int = 3,
                     repeats: int = 20, clock: str = "wall") -> float:
     """Median end-to-end runtime (ms) of the jitted graph on the current device (`clock` as in `MeasuredCost`)."""
-    check_timing(warmup, repeats, clock)
+    check_timing(repeats, warmup, clock)
     run = runner(graph, inputs if inputs is not None else random_inputs(graph))
-    return 1e3 * median_seconds(run, warmup, repeats, clock)
+    return 1e3 * median_time(run, repeats, warmup, clock)
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:

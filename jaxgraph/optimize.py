@@ -30,7 +30,7 @@ from jaxgraph.cost import CostModel, MeasuredCost, OrtCost, Roofline, cost, ort_
 from jaxgraph.execute import runner
 from jaxgraph.onnx_io import load_onnx, to_onnx
 from jaxgraph.search import greedy, taso_search
-from jaxgraph.timing import compare
+from jaxsched.timing import compare
 
 PROG = "python -m jaxgraph.optimize"
 
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         print("not writing a model whose outputs differ from the original's")
         return 1
     original_run, optimized_run = _timers(args, graph, result.graph, original, optimized, feeds)
-    timing = compare(original_run, optimized_run, warmup=3, repeats=args.repeats)
+    timing = compare(original_run, optimized_run, repeats=args.repeats, warmup=3)
     where = "onnxruntime (ORT_ENABLE_ALL)" if args.target == "onnxruntime" else "JAX (jit)"
     print(f"{where} latency: original {timing.baseline_ms:.3f} ms, optimized {timing.candidate_ms:.3f} ms, "
           f"speedup {timing.ratio:.3f}x (95% interval {timing.low:.3f}-{timing.high:.3f})")

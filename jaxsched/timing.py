@@ -1,39 +1,54 @@
-"""Wall-clock timing shared by the benchmarks, the experiments and the autotuner's profile stage.
+"""Timing shared by the benchmarks, the experiments, the autotuner's profile stage and jaxgraph's measured
+costs and command line.
 
-Functions passed here should finish their work before returning (call `jax.block_until_ready` on
-JAX results): JAX dispatches asynchronously, so timing an unblocked call measures only the dispatch.
-On a noisy machine, compare candidates with `alternated_times`, which interleaves their runs so that
-a slow spell of the machine hits every candidate alike.
+Results are waited for with `jax.block_until_ready` (a no-op on non-JAX values): JAX dispatches
+asynchronously, so timing an unblocked call would measure only the dispatch. On a noisy machine,
+compare candidates with `alternated_times`, which interleaves their runs so that a slow spell of the
+machine hits every candidate alike; `compare` turns two alternated series into a speedup with a
+confidence interval. `clock="cpu"` times the process's CPU time instead of elapsed time: on a CPU
+shared with other work it is far steadier (it does not count time spent waiting to be scheduled; it
+does add up all threads).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
+import jax
 import numpy as np
+import scipy.stats
+
+CLOCKS: Mapping[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _check_counts(repeats: int, warmup: int) -> None:
+def check_timing(repeats: int, warmup: int, clock: str = "wall") -> None:
+    """ValueError unless `repeats` >= 1 and `warmup` >= 0 are integers (not booleans) and `clock` is in `CLOCKS`."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
 
 
-def alternated_times(fns: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, np.ndarray]:
+def alternated_times(fns: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 1,
+                     clock: str = "wall") -> dict[str, np.ndarray]:
     """Seconds of `repeats` calls of each function, run in turns (a, b, c, a, b, c, ...) after
     `warmup` untimed turns; returns `{name: times[repeats]}`."""
-    _check_counts(repeats, warmup)
+    check_timing(repeats, warmup, clock)
     if not fns:
         raise ValueError("alternated_times needs at least one function")
-    times = {name: np.empty(repeats) for name in fns}
+    now, times = CLOCKS[clock], {name: np.empty(repeats) for name in fns}
     for turn in range(warmup + repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
+            start = now()
+            jax.block_until_ready(fn())
             if turn >= warmup:
-                times[name][turn - warmup] = time.perf_counter() - start
+                times[name][turn - warmup] = now() - start
     return times
 
 
@@ -41,3 +56,36 @@ def best_time(fn: Callable[[], object], repeats: int, warmup: int = 0) -> float:
     """The fastest of `repeats` timed calls of `fn` (seconds), after `warmup` untimed calls: the
     least-disturbed run, the usual figure for a deterministic computation on a shared machine."""
     return float(alternated_times({"fn": fn}, repeats, warmup)["fn"].min())
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 0, clock: str = "wall") -> float:
+    """The median of `repeats` timed calls of `fn` (seconds), after `warmup` untimed calls."""
+    return float(statistics.median(alternated_times({"fn": fn}, repeats, warmup, clock)["fn"]))
+
+
+class Comparison(NamedTuple):
+    """How much faster `candidate` ran than `baseline`: ratio > 1 means faster, with a confidence interval."""
+
+    baseline_ms: float  # medians
+    candidate_ms: float
+    ratio: float  # geometric mean over rounds of baseline time / candidate time
+    low: float  # confidence interval of the ratio
+    high: float
+
+    @property
+    def faster(self) -> bool:
+        """The candidate is faster beyond noise: the whole interval lies above 1."""
+        return self.low > 1.0
+
+
+def compare(baseline: Callable[[], object], candidate: Callable[[], object], repeats: int = 20, warmup: int = 3,
+            confidence: float = 0.95, clock: str = "wall") -> Comparison:
+    """Time two functions in alternation; the ratio's interval is a t interval on the per-round log ratios."""
+    times = alternated_times({"baseline": baseline, "candidate": candidate}, repeats, warmup, clock)
+    base, cand = times["baseline"], times["candidate"]
+    logs = np.log(base / cand)
+    mean = float(logs.mean())
+    spread = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else math.inf
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, max(len(logs) - 1, 1))) * spread
+    return Comparison(1e3 * float(np.median(base)), 1e3 * float(np.median(cand)), math.exp(mean),
+                      math.exp(mean - half), math.exp(mean + half))
