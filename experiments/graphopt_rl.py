@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgraph.rl.study import run_study, study_config
+from jaxgraph.rl import results_table, run_study, study_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     results = run_study(study_config(args.config), args.out, seed=args.seed, progress=not args.quiet)
-    from jaxgraph.rl.report import table
-
-    print(table(results))
+    print(results_table(results))
     return 0
 
 

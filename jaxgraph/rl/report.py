@@ -1,5 +1,6 @@
-"""The agents' study as tables and plots: `table(results) -> markdown`, `plot(results, out)` (thesis Fig. 5.3,
-5.5, 5.7 analogs), and `targets(results)`, the issue's targets each with its numbers and met or missed."""
+"""The agents' study as tables and plots: `results_table(results) -> markdown`, `plot_results(results, out)`
+(thesis Fig. 5.3, 5.5, 5.7 analogs), and `judge_targets(results)`, the issue's targets each with its numbers and
+met or missed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from jaxgraph.rules import RULES
 METHOD_NAMES = {"greedy": "greedy", "taso": "TASO", "model_free": "model-free", "model_based": "model-based"}
 
 
-def targets(results: dict) -> list[tuple[str, bool, str]]:
+def judge_targets(results: dict) -> list[tuple[str, bool, str]]:
     """(target, met, numbers) for each target of the issue that the results can judge."""
     rows = results["models"]
     out = []
@@ -30,7 +31,8 @@ def targets(results: dict) -> list[tuple[str, bool, str]]:
     multi = results["held_out"]
     out.append((f"held-out graph ({multi['graph']}): multi-graph agent at least matches greedy",
                 multi["agent_cost"] <= multi["greedy_cost"] * (1 + 1e-9),
-                f"agent {multi['agent_cost']:.4f} vs greedy {multi['greedy_cost']:.4f} (initial {multi['initial_cost']:.4f})"))
+                f"agent {multi['agent_cost']:.4f} vs greedy {multi['greedy_cost']:.4f} "
+                f"(initial {multi['initial_cost']:.4f})"))
     for r in rows.values():
         if "step_time" in r:
             s = r["step_time"]
@@ -49,7 +51,7 @@ def _tau_rows(sweep: dict) -> list[str]:
     return lines
 
 
-def table(results: dict) -> str:
+def results_table(results: dict) -> str:
     """The study as markdown: per-model costs, latencies and interactions, the tau table, step times,
     the held-out graph and the targets."""
     rows = results["models"]
@@ -64,7 +66,8 @@ def table(results: dict) -> str:
                   "| model | original | " + " | ".join(METHOD_NAMES.values()) + " |", "|---|---|" + "---|" * 4]
         for name, r in rows.items():
             ms = r["latency_ms"][backend]
-            lines.append(f"| {name} | {ms['original']:.3f} | " + " | ".join(f"{ms[m]:.3f}" for m in METHOD_NAMES) + " |")
+            cells = " | ".join(f"{ms[m]:.3f}" for m in METHOD_NAMES)
+            lines.append(f"| {name} | {ms['original']:.3f} | {cells} |")
     lines += ["\n## Real-environment interactions (greedy: steps; TASO: graphs expanded; agents: Env steps)\n",
               "| model | " + " | ".join(METHOD_NAMES.values()) + " | model-based dream return |", "|---|" + "---|" * 5]
     for name, r in rows.items():
@@ -84,12 +87,12 @@ def table(results: dict) -> str:
     lines += [f"\n## Held-out graph\n\nagent trained on {', '.join(multi['trained_on'])} ({multi['interactions']} "
               f"Env steps), evaluated on {multi['graph']}: cost {multi['agent_cost']:.4f}, greedy "
               f"{multi['greedy_cost']:.4f}, initial {multi['initial_cost']:.4f}\n", "## Targets\n"]
-    lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in targets(results)]
+    lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in judge_targets(results)]
     lines += [f"- note: {note}" for note in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict, out: Path) -> list[Path]:
+def plot_results(results: dict, out: Path) -> list[Path]:
     """rewards.png (normalised reward curves: model-free per epoch, dreams per update), world_model.png
     (latent log-likelihood per epoch), transformations.png (rules applied per model and method); the
     files written (none without matplotlib)."""

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import chex
-import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,7 +43,7 @@ from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelC
 from jaxgraph.rl.dream import DreamStart, controller_episode, initial_env_state, make_dream_rollout, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.policy import LatentPolicy
-from jaxgraph.rl.report import plot, table
+from jaxgraph.rl.report import plot_results, results_table
 from jaxgraph.rl.train import evaluate_greedy, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES
@@ -82,8 +81,9 @@ class StudyConfig:
     def __post_init__(self) -> None:
         names = [name for name, _ in self.models]
         unknown = sorted(set(names) - set(MODELS))
-        if unknown or not names or len(set(names)) != len(names):
-            raise ValueError(f"models must be distinct names from {sorted(MODELS)}, got {names}")
+        if unknown or len(names) < 2 or len(set(names)) != len(names):
+            raise ValueError(f"models must be at least two distinct names from {sorted(MODELS)} (the held-out "
+                             f"agent trains on all but one), got {names}")
         if self.tau_model not in names or self.held_out not in names:
             raise ValueError(f"tau_model {self.tau_model!r} and held_out {self.held_out!r} must be among {names}")
         if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
@@ -430,8 +430,8 @@ def run_study(config: StudyConfig, out: str | Path, seed: int = 0, progress: boo
     results = {"machine": machine(), "config": dataclasses.asdict(config), "models": rows, "held_out": multi,
                "notes": notes}
     _write(out / "results.json", results)
-    (out / "table.md").write_text(table(results))
-    plot(results, out)
+    (out / "table.md").write_text(results_table(results))
+    plot_results(results, out)
     return results
 
 
