@@ -9,6 +9,9 @@ from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy,
 from jaxgraph.rl.ppo import (TrainState, Trajectory, clipped_policy_loss, gae, make_optimizer, make_update,
                              ppo_loss, value_loss)
 from jaxgraph.rl.rollout import EnvPool, GraphAgent, RolloutStats, collect, graph_agent, greedy_episode, stack
+from jaxgraph.rl.report import judge_targets, plot_results, results_table
+from jaxgraph.rl.study import (StudyConfig, fit_world_model, make_encoder, random_sequences, run_study,
+                               study_config)
 from jaxgraph.rl.toy import ToyInstance, toy_graph
 from jaxgraph.rl.train import AgentResult, evaluate_greedy, make_train
 from jaxgraph.rl.world_model import (MDNRNN, DreamState, LatentSequence, Prediction, imagine, make_world_model_update,
@@ -26,4 +29,6 @@ __all__ = [
     "GraphEncoder", "GraphPolicy", "LatentPolicy", "PPOConfig", "PolicyOutput", "ToyInstance", "TrainState",
     "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",
     "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
+    "StudyConfig", "fit_world_model", "judge_targets", "make_encoder", "plot_results", "random_sequences",
+    "results_table", "run_study", "study_config",
 ]

@@ -71,10 +71,14 @@ class WorldModelConfig:
     terminal_coef: float = 1.0
     mask_coef: float = 1.0
     min_log_std: float = -5.0  # floor of the mixture's log standard deviations (keeps the likelihood bounded)
+    decay_steps: int | None = None  # cosine decay of the learning rate to 0 over this many updates; a constant
+    # rate leaves the sharp mixture oscillating around the fit instead of settling in it
 
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.mixtures < 1 or self.learning_rate <= 0:
             raise ValueError(f"hidden, mixtures and learning_rate must be positive: {self}")
+        if self.decay_steps is not None and self.decay_steps < 1:
+            raise ValueError(f"decay_steps must be positive or None, got {self.decay_steps}")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ and are reset to a start state when they terminate or reach `horizon` steps.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import chex
@@ -156,19 +157,29 @@ def controller_episode(env: Env, encode: Callable[[Observation], chex.Array], mo
     observation is encoded to z, the world model's LSTM tracks h from the real (z, action) pairs, and
     the real masks constrain the actions. Returns the final cost and the actions."""
 
+    act_and_remember = _controller_step(model, policy)
+    obs, carry, actions, done = env.reset(), model.initial_carry(), [], False
+    while not done and len(actions) < max_steps:
+        carry, action = act_and_remember(params, world_model_params, carry, encode(obs), obs.xfer_mask,
+                                         obs.location_mask)
+        xfer, location = (int(a) for a in np.asarray(action))
+        actions.append((xfer, location))
+        obs, _, terminated, truncated, _ = env.step((xfer, location))
+        done = terminated or truncated
+    return env.cost, actions
+
+
+@functools.lru_cache(maxsize=16)
+def _controller_step(model: MDNRNN, policy: LatentPolicy) -> Callable:
+    """Jitted (params, wm_params, carry, z, masks) -> (carry, most likely action), cached per architecture so
+    that evaluating many controllers (a tau sweep) compiles once."""
+
     @jax.jit
-    def act_and_remember(carry, z, xfer_mask, location_mask):
+    def act_and_remember(params, world_model_params, carry, z, xfer_mask, location_mask):
         obs = ControllerInput(jnp.concatenate([z, carry[1]]), xfer_mask, location_mask)
         action, _, _ = sample_action(None, lambda choose: policy.apply(params, obs.state, obs.xfer_mask,
                                                                          obs.location_mask, choose))
         carry, _ = model.apply(world_model_params, carry, z, action)
         return carry, action
 
-    obs, carry, actions, done = env.reset(), model.initial_carry(), [], False
-    while not done and len(actions) < max_steps:
-        carry, action = act_and_remember(carry, encode(obs), obs.xfer_mask, obs.location_mask)
-        xfer, location = (int(a) for a in np.asarray(action))
-        actions.append((xfer, location))
-        obs, _, terminated, truncated, _ = env.step((xfer, location))
-        done = terminated or truncated
-    return env.cost, actions
+    return act_and_remember

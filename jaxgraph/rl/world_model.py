@@ -154,7 +154,9 @@ def world_model_loss(model: MDNRNN, params, sequence: LatentSequence) -> tuple[c
 def make_world_model_update(model: MDNRNN) -> tuple[optax.GradientTransformation, Callable]:
     """(optimizer, `update(params, opt_state, sequences [B]) -> params, opt_state, metrics`), pure."""
     config = model.config
-    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.learning_rate))
+    learning_rate = (config.learning_rate if config.decay_steps is None
+                     else optax.cosine_decay_schedule(config.learning_rate, config.decay_steps))
+    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(learning_rate))
 
     def batch_loss(params, sequences):
         losses, metrics = jax.vmap(lambda s: world_model_loss(model, params, s))(sequences)

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.rl import (DreamConfig, DreamStart, LatentPolicy, PPOConfig, initial_env_state, make_dream_rollout,
-                         make_dream_train, sample_action)
+from jaxgraph.rl import (DreamConfig, DreamStart, DreamState, LatentPolicy, PPOConfig, imagine, initial_env_state,
+                         make_dream_rollout, make_dream_train, sample_action)
 
 from .conftest import D, L, X, latent, masks
 
@@ -35,8 +35,24 @@ def true_counter_episode(model, wm_params, params):
     return actions, total
 
 
+def dream_value_of_the_optimum(model, wm_params, key, tau):
+    """The world model's return for the optimal actions (0, 1) from k = 0: what a dream can pay at best."""
+    def step(carry, step_key):
+        state, total, done = carry
+        state, reward, terminated = imagine(model, wm_params, state, jnp.array([0, 1], jnp.int32), step_key, tau)
+        return (state, total + jnp.where(done, 0.0, reward), done | terminated), None
+
+    state = DreamState(model.initial_carry(), START.z[0], START.xfer_mask[0], START.location_mask[0])
+    (_, total, done), _ = jax.lax.scan(step, (state, jnp.float32(0.0), jnp.bool_(False)), jax.random.split(key, 6))
+    return total, done
+
+
 def test_tau_sweep_times_seeds_is_one_program_that_learns_the_optimum(counter_world_model):
     model, wm_params, _ = counter_world_model
+    value, done = jax.jit(jax.vmap(lambda k: dream_value_of_the_optimum(model, wm_params, k, jnp.float32(1.0))))(
+        jax.random.split(jax.random.key(2), 32))
+    assert np.asarray(done).all()
+    np.testing.assert_allclose(np.asarray(value), 0.8, atol=0.01)  # the dreams pay the true optimum
     train = make_dream_train(CONFIG, model)
     sweep = jax.jit(jax.vmap(jax.vmap(chex.assert_max_traces(train, n=1), in_axes=(0, None, None, None)),
                              in_axes=(None, 0, None, None)))

@@ -1,0 +1,38 @@
+"""The graph-optimization agents of seed 004 (thesis chapter 5), end to end.
+
+    python -m experiments.graphopt_rl                 # tiny default: small graphs, CPU, minutes
+    python -m experiments.graphopt_rl --config full   # the thesis's graphs and sizes (GPU machine)
+    python -m experiments.graphopt_rl --config test   # seconds (the test suite)
+
+Per model graph: greedy, TASO search, the model-free PPO agent and the model-based agent (MDN-RNN world
+model, PPO controller trained in dreams) on onnxruntime's runtime-aware cost, with the measured
+end-to-end latency of each result (onnxruntime, JAX) and the real-environment interactions each used;
+on BERT the Table 5.1 analog (tau sweep x seeds as one vmapped program, each controller evaluated in
+the real Env) and the real vs dream step time; a multi-graph agent on a held-out graph. Writes to --out:
+  results.json, table.md, models/*.json (one per finished model: a rerun skips them), held_out.json,
+  checkpoints/ (per-epoch orbax checkpoints of the model-free agents: a rerun resumes them),
+  rewards.png, world_model.png, transformations.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jaxgraph.rl import results_table, run_study, study_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="tiny", choices=("test", "tiny", "full"))
+    parser.add_argument("--out", default="results/graphopt_rl")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    results = run_study(study_config(args.config), args.out, seed=args.seed, progress=not args.quiet)
+    print(results_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

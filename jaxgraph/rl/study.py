@@ -1,0 +1,445 @@
+"""The agents' evaluation (thesis chapter 5) end to end: `run_study(config, out)` behind
+`python -m experiments.graphopt_rl`.
+
+Per model graph it runs greedy, TASO search, the model-free agent and the model-based agent on the same
+runtime-aware cost (onnxruntime's fusions, `Roofline(backend=ONNXRUNTIME)`: a rewrite onnxruntime does by
+itself saves nothing), and measures the end-to-end latency of every resulting graph in onnxruntime
+(ORT_ENABLE_ALL) and JAX. On the tau model (BERT) it runs the Table 5.1 analog: the tau sweep x seeds of
+dream-trained controllers as one vmapped program, each controller then evaluated in the real Env. It
+also trains one agent on several graphs and evaluates it on a graph it never saw, and times a real Env
+step against a batched dream step.
+
+The world model's latent z comes from a GraphEncoder with random, frozen parameters (see docs/jaxgraph.md,
+"Agents"): a frozen encoder cannot collapse z to a constant that the MDN-RNN would predict perfectly, and
+it costs no real-environment interactions, so the model-based agent's count is its random rollouts alone.
+
+Every stage writes its JSON under `out/` as soon as it is done (model-free training also checkpoints
+per epoch); a rerun loads finished stages and resumes the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from jaxgraph.backends import ONNXRUNTIME
+from jaxgraph.cost import Roofline, cost, ort_session
+from jaxgraph.env import Env, Observation
+from jaxgraph.execute import random_inputs, runner
+from jaxgraph.graph import Graph
+from jaxgraph.models import MODELS
+from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
+from jaxgraph.rl.dream import DreamStart, controller_episode, initial_env_state, make_dream_rollout, make_dream_train
+from jaxgraph.rl.encoder import GraphEncoder
+from jaxgraph.rl.policy import LatentPolicy
+from jaxgraph.rl.report import plot_results, results_table
+from jaxgraph.rl.train import evaluate_greedy, make_train
+from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
+from jaxgraph.rules import RULES
+from jaxgraph.search import greedy, taso_search
+from jaxgraph.timing import interleaved_seconds
+
+METHODS = ("greedy", "taso", "model_free", "model_based")
+THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """What the study runs: model graphs (builder name and keyword arguments), agents and budgets."""
+
+    models: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+    agent: AgentConfig
+    world_model: WorldModelConfig
+    dream: DreamConfig
+    onnx_models: tuple[str, ...] = ()  # imported ONNX files (relative to the working directory); missing ones
+    # are reported, not fatal, since the data may land later
+    tau_model: str = "bert"  # the Table 5.1 analog runs on this model
+    held_out: str = "bert"  # the multi-graph agent never sees this model
+    taus: tuple[float, ...] = THESIS_TAUS
+    seeds: int = 5
+    wm_sequences: int = 64  # random-agent sequences of the real Env per model
+    wm_length: int = 16
+    wm_epochs: int = 20  # passes over the sequences
+    wm_batch: int = 16
+    noop_probability: float = 0.2  # the thesis's random agent
+    taso_alpha: float = 1.05
+    taso_budget: int = 1000  # as benchmarks/graphopt.py
+    latency_repeats: int = 20
+    step_time_envs: int = 4096  # dreams in the batched step-time measurement
+
+    def __post_init__(self) -> None:
+        names = [name for name, _ in self.models]
+        unknown = sorted(set(names) - set(MODELS))
+        if unknown or len(names) < 2 or len(set(names)) != len(names):
+            raise ValueError(f"models must be at least two distinct names from {sorted(MODELS)} (the held-out "
+                             f"agent trains on all but one), got {names}")
+        if self.tau_model not in names or self.held_out not in names:
+            raise ValueError(f"tau_model {self.tau_model!r} and held_out {self.held_out!r} must be among {names}")
+        if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
+               self.latency_repeats, self.step_time_envs) < 1 or not self.taus:
+            raise ValueError(f"counts must be positive and taus non-empty: {self}")
+        if not 0.0 <= self.noop_probability < 1.0 or min(self.taus) <= 0.0:
+            raise ValueError("noop_probability must be in [0, 1) and every tau positive")
+        if self.wm_sequences % self.wm_batch:
+            raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
+
+
+def _models(**models: dict) -> tuple:
+    return tuple((name, tuple(sorted(kwargs.items()))) for name, kwargs in models.items())
+
+
+SMALL_IMAGE = dict(image_size=32, width=0.25, num_classes=10)
+SMALL_TRANSFORMER = dict(seq_length=16, hidden=64, heads=2, layers=2)
+
+
+def study_config(name: str) -> StudyConfig:
+    """`test` (seconds, for the test suite), `tiny` (the default: minutes on 2 CPU cores, small graphs) and
+    `full` (the thesis's sizes and budgets: full-size graphs, LSTM 256, a GPU machine)."""
+    if name == "test":
+        return StudyConfig(
+            models=_models(bert=dict(SMALL_TRANSFORMER, layers=1, intermediate=128),
+                           taso_attention_stack=dict(SMALL_TRANSFORMER, layers=1)),
+            agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2, update_epochs=2), hidden=16, latent=8,
+                              message_steps=1, num_envs=4, rollout_steps=4, epochs=2, max_locations=4, max_steps=6),
+            world_model=WorldModelConfig(hidden=16, mixtures=2, learning_rate=3e-3),
+            dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
+                              updates=3, horizon=6),
+            taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
+            latency_repeats=2, step_time_envs=64)
+    if name == "tiny":
+        return StudyConfig(
+            models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
+                           bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
+            agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16,
+                              message_steps=2, num_envs=8, rollout_steps=16, epochs=15, max_locations=16,
+                              max_steps=24),
+            world_model=WorldModelConfig(hidden=64, mixtures=4, learning_rate=3e-3),
+            dream=DreamConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=4), hidden=32, num_envs=64,
+                              rollout_steps=16, updates=40, horizon=24),
+            onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=48, wm_length=16, wm_epochs=40,
+            wm_batch=16, taso_budget=100, latency_repeats=15)
+    if name == "full":
+        return StudyConfig(
+            models=_models(resnet18={}, resnet50={}, squeezenet1_1={}, inception_v3={}, mobilenet_v2={}, bert={},
+                           taso_attention_stack={}),
+            agent=AgentConfig(epochs=2000, max_locations=200, max_steps=100),
+            world_model=WorldModelConfig(),
+            dream=DreamConfig(num_envs=1024, updates=500),
+            onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=512, wm_length=32, wm_epochs=200,
+            wm_batch=64, latency_repeats=30, step_time_envs=65536)
+    raise ValueError(f"unknown study config {name!r}: choose test, tiny or full")
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+def _read(path: Path) -> dict | None:
+    """A finished stage's JSON, or None when the stage has not finished (or was cut off while writing)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write(path: Path, value: Any) -> None:
+    """Write JSON atomically (a kill leaves the old file or none, never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1, default=float))
+    os.replace(tmp, path)
+
+
+def _stage(path: Path, compute: Callable[[], dict]) -> dict:
+    """The stage's saved result, or compute and save it."""
+    done = _read(path)
+    if done is None:
+        done = compute()
+        _write(path, done)
+    return done
+
+
+# ------------------------------------------------------------------------------------- world model data
+
+def make_encoder(config: StudyConfig, key: chex.PRNGKey, obs: Observation) -> Callable[[Observation], jax.Array]:
+    """z = a GraphEncoder with random, frozen parameters (module doc: why frozen), jitted per shape."""
+    encoder = GraphEncoder(config.agent.hidden, config.agent.latent, config.agent.message_steps)
+    params = jax.jit(encoder.init)(key, obs.graph, obs.node_mask, obs.edge_mask)
+    encode = jax.jit(lambda o: encoder.apply(params, o.graph, o.node_mask, o.edge_mask)[1])
+    return lambda obs: encode(obs)
+
+
+def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count: int, length: int,
+                     noop_probability: float, rng: np.random.Generator) -> LatentSequence:
+    """`count` sequences of `length` real steps of the thesis's random agent (NO-OP with probability
+    `noop_probability`, else a uniform valid xfer and location), in latent space, leaves [count, length, ...];
+    rewards are fractions of the initial cost, episodes continue across the sequence (is_first marks starts)."""
+    rows: list[list] = []
+    obs, first = env.reset(), True
+    z = np.asarray(encode(obs))
+    for _ in range(count * length):
+        valid = np.flatnonzero(obs.xfer_mask[:-1])
+        if len(valid) == 0 or rng.random() < noop_probability:
+            action = (env.num_xfers, 0)
+        else:
+            xfer = int(rng.choice(valid))
+            action = (xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        next_z = np.asarray(encode(next_obs))
+        rows.append([z, np.asarray(action, np.int32), next_z, np.float32(reward / env.initial_cost), terminated,
+                     next_obs.xfer_mask, next_obs.location_mask, first])
+        first = terminated or truncated
+        if first:
+            obs = env.reset()
+            z = np.asarray(encode(obs))
+        else:
+            obs, z = next_obs, next_z
+    columns = [np.stack(c) for c in zip(*rows)]
+    return LatentSequence(*(c.reshape((count, length) + c.shape[1:]) for c in columns))
+
+
+def fit_world_model(model: MDNRNN, data: LatentSequence, epochs: int, batch: int, key: chex.PRNGKey,
+                    progress: bool = False) -> tuple[Any, list[float]]:
+    """Adam on shuffled minibatches of sequences; the parameters and the mean latent log-likelihood (per
+    latent dimension) of each epoch (thesis Fig. 5.5)."""
+    init_key, key = jax.random.split(key)
+    d = data.z.shape[-1]
+    params = jax.jit(model.init)(init_key, model.initial_carry(), jnp.zeros(d), jnp.zeros(2, jnp.int32))
+    optimizer, update = make_world_model_update(model)
+    update, opt_state, curve = jax.jit(update), optimizer.init(params), []
+    count = data.z.shape[0]
+    for _ in tqdm(range(epochs), desc="world model", disable=not progress, leave=False):
+        key, sub = jax.random.split(key)
+        order = np.asarray(jax.random.permutation(sub, count))
+        nll = []
+        for i in range(0, count, batch):
+            params, opt_state, metrics = update(params, opt_state, jax.tree.map(lambda x: x[order[i:i + batch]], data))
+            nll.append(float(metrics["latent_nll"]))
+        curve.append(-float(np.mean(nll)))
+    return params, curve
+
+
+# ----------------------------------------------------------------------------------------- evaluation
+
+def replay(graph: Graph, actions: list, config: AgentConfig, cost_model) -> Graph:
+    """The graph an action sequence leads to (the NO-OP ends it)."""
+    env = Env(graph, max_locations=config.max_locations, cost_model=cost_model, max_steps=config.max_steps)
+    env.reset()
+    for xfer, location in actions:
+        if xfer == env.num_xfers:
+            break
+        env.step((xfer, location))
+    return env.graph
+
+
+def latencies(graphs: dict[str, Graph], repeats: int) -> dict[str, dict[str, float]]:
+    """Median end-to-end ms of each graph in onnxruntime (ORT_ENABLE_ALL) and in JAX (jitted on the
+    current device); identical graphs are timed once, all graphs of a backend in alternation."""
+    from jaxgraph.onnx_io import to_onnx
+
+    unique = {g.structure_hash: g for g in graphs.values()}
+    inputs = {h: random_inputs(g) for h, g in unique.items()}
+    out: dict[str, dict[str, float]] = {}
+    for backend in ("onnxruntime", "jax"):
+        if backend == "onnxruntime":
+            sessions = {h: ort_session(to_onnx(g)) for h, g in unique.items()}
+            calls = [lambda h=h: sessions[h].run(None, inputs[h]) for h in unique]
+        else:
+            calls = [runner(g, inputs[h]) for h, g in unique.items()]
+        ms = 1e3 * np.median(interleaved_seconds(calls, 3, repeats), axis=0)
+        by_hash = dict(zip(unique, ms))
+        out[backend] = {name: float(by_hash[g.structure_hash]) for name, g in graphs.items()}
+    return out
+
+
+def dream_start(encode: Callable, obs: Observation) -> DreamStart:
+    """The dream start state of one real initial observation."""
+    return DreamStart(jnp.asarray(encode(obs))[None], jnp.asarray(obs.xfer_mask)[None],
+                      jnp.asarray(obs.location_mask)[None])
+
+
+def evaluate_controllers(env: Env, encode: Callable, model: MDNRNN, wm_params, policy: LatentPolicy,
+                         params_batch: Any, count: int) -> list[tuple[float, list]]:
+    """Final cost and actions of each of `count` dream-trained controllers (leaves [count, ...]) in the real Env."""
+    return [controller_episode(env, encode, model, wm_params, policy, jax.tree.map(lambda x: x[i], params_batch),
+                               max_steps=env.max_steps or 1000) for i in range(count)]
+
+
+# ------------------------------------------------------------------------------------------- stages
+
+def cost_model() -> Roofline:
+    """The study's runtime-aware cost: the analytic roofline of onnxruntime's kernels (its own fusions)."""
+    return Roofline(backend=ONNXRUNTIME)
+
+
+def build_graph(config: StudyConfig, name: str) -> Graph:
+    """The model graph `name` at the config's size."""
+    return MODELS[name](**dict(dict(config.models)[name]))
+
+
+def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
+              progress: bool = False) -> dict:
+    """Greedy, TASO, the model-free and the model-based agent on one graph (and the tau sweep on the tau
+    model), with measured latencies; a JSON-able row."""
+    cm, agent = cost_model(), config.agent
+    initial = cost(graph, cm)
+    row: dict[str, Any] = {"ops": graph.num_ops, "initial_cost": initial, "methods": {}}
+    searched = {"greedy": greedy(graph, cost_model=cm),
+                "taso": taso_search(graph, config.taso_alpha, config.taso_budget, cost_model=cm, progress=progress)}
+    graphs = {"original": graph}
+    for method, result in searched.items():
+        graphs[method] = result.graph
+        row["methods"][method] = {"cost": result.cost, "interactions": result.explored,
+                                  "rules": [RULES[x].name for x, _ in result.history]}
+    mf_key, encoder_key, data_key, wm_key, dream_key, sweep_key = jax.random.split(key, 6)
+    trained = make_train(agent, [graph], cm, workdir=(out / "checkpoints" / f"model_free-{name}").absolute(),
+                         progress=progress)(mf_key)
+    final, actions = evaluate_greedy(trained, graph, agent, cm)
+    graphs["model_free"] = replay(graph, actions, agent, cm)
+    row["methods"]["model_free"] = {"cost": final, "interactions": trained.env_steps, "rules": _rules(actions)}
+    row["model_free_curve"] = [h["mean_return"] for h in trained.history]
+
+    env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
+    obs = env.reset()
+    encode = make_encoder(config, encoder_key, obs)
+    data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,
+                            np.random.default_rng(int(jax.random.randint(data_key, (), 0, 2 ** 30))))
+    model = MDNRNN(agent.latent, env.num_xfers, agent.max_locations, config.world_model)
+    wm_params, loglik = fit_world_model(model, data, config.wm_epochs, config.wm_batch, wm_key, progress)
+    row["world_model_loglik"] = loglik
+    start = dream_start(encode, obs)
+    train = jax.jit(make_dream_train(config.dream, model))
+    result = train(dream_key, jnp.float32(1.0), wm_params, start)
+    policy = LatentPolicy(env.num_xfers, agent.max_locations, config.dream.hidden)
+    final, actions = controller_episode(env, encode, model, wm_params, policy, result.params,
+                                        max_steps=agent.max_steps or 1000)
+    graphs["model_based"] = replay(graph, actions, agent, cm)
+    random_steps = config.wm_sequences * config.wm_length
+    row["methods"]["model_based"] = {"cost": final, "interactions": random_steps, "rules": _rules(actions),
+                                     "dream_return": float(result.metrics["mean_return"][-1])}
+    row["dream_curve"] = [float(v) for v in np.asarray(result.metrics["mean_return"])]
+    if name == config.tau_model:
+        row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key)
+        row["step_time"] = step_time(config, env, model, wm_params, start)
+    for method in METHODS:
+        row["methods"][method]["reduction"] = 1.0 - row["methods"][method]["cost"] / initial
+    row["latency_ms"] = latencies(graphs, config.latency_repeats)
+    return row
+
+
+def _rules(actions: list) -> list[str]:
+    return [RULES[x].name for x, _ in actions if x < len(RULES)]
+
+
+def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm_params, start: DreamStart,
+              key: chex.PRNGKey) -> dict:
+    """Table 5.1 analog: controllers trained in dreams at every tau x seed as ONE vmapped jitted program; per
+    tau the world-model score (dream return at the last update) and the real score (fraction of cost the
+    controller saves in the real Env), as cost changes in percent (negative: cheaper), mean and std."""
+    train = make_dream_train(config.dream, model)
+    sweep = jax.jit(jax.vmap(jax.vmap(train, in_axes=(0, None, None, None)), in_axes=(None, 0, None, None)))
+    taus = jnp.asarray(config.taus, jnp.float32)
+    result = sweep(jax.random.split(key, config.seeds), taus, wm_params, start)
+    dream = -100.0 * np.asarray(result.metrics["mean_return"])[:, :, -1]  # [taus, seeds]
+    policy = LatentPolicy(env.num_xfers, config.agent.max_locations, config.dream.hidden)
+    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), result.params)
+    episodes = evaluate_controllers(env, encode, model, wm_params, policy, flat, len(config.taus) * config.seeds)
+    real = np.asarray([100.0 * (c / env.initial_cost - 1.0) for c, _ in episodes]).reshape(dream.shape)
+    return {"taus": list(config.taus), "dream_pct": dream.tolist(), "real_pct": real.tolist()}
+
+
+def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
+    """A real Env step (random valid actions, median ms) against a batched dream step: one jitted rollout of
+    `step_time_envs` vmapped dreams (policy + world model), per lockstep step and in dream steps per second."""
+    rng, times, obs = np.random.default_rng(0), [], env.reset()
+    while len(times) < 50:
+        valid = np.flatnonzero(obs.xfer_mask[:-1])
+        if len(valid) == 0:
+            obs = env.reset()
+            continue
+        xfer = int(rng.choice(valid))
+        begin = time.perf_counter()
+        obs, _, terminated, truncated, _ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+        times.append(time.perf_counter() - begin)
+        if terminated or truncated:
+            obs = env.reset()
+    dream_config = dataclasses.replace(config.dream, num_envs=config.step_time_envs)
+    policy, rollout = make_dream_rollout(dream_config, model)
+    state = initial_env_state(dream_config, model, start)
+    first = jax.tree.map(lambda x: x[0], state.dream)
+    params = policy.init(jax.random.key(0), jnp.concatenate([first.z, first.carry[1]]), first.xfer_mask,
+                         first.location_mask, jnp.argmax)
+    run = jax.jit(rollout)
+    seconds = np.median(interleaved_seconds([lambda: run(params, wm_params, state, jax.random.key(1),
+                                                         jnp.float32(1.0), start)], 2, 5)[:, 0])
+    per_step = seconds / dream_config.rollout_steps
+    return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
+            "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
+            "device": jax.devices()[0].platform}
+
+
+def held_out(config: StudyConfig, graphs: dict[str, Graph], out: Path, key: chex.PRNGKey,
+             progress: bool = False) -> dict:
+    """One model-free agent trained on every graph but `config.held_out`, evaluated on that one against greedy."""
+    cm = cost_model()
+    train_names = [n for n in graphs if n != config.held_out]
+    target = graphs[config.held_out]
+    trained = make_train(config.agent, [graphs[n] for n in train_names], cm,
+                         workdir=(out / "checkpoints" / "model_free-multi").absolute(), progress=progress)(key)
+    final, actions = evaluate_greedy(trained, target, config.agent, cm)
+    return {"trained_on": train_names, "graph": config.held_out, "initial_cost": cost(target, cm),
+            "agent_cost": final, "greedy_cost": greedy(target, cost_model=cm).cost, "rules": _rules(actions),
+            "interactions": trained.env_steps}
+
+
+def imported_models(config: StudyConfig) -> tuple[dict[str, Graph], list[str]]:
+    """The config's ONNX files that exist (name: file stem), and a note for each that does not."""
+    from jaxgraph.onnx_io import load_onnx
+
+    found, notes = {}, []
+    for path in config.onnx_models:
+        if Path(path).is_file():
+            found[f"imported:{Path(path).stem}"] = load_onnx(path)
+        else:
+            notes.append(f"{path} not found: the imported model was skipped")
+    return found, notes
+
+
+def run_study(config: StudyConfig, out: str | Path, seed: int = 0, progress: bool = True) -> dict:
+    """Run (or resume) every stage, then write results.json, table.md and the plots to `out`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    key = jax.random.key(seed)
+    graphs = {name: build_graph(config, name) for name, _ in config.models}
+    imported, notes = imported_models(config)
+    rows = {}
+    for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
+        file = out / "models" / f"{name.replace(':', '_')}.json"
+        rows[name] = _stage(file, lambda: run_model(config, name, graph, out, jax.random.fold_in(key, i), progress))
+    multi = _stage(out / "held_out.json",
+                   lambda: held_out(config, graphs, out, jax.random.fold_in(key, 10_000), progress))
+    results = {"machine": machine(), "config": dataclasses.asdict(config), "models": rows, "held_out": multi,
+               "notes": notes}
+    _write(out / "results.json", results)
+    (out / "table.md").write_text(results_table(results))
+    plot_results(results, out)
+    return results
+
+
+def machine() -> str:
+    """The CPU, core count, JAX device and load average (for the results' header)."""
+    import platform
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    return (f"{cpu}, {os.cpu_count()} cores; jax {jax.__version__} on {jax.devices()[0].platform}; "
+            f"load average {os.getloadavg()[0]:.1f}")

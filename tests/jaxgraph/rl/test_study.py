@@ -1,0 +1,101 @@
+"""The agents' study (`python -m experiments.graphopt_rl`): configs reject bad input, random-agent data is
+consistent with the real Env, targets are judged from hand-made numbers, and a tiny end-to-end run writes
+its files and skips finished models on a rerun."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import graphopt_rl
+from jaxgraph import Env, cost
+from jaxgraph.rl import study
+from jaxgraph.rl import StudyConfig, judge_targets, random_sequences, study_config
+from jaxgraph.rl.toy import toy_graph
+
+
+def test_configs_reject_bad_input():
+    with pytest.raises(ValueError, match="unknown study config"):
+        study_config("huge")
+    good = study_config("test")
+    with pytest.raises(ValueError, match="at least two distinct"):
+        StudyConfig(models=(("resnet18", ()), ("nonet", ())), agent=good.agent, world_model=good.world_model,
+                    dream=good.dream, tau_model="resnet18", held_out="resnet18")
+    with pytest.raises(ValueError, match="tau_model"):
+        StudyConfig(models=good.models, agent=good.agent, world_model=good.world_model, dream=good.dream,
+                    tau_model="resnet50")
+    with pytest.raises(ValueError, match="tau"):
+        StudyConfig(models=good.models, agent=good.agent, world_model=good.world_model, dream=good.dream,
+                    taus=(1.0, -0.5))
+    with pytest.raises(SystemExit) as exit_info:
+        graphopt_rl.main(["--config", "huge"])
+    assert exit_info.value.code == 2
+
+
+def test_random_agent_sequences_follow_the_real_env():
+    """z = the observation's cost, so the recorded rewards, latents and episode starts can be checked
+    against the Env's own bookkeeping."""
+    graph = toy_graph(3).graph
+    env = Env(graph, max_locations=4, max_steps=5)
+    initial = cost(graph)
+    data = random_sequences(env, lambda obs: obs.graph.globals[0, :1], 6, 5, 0.2, np.random.default_rng(0))
+    assert data.z.shape == (6, 5, 1) and data.action.shape == (6, 5, 2)
+    assert data.next_location_mask.shape == (6, 5, env.num_xfers, 4)
+    z, next_z = data.z.reshape(-1), data.next_z.reshape(-1)
+    first, terminated = data.is_first.reshape(-1), data.terminated.reshape(-1)
+    np.testing.assert_allclose(data.reward.reshape(-1) * initial, z - next_z, rtol=1e-4, atol=1e-9)
+    assert first[0] and np.allclose(z[first], initial)  # every episode starts from the unmodified graph
+    assert (first[1:] >= terminated[:-1]).all()  # a terminated step is followed by a new episode
+    inside = ~first[1:]
+    np.testing.assert_allclose(z[1:][inside], next_z[:-1][inside])  # within an episode the latents chain
+    noop = data.action.reshape(-1, 2)[:, 0] == env.num_xfers
+    assert noop.any() and (~noop).any() and (terminated[noop]).all()
+    never = random_sequences(env, lambda obs: obs.graph.globals[0, :1], 2, 3, 0.0, np.random.default_rng(1))
+    assert (never.action[..., 0] < env.num_xfers).all()  # a random agent that never stops voluntarily
+
+
+def hand_made_results(mf_bert, mb_bert, taso_bert, agent_held_out, steps_per_s):
+    def row(mf, mb, taso):
+        methods = {"greedy": 1.0, "taso": taso, "model_free": mf, "model_based": mb}
+        return {"methods": {m: {"cost": c} for m, c in methods.items()}}
+
+    bert = row(mf_bert, mb_bert, taso_bert)
+    bert["step_time"] = {"device": "cpu", "dream_steps_per_s": steps_per_s}
+    return {"models": {"resnet18": row(0.9, 0.95, 0.9), "bert": bert},
+            "held_out": {"graph": "bert", "agent_cost": agent_held_out, "greedy_cost": 1.0, "initial_cost": 1.2}}
+
+
+def test_targets_are_judged_from_the_numbers():
+    met = [m for _, m, _ in judge_targets(hand_made_results(0.94, 0.92, 0.95, 1.0, 2e5))]
+    assert met == [True, True, True, True]
+    what = judge_targets(hand_made_results(1.0, 0.96, 0.95, 1.01, 9e4))
+    assert [m for _, m, _ in what] == [False, False, False, False]
+    assert "+5.26%" in what[0][2]  # 1.0 / 0.95 - 1
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_its_files_and_skips_finished_work_on_rerun(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    assert graphopt_rl.main(["--config", "test", "--out", str(out), "--quiet"]) == 0
+    for name in ("results.json", "table.md", "held_out.json", "rewards.png", "world_model.png",
+                 "transformations.png", "models/bert.json", "models/taso_attention_stack.json"):
+        assert (out / name).is_file(), name
+    results = json.loads((out / "results.json").read_text())
+    bert = results["models"]["bert"]
+    sweep = bert["tau_sweep"]
+    assert np.asarray(sweep["dream_pct"]).shape == np.asarray(sweep["real_pct"]).shape == (2, 2)
+    assert set(bert["latency_ms"]["onnxruntime"]) == {"original", "greedy", "taso", "model_free", "model_based"}
+    for method in bert["methods"].values():
+        assert method["cost"] <= bert["initial_cost"] * 1.5 and method["interactions"] >= 0
+
+    (out / "held_out.json").unlink()  # as if killed before the held-out stage finished
+    (out / "results.json").unlink()
+
+    def no_rerun(*args, **kwargs):
+        raise AssertionError("a finished model was recomputed")
+
+    monkeypatch.setattr(study, "run_model", no_rerun)
+    assert graphopt_rl.main(["--config", "test", "--out", str(out), "--quiet"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["models"] == results["models"]
+    assert again["held_out"] == results["held_out"]  # resumed from its finished checkpoints
