@@ -133,9 +133,8 @@ def _view(g: GraphState) -> _View:
 
 
 def _left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
-    """[..., R] right-padded shapes of rank <= 4 -> [..., 4] left-padded with 1 (NumPy broadcasting)."""
-    j = jnp.arange(4)
-    source = j - (4 - rank[..., None])
+    """[C, R] right-padded shapes of rank <= 4 -> [C, 4] left-padded with 1 (NumPy broadcasting)."""
+    source = jnp.arange(4)[None, :] - (4 - rank[:, None])
     taken = jnp.take_along_axis(shape, jnp.clip(source, 0, shape.shape[-1] - 1), axis=-1)
     return jnp.where(source >= 0, taken, 1)
 
@@ -438,17 +437,17 @@ def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
     capacity = g.op.shape[0]
     op = jnp.maximum(g.op, 0)
     one_hot = jax.nn.one_hot(op, len(OP_TYPES), dtype=jnp.float32)
-    activation = jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32) * jnp.asarray(_ACTIVATED)[op, None]
+    activation = jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32) * jnp.asarray(_ACTIVATED, jnp.float32)[op, None]
     shape, rank = g.shapes[:, 0], g.rank[:, 0]
     dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0) if shape.shape[1] >= 4 else \
         jnp.pad(jnp.where(jnp.arange(shape.shape[1])[None, :] < rank[:, None], _log2(shape), 0.0),
                 ((0, 0), (0, 4 - shape.shape[1])))
     size = jnp.prod(shape.astype(jnp.float32), axis=1)
-    kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED)[op, None]
-    stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED)[op, None]
+    kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
+    stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]
     rows = jnp.concatenate([
-        one_hot, activation, g.constant[:, None].astype(jnp.float32), dims, (rank / 4.0)[:, None],
-        (_log2(size) / 8.0)[:, None], (g.num_outputs / 4.0)[:, None], kernel, stride,
+        one_hot, activation, g.constant[:, None].astype(jnp.float32), dims, (rank.astype(jnp.float32) / 4.0)[:, None],
+        (_log2(size) / 8.0)[:, None], (g.num_outputs.astype(jnp.float32) / 4.0)[:, None], kernel, stride,
         _log2(1e3 * costs)[:, None]], axis=1)
     rows = jnp.where(g.alive[:, None], rows, 0.0)
     return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
@@ -592,9 +591,11 @@ class JaxEnv:
                 attrs[key] = tuple(int(d) for d in row[_TUPLE_START:_TUPLE_START + row[_TUPLE_LEN]])
         return attrs
 
-    def decode(self, g: GraphState) -> Graph:
+    def decode(self, g: GraphState, instance: Graph | None = None) -> Graph:
         """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
-        checked against the state's. Leaves take their names from the instance graph `self.graph`."""
+        checked against the state's. Leaves take their names from the graph `g` was encoded from
+        (`instance`, default the environment's graph)."""
+        instance = self.graph if instance is None else instance
         g = jax.tree.map(np.asarray, g)
         alive = np.flatnonzero(g.op >= 0)
         pending = {int(k): set(int(s) for s in g.inputs[k, :g.num_inputs[k]]) for k in alive}
@@ -608,7 +609,7 @@ class JaxEnv:
                 op = OP_TYPES[g.op[k]]
                 shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
                 if op in ("input", "weight"):
-                    name = self.graph.nodes[int(g.origin[k])].name
+                    name = instance.nodes[int(g.origin[k])].name
                     nodes[k] = Node(op, (), {}, shapes, op == "weight", name)
                     continue
                 refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
@@ -619,8 +620,8 @@ class JaxEnv:
                                      f"infers {node.shapes}, {node.constant}")
                 nodes[k] = node
         inputs = [k for k in sorted(nodes) if nodes[k].op == "input"]
-        inputs.sort(key=lambda k: self.graph.inputs.index(int(g.origin[k])))
-        return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], self.graph.output_names)
+        inputs.sort(key=lambda k: instance.inputs.index(int(g.origin[k])))
+        return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], instance.output_names)
 
     def params(self, graph: Graph | None = None) -> EnvParams:
         """The `EnvParams` of `graph` (default: the environment's own graph)."""
@@ -713,7 +714,7 @@ class JaxEnv:
         edges = jnp.concatenate([dims, (_log2(size) / 8.0)[:, None], (position / 4.0)[:, None]], axis=1)
         edges = jnp.where(edge_mask[:, None], edges, 0.0)
         globals_ = jnp.stack([state.cost, state.initial_cost, state.cost / state.initial_cost,
-                              g.alive.sum() / capacity]).astype(jnp.float32)[None]
+                              g.alive.sum().astype(jnp.float32) / capacity]).astype(jnp.float32)[None]
         graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost), edges=edges, senders=senders,
                                   receivers=receivers, globals=globals_,
                                   n_node=jnp.array([capacity + 1], jnp.int32),
