@@ -204,56 +204,94 @@ def _match_fold_conv_bias(g, v):
 # ---------------------------------------------------------------- rewrites: fixed-size scatters
 
 
-class _Patch:
-    """A rewrite under construction (traced): new nodes go to the lowest free slots once the replaced
-    nodes are gone; consumers of a replaced tensor that existed before the rewrite are redirected.
-    A node can have a traced number of inputs (`count`: a conv with or without bias) and be `present`
-    only under a traced condition (the bias nodes of a rewrite whose conv has a bias)."""
+MAX_NEW_NODES = 5  # the most nodes one rewrite of a supported family adds
 
-    def __init__(self, g: GraphState, removed: Sequence[jax.Array], new_nodes: int) -> None:
-        self.g = g
-        gone = jnp.zeros(g.op.shape[0], bool).at[jnp.stack(removed)].set(True)
-        self.keep = g.alive & ~gone
-        self.slots = jnp.argsort(self.keep, stable=True)[:new_nodes]  # free slots first, in slot order
-        self.pending: list[tuple] = []
-        self.redirects: list[tuple[jax.Array, jax.Array]] = []
+
+class Edit(NamedTuple):
+    """A rewrite as data, applied by `apply_edit`: every rule's builder returns one of these (equal shapes
+    for every rule), so a step selects one small edit and commits it once. New node j is referred to as
+    input code -1 - j; existing nodes by slot."""
+
+    removed: jax.Array  # [2] int32 slots the rewrite removes
+    op: jax.Array  # [N] int32
+    attrs: jax.Array  # [N, A] int32
+    inputs: jax.Array  # [N, K] int32 slot or -1 - j
+    count: jax.Array  # [N] int32 number of inputs
+    shape: jax.Array  # [N, R] int32 output shape (one output)
+    rank: jax.Array  # [N] int32
+    constant: jax.Array  # [N] bool
+    present: jax.Array  # [N] bool: the node is part of this rewrite
+    old: jax.Array  # int32 slot whose output 0 the rewrite replaces
+    new: jax.Array  # int32 new node j that replaces it
+
+
+class _Patch:
+    """Builds an `Edit` (traced). A node can have a traced number of inputs (`count`: a conv with or
+    without bias) and be `present` only under a traced condition (the bias nodes of a rewrite whose conv
+    has a bias)."""
+
+    def __init__(self, g: GraphState, removed: Sequence[jax.Array]) -> None:
+        self.g, self.removed = g, removed
+        self.nodes: list[tuple] = []
+        self.replaced: tuple[jax.Array, jax.Array] | None = None
+
+    def _constant(self, code: jax.Array) -> jax.Array:
+        made = jnp.stack([node[6] for node in self.nodes] + [jnp.bool_(False)])
+        return jnp.where(code < 0, made[jnp.clip(-1 - code, 0, len(self.nodes))],
+                         self.g.constant[jnp.clip(code, 0, self.g.op.shape[0] - 1)])
 
     def add(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shape: jax.Array, rank: jax.Array,
             count: jax.Array | int | None = None, present: jax.Array | bool = True) -> jax.Array:
-        """Queue a single-output node reading output 0 of its first `count` `inputs`; returns its slot."""
-        slot = self.slots[len(self.pending)]
+        """Queue a single-output node reading output 0 of its first `count` `inputs`; returns its input code."""
         count = len(inputs) if count is None else count
-        self.pending.append((slot, op, inputs, attrs, shape, rank, count, present))
-        return slot
+        used = jnp.arange(len(inputs)) < count
+        codes = jnp.stack([jnp.asarray(i, jnp.int32) for i in inputs])
+        constant = (jax.vmap(self._constant)(codes) | ~used).all()
+        row = jnp.full(self.g.inputs.shape[1], self.g.op.shape[0], jnp.int32).at[:len(inputs)].set(
+            jnp.where(used, codes, self.g.op.shape[0]))
+        self.nodes.append((OP_ID[op], attrs, row, jnp.asarray(count, jnp.int32), shape, jnp.asarray(rank, jnp.int32),
+                           constant, jnp.asarray(present)))
+        return jnp.int32(-len(self.nodes))
 
     def replace(self, old: jax.Array, new: jax.Array) -> None:
-        """Redirect consumers of output 0 of `old` (and graph outputs) to output 0 of `new`."""
-        self.redirects.append((old, new))
+        """Redirect consumers of output 0 of `old` (and graph outputs) to new node `new` (an input code)."""
+        self.replaced = (old, -1 - new)
 
-    def commit(self) -> GraphState:
-        g, capacity = self.g, self.g.op.shape[0]
-        inputs, outputs = g.inputs, g.outputs
-        for old, new in self.redirects:
-            hit = (inputs == old) & (g.input_index == 0) & self.keep[:, None]
-            inputs = jnp.where(hit, new, inputs)
-            outputs = outputs.at[:, 0].set(jnp.where((outputs[:, 0] == old) & (outputs[:, 1] == 0), new,
-                                                     outputs[:, 0]))
-        g = _clear(g._replace(inputs=inputs, outputs=outputs), ~self.keep)
-        absent = jnp.zeros(capacity, bool)
-        for slot, op, node_inputs, attrs, shape, rank, count, present in self.pending:
-            used = jnp.arange(len(node_inputs)) < count
-            row = jnp.full(g.inputs.shape[1], capacity, jnp.int32).at[:len(node_inputs)].set(
-                jnp.where(used, jnp.stack(node_inputs), capacity))
-            shapes = jnp.ones(g.shapes.shape[1:], jnp.int32).at[0].set(shape)
-            ranks = jnp.zeros(g.rank.shape[1], jnp.int32).at[0].set(rank)
-            constant = (g.constant[jnp.stack(node_inputs)] | ~used).all()
-            g = g._replace(op=g.op.at[slot].set(OP_ID[op]), attrs=g.attrs.at[slot].set(attrs),
-                           inputs=g.inputs.at[slot].set(row), input_index=g.input_index.at[slot].set(0),
-                           num_inputs=g.num_inputs.at[slot].set(count), shapes=g.shapes.at[slot].set(shapes),
-                           rank=g.rank.at[slot].set(ranks), num_outputs=g.num_outputs.at[slot].set(1),
-                           constant=g.constant.at[slot].set(constant), origin=g.origin.at[slot].set(-1))
-            absent = absent.at[slot].set(~jnp.asarray(present))
-        return _clear(g, absent)
+    def edit(self) -> Edit:
+        g = self.g
+        blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(g.inputs.shape[1], g.op.shape[0], jnp.int32),
+                 jnp.int32(0), jnp.ones(g.shapes.shape[2], jnp.int32), jnp.int32(0), jnp.bool_(False),
+                 jnp.bool_(False))
+        nodes = self.nodes + [blank] * (MAX_NEW_NODES - len(self.nodes))
+        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(8)]
+        return Edit(jnp.stack(self.removed).astype(jnp.int32), fields[0].astype(jnp.int32), *fields[1:],
+                    jnp.asarray(self.replaced[0], jnp.int32), jnp.asarray(self.replaced[1], jnp.int32))
+
+
+def apply_edit(g: GraphState, edit: Edit) -> GraphState:
+    """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
+    consumers (that existed before) of the replaced tensor. Orphans are left to `_sweep`."""
+    capacity = g.op.shape[0]
+    keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
+    slots = jnp.argsort(keep, stable=True)[:edit.op.shape[0]]  # free slots first, in slot order
+    inputs_new = jnp.where(edit.inputs < 0, slots[jnp.clip(-1 - edit.inputs, 0, slots.shape[0] - 1)], edit.inputs)
+    new = slots[edit.new]
+    hit = (g.inputs == edit.old) & (g.input_index == 0) & keep[:, None]
+    outputs = g.outputs.at[:, 0].set(jnp.where((g.outputs[:, 0] == edit.old) & (g.outputs[:, 1] == 0), new,
+                                               g.outputs[:, 0]))
+    g = _clear(g._replace(inputs=jnp.where(hit, new, g.inputs), outputs=outputs), ~keep)
+    target = jnp.where(edit.present, slots, capacity)  # absent nodes are not written (dropped scatter)
+    shapes = jnp.ones((edit.op.shape[0], *g.shapes.shape[1:]), jnp.int32).at[:, 0].set(edit.shape)
+    ranks = jnp.zeros((edit.op.shape[0], g.rank.shape[1]), jnp.int32).at[:, 0].set(edit.rank)
+
+    def put(array, values):
+        return array.at[target].set(values, mode="drop")
+
+    return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
+                      input_index=put(g.input_index, jnp.zeros_like(inputs_new)), num_inputs=put(g.num_inputs, edit.count),
+                      shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
+                      num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)), constant=put(g.constant, edit.constant),
+                      origin=put(g.origin, jnp.full_like(edit.count, -1)))
 
 
 def _clear(g: GraphState, dead: jax.Array) -> GraphState:
@@ -314,11 +352,11 @@ def _conv_parts(g: GraphState, conv: jax.Array) -> tuple[jax.Array, jax.Array, j
 def _build_conv_relu(g, loc):
     relu, conv = loc[0], loc[1]
     x, w, bias, _has_bias = _conv_parts(g, conv)
-    patch = _Patch(g, [relu, conv], 1)
+    patch = _Patch(g, [relu, conv])
     fused = patch.add("conv2d", [x, w, bias], _attrs_like(g, conv, activation=ACTIVATIONS.index("relu")),
                       g.shapes[conv, 0], g.rank[conv, 0], count=g.num_inputs[conv])
     patch.replace(relu, fused)
-    return patch.commit()
+    return patch.edit()
 
 
 def _build_conv_batchnorm(g, loc):
@@ -326,13 +364,13 @@ def _build_conv_batchnorm(g, loc):
     x, w, bias, has_bias = _conv_parts(g, conv)
     scale, shift, mean, var = (g.inputs[bn, k] for k in range(1, 5))
     eps = _no_attrs(g).at[_FLOAT_FIELDS["eps"]].set(g.attrs[bn, _FLOAT_FIELDS["eps"]])
-    patch = _Patch(g, [bn, conv], 3)
+    patch = _Patch(g, [bn, conv])
     weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, 0], g.rank[w, 0])
     folded = patch.add("bn_fold_bias", [scale, shift, mean, var, bias], eps, *_vector(g, g.shapes[conv, 0, 1]),
                        count=jnp.where(has_bias, 5, 4))
     fused = patch.add("conv2d", [x, weight, folded], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0])
     patch.replace(bn, fused)
-    return patch.commit()
+    return patch.edit()
 
 
 def _build_conv_mul(g, loc):
@@ -341,7 +379,7 @@ def _build_conv_mul(g, loc):
     count = jnp.prod(g.shapes[factor, 0])  # 1 or the number of output channels
     x, w, bias, has_bias = _conv_parts(g, conv)
     one = jnp.int32(1)
-    patch = _Patch(g, [mul, conv], 5)
+    patch = _Patch(g, [mul, conv])
     shaped = patch.add("reshape", [factor], _tuple_attrs(g, [count, one, one, one]),
                        jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(count), jnp.int32(4))
     weight = patch.add("mul", [w, shaped], _no_attrs(g), g.shapes[w, 0], g.rank[w, 0])
@@ -350,18 +388,18 @@ def _build_conv_mul(g, loc):
     fused = patch.add("conv2d", [x, weight, scaled], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0],
                       count=g.num_inputs[conv])
     patch.replace(mul, fused)
-    return patch.commit()
+    return patch.edit()
 
 
 def _build_associate_matmul(g, loc):
     outer, inner = loc[0], loc[1]
     a, b = g.inputs[inner, 1], g.inputs[outer, 1]
-    patch = _Patch(g, [outer, inner], 2)
+    patch = _Patch(g, [outer, inner])
     shape = jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(g.shapes[a, 0, 0]).at[1].set(g.shapes[b, 0, 1])
     product = patch.add("matmul", [a, b], _no_attrs(g), shape, jnp.int32(2))
     new = patch.add("matmul", [g.inputs[inner, 0], product], g.attrs[outer], g.shapes[outer, 0], g.rank[outer, 0])
     patch.replace(outer, new)
-    return patch.commit()
+    return patch.edit()
 
 
 def _build_fold_conv_bias(g, loc):
@@ -369,18 +407,18 @@ def _build_fold_conv_bias(g, loc):
     constant = jnp.where(g.inputs[add, 0] == conv, g.inputs[add, 1], g.inputs[add, 0])
     channels = g.shapes[conv, 0, 1]
     x, w, bias, has_bias = _conv_parts(g, conv)
-    patch = _Patch(g, [add, conv], 3)
+    patch = _Patch(g, [add, conv])
     shift = patch.add("reshape", [constant], _tuple_attrs(g, [channels]), *_vector(g, channels))
     summed = patch.add("add", [bias, shift], _no_attrs(g), *_vector(g, channels), present=has_bias)
     fused = patch.add("conv2d", [x, w, jnp.where(has_bias, summed, shift)], g.attrs[conv], g.shapes[conv, 0],
                       g.rank[conv, 0])
     patch.replace(add, fused)
-    return patch.commit()
+    return patch.edit()
 
 
 class _JaxRule(NamedTuple):
     match: Callable  # (GraphState, _View, **params as int32 scalars) -> ([C] bool, [partner slots [C]])
-    build: Callable  # (GraphState, location [M]) -> GraphState (before the sweep); same for every parameter
+    build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
 
 
 JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
@@ -686,7 +724,7 @@ class JaxEnv:
         location = state.location_nodes[safe_xfer, safe_location]
         branches = [JAX_RULE_FAMILIES[family].build for family in self._families]
         family = jnp.asarray(self._family_of)[safe_xfer]
-        rewritten = _sweep(jax.lax.switch(family, branches, state.graph, location))
+        rewritten = _sweep(apply_edit(state.graph, jax.lax.switch(family, branches, state.graph, location)))
         graph = jax.tree.map(lambda new, old: jnp.where(valid, new, old), rewritten, state.graph)
         costs = node_costs(graph, params)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
