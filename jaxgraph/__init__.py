@@ -18,6 +18,18 @@ from jaxgraph.cost import (
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
+from jaxgraph.jax_env import (
+    JAX_RULES,
+    Edit,
+    EnvParams,
+    EnvState,
+    GraphState,
+    JaxEnv,
+    apply_edit,
+    canonical_form,
+    node_costs,
+    node_signatures,
+)
 from jaxgraph.locations import LocationIndex
 from jaxgraph.models import (
     MODELS,
@@ -37,11 +49,12 @@ from jaxgraph.search import SearchResult, greedy, taso_search
 from jaxgraph.timing import Comparison, compare, interleaved_seconds, median_seconds
 
 __all__ = [
-    "Backend", "Comparison", "CostModel", "Delta", "Env", "Graph", "GraphBuilder", "Kernel", "Location",
-    "LocationIndex", "MODELS", "MeasuredCost", "Node", "ONNXRUNTIME", "OPS", "OP_TYPES", "Observation", "OrtCost",
-    "Patch", "RULES", "Ref", "Roofline", "Rule", "SearchResult", "TASO", "XLA", "affected", "bert", "compare",
-    "cost", "cost_change", "execute", "execute_reference", "fold_constants", "greedy", "inception_v3",
-    "interleaved_seconds", "kernel_graph", "load_onnx", "make_rule", "measure_runtime", "median_seconds",
-    "mobilenet_v2", "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1",
-    "taso_attention_stack", "taso_search", "to_onnx",
+    "Backend", "Comparison", "CostModel", "Delta", "Edit", "Env", "EnvParams", "EnvState", "Graph", "GraphBuilder",
+    "GraphState", "JAX_RULES", "JaxEnv", "Kernel", "Location", "LocationIndex", "MODELS", "MeasuredCost", "Node",
+    "ONNXRUNTIME", "OPS", "OP_TYPES", "Observation", "OrtCost", "Patch", "RULES", "Ref", "Roofline", "Rule",
+    "SearchResult", "TASO", "XLA", "affected", "apply_edit", "bert", "canonical_form", "compare", "cost", "cost_change",
+    "execute", "execute_reference", "fold_constants", "greedy", "inception_v3", "interleaved_seconds", "kernel_graph",
+    "load_onnx", "make_rule", "measure_runtime", "median_seconds", "mobilenet_v2", "node_costs", "node_signatures",
+    "random_inputs", "resnet18", "resnet50", "save_onnx", "spearman", "squeezenet1_1", "taso_attention_stack",
+    "taso_search", "to_onnx"
 ]

@@ -288,10 +288,10 @@ def apply_edit(g: GraphState, edit: Edit) -> GraphState:
         return array.at[target].set(values, mode="drop")
 
     return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
-                      input_index=put(g.input_index, jnp.zeros_like(inputs_new)), num_inputs=put(g.num_inputs, edit.count),
-                      shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
-                      num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)), constant=put(g.constant, edit.constant),
-                      origin=put(g.origin, jnp.full_like(edit.count, -1)))
+                      input_index=put(g.input_index, jnp.zeros_like(inputs_new)),
+                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
+                      num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)),
+                      constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
 
 
 def _clear(g: GraphState, dead: jax.Array) -> GraphState:
@@ -472,14 +472,12 @@ def _log2(x: jax.Array) -> jax.Array:
 
 def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
     """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot; free slots and the dummy are zero."""
-    capacity = g.op.shape[0]
     op = jnp.maximum(g.op, 0)
     one_hot = jax.nn.one_hot(op, len(OP_TYPES), dtype=jnp.float32)
-    activation = jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32) * jnp.asarray(_ACTIVATED, jnp.float32)[op, None]
+    activation = (jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32)
+                  * jnp.asarray(_ACTIVATED, jnp.float32)[op, None])
     shape, rank = g.shapes[:, 0], g.rank[:, 0]
-    dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0) if shape.shape[1] >= 4 else \
-        jnp.pad(jnp.where(jnp.arange(shape.shape[1])[None, :] < rank[:, None], _log2(shape), 0.0),
-                ((0, 0), (0, 4 - shape.shape[1])))
+    dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0)  # R >= 4
     size = jnp.prod(shape.astype(jnp.float32), axis=1)
     kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
     stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]

@@ -192,9 +192,9 @@ def test_vmapped_steps_equal_single_steps(jitted):
     actions = jnp.stack([jnp.array([int(np.flatnonzero(np.asarray(m)[:-1])[-1]), 0]) for m in obs.xfer_mask])
     batched = jax.jit(jax.vmap(jenv.step))(keys, states, actions, params)
     for i in range(len(graphs)):
-        one = jax.tree.map(lambda leaf: leaf[i], params)
+        one = jax.tree.map(lambda leaf, i=i: leaf[i], params)
         single = step(keys[i], reset(keys[i], one)[0], actions[i], one)
-        chex.assert_trees_all_close(jax.tree.map(lambda leaf: leaf[i], batched[:5]), single[:5], rtol=1e-6)
+        chex.assert_trees_all_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched[:5]), single[:5], rtol=1e-6)
 
 
 def test_bad_construction_raises():
@@ -214,4 +214,4 @@ def test_bad_construction_raises():
 def test_jitted_env_equals_env_on_builders(name):
     graph = small_model(name)
     jenv = JaxEnv(graph, max_locations=64)
-    assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) > 100
+    assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) >= 30
