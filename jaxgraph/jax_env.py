@@ -201,6 +201,13 @@ def _match_fold_conv_bias(g, v):
     return (g.op == OP_ID["add"]) & (found[0] | found[1]), [conv]
 
 
+def _match_merge_group_convs(g, v, *, stride, activation):
+    groups = g.attrs[:, _SCALAR_FIELDS["groups"]]
+    weights_constant = (v.in_const | (jnp.arange(g.inputs.shape[1])[None, :] >= g.num_inputs[:, None]))[:, 1:]
+    return ((g.op == OP_ID["conv2d"]) & (groups >= 2) & (groups % 2 == 0) & (v.stride == stride)
+            & (g.attrs[:, 0] == activation) & (v.padding == _PADDINGS.index("SAME")) & weights_constant.all(axis=1)), []
+
+
 # ---------------------------------------------------------------- rewrites: fixed-size scatters
 
 
@@ -416,6 +423,19 @@ def _build_fold_conv_bias(g, loc):
     return patch.edit()
 
 
+def _build_merge_group_convs(g, loc):
+    conv = loc[0]
+    x, w, bias, _has_bias = _conv_parts(g, conv)
+    groups = g.attrs[conv, _SCALAR_FIELDS["groups"]]
+    patch = _Patch(g, [conv, jnp.int32(g.op.shape[0])])
+    attrs = _no_attrs(g).at[_SCALAR_FIELDS["groups"]].set(groups).at[_SCALAR_FIELDS["count"]].set(2)
+    merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, 0].at[1].multiply(2), g.rank[w, 0])
+    fused = patch.add("conv2d", [x, merged, bias], _attrs_like(g, conv, groups=groups // 2), g.shapes[conv, 0],
+                      g.rank[conv, 0], count=g.num_inputs[conv])
+    patch.replace(conv, fused)
+    return patch.edit()
+
+
 class _JaxRule(NamedTuple):
     match: Callable  # (GraphState, _View, **params as int32 scalars) -> ([C] bool, [partner slots [C]])
     build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
@@ -427,6 +447,7 @@ JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
     "FuseConvMul": _JaxRule(_match_conv_mul, _build_conv_mul),
     "AssociateMatmul": _JaxRule(_match_associate_matmul, _build_associate_matmul),
     "FoldConvBias": _JaxRule(_match_fold_conv_bias, _build_fold_conv_bias),
+    "MergeGroupConvs": _JaxRule(_match_merge_group_convs, _build_merge_group_convs),
 }
 JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
 
@@ -489,9 +510,12 @@ def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
     return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
 
 
-def _param_code(value: Any) -> int:
-    """A rule parameter as an integer: a padding class as its index in ("SAME", "VALID")."""
-    return _PADDINGS.index(value) if isinstance(value, str) else int(value)
+def _param_code(key: str, value: Any) -> int:
+    """A rule parameter as an integer: a padding class as its index in ("SAME", "VALID"), an activation as
+    its index in ACTIVATIONS."""
+    if key == "padding":
+        return _PADDINGS.index(value)
+    return ACTIVATIONS.index(value) if key == "activation" else int(value)
 
 
 class JaxEnv:
@@ -538,7 +562,7 @@ class JaxEnv:
         self._families = tuple(dict.fromkeys(r.family for r in self.rules))
         self._family_of = np.array([self._families.index(r.family) for r in self.rules], np.int32)
         grouped = [[x for x, r in enumerate(self.rules) if r.family == f] for f in self._families]
-        self._variant_params = [{key: np.array([_param_code(dict(self.rules[x].params)[key]) for x in xfers], np.int32)
+        self._variant_params = [{key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
                                  for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
         self._variant_counts = [len(xfers) for xfers in grouped]
         position = [x for xfers in grouped for x in xfers]

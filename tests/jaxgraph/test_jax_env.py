@@ -20,7 +20,8 @@ from .conftest import SMALL, small_model
 def mixed_graph(seed: int = 0):
     """Every supported family applies somewhere: conv * constant (with and without conv bias, scalar and
     per-channel, either operand order), conv + per-channel constant (with and without bias), stride 2 SAME
-    and VALID convs, conv -> batchnorm -> relu, and a chain of three matmuls."""
+    and VALID convs, conv -> batchnorm -> relu, group convs (4 groups, and 2 with bias and relu) and a chain
+    of three matmuls."""
     rng = np.random.default_rng(seed)
     b = GraphBuilder()
 
@@ -35,6 +36,8 @@ def mixed_graph(seed: int = 0):
     y = b.add("conv2d", [y, w("w3", (8, 4, 3, 3))], stride=(2, 2), pads=(1, 1, 1, 1))
     y = b.add("add", [y, w("c3", (1, 8, 1, 1))])
     y = b.add("relu", [y])
+    y = b.add("conv2d", [y, w("wg1", (8, 2, 3, 3))], groups=4, pads=(1, 1, 1, 1))
+    y = b.add("conv2d", [y, w("wg2", (8, 4, 3, 3)), w("bg2", (8,))], groups=2, pads=(1, 1, 1, 1), activation="relu")
     y = b.add("conv2d", [y, w("w4", (8, 8, 1, 1)), w("b4", (8,))])
     y = b.add("add", [w("c4", (8, 1, 1)), y])
     y = b.add("conv2d", [y, w("w5", (8, 8, 3, 3))], stride=(2, 2))
@@ -120,8 +123,8 @@ def replay(jenv, reset, step, instance, sequences, seed):
 
 def test_rule_subset_is_the_supported_families():
     assert {r.family for r in JAX_RULES} == {"FuseConvRelu", "FuseConvBatchNorm", "FuseConvMul", "AssociateMatmul",
-                                             "FoldConvBias"}
-    assert len(JAX_RULES) == 14 and all(r in RULES for r in JAX_RULES)
+                                             "FoldConvBias", "MergeGroupConvs"}
+    assert len(JAX_RULES) == 18 and all(r in RULES for r in JAX_RULES)
 
 
 @pytest.mark.parametrize("name", [*SMALL, "bert", "mobilenet_v2"])
