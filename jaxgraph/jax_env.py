@@ -208,6 +208,14 @@ def _match_merge_group_convs(g, v, *, stride, activation):
             & (g.attrs[:, 0] == activation) & (v.padding == _PADDINGS.index("SAME")) & weights_constant.all(axis=1)), []
 
 
+def _match_concat_of_relus(g, v):
+    capacity = g.op.shape[0]
+    used = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[:, None]
+    relus = (g.op[v.producer] == OP_ID["relu"]) & v.sole[v.producer]
+    ok = (g.op == OP_ID["concat"]) & (g.num_inputs >= 2) & (relus | ~used).all(axis=1)
+    return ok, [jnp.where(used[:, k], g.inputs[:, k], capacity) for k in range(g.inputs.shape[1])]
+
+
 # ---------------------------------------------------------------- rewrites: fixed-size scatters
 
 
@@ -219,10 +227,11 @@ class Edit(NamedTuple):
     for every rule), so a step selects one small edit and commits it once. New node j is referred to as
     input code -1 - j; existing nodes by slot."""
 
-    removed: jax.Array  # [2] int32 slots the rewrite removes
+    removed: jax.Array  # [1 + K] int32 slots the rewrite removes, padded with C
     op: jax.Array  # [N] int32
     attrs: jax.Array  # [N, A] int32
     inputs: jax.Array  # [N, K] int32 slot or -1 - j
+    input_index: jax.Array  # [N, K] int32 output index of each input
     count: jax.Array  # [N] int32 number of inputs
     shape: jax.Array  # [N, R] int32 output shape (one output)
     rank: jax.Array  # [N] int32
@@ -243,21 +252,26 @@ class _Patch:
         self.replaced: tuple[jax.Array, jax.Array] | None = None
 
     def _constant(self, code: jax.Array) -> jax.Array:
-        made = jnp.stack([node[6] for node in self.nodes] + [jnp.bool_(False)])
+        made = jnp.stack([node[7] for node in self.nodes] + [jnp.bool_(False)])
         return jnp.where(code < 0, made[jnp.clip(-1 - code, 0, len(self.nodes))],
                          self.g.constant[jnp.clip(code, 0, self.g.op.shape[0] - 1)])
 
     def add(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shape: jax.Array, rank: jax.Array,
-            count: jax.Array | int | None = None, present: jax.Array | bool = True) -> jax.Array:
-        """Queue a single-output node reading output 0 of its first `count` `inputs`; returns its input code."""
+            count: jax.Array | int | None = None, present: jax.Array | bool = True,
+            indices: Sequence[jax.Array] | None = None) -> jax.Array:
+        """Queue a single-output node reading its first `count` `inputs` (output `indices`, default 0 each);
+        returns its input code."""
         count = len(inputs) if count is None else count
+        index_row = jnp.zeros(self.g.inputs.shape[1], jnp.int32)
+        if indices is not None:
+            index_row = index_row.at[:len(indices)].set(jnp.stack(indices).astype(jnp.int32))
         used = jnp.arange(len(inputs)) < count
         codes = jnp.stack([jnp.asarray(i, jnp.int32) for i in inputs])
         constant = (jax.vmap(self._constant)(codes) | ~used).all()
         row = jnp.full(self.g.inputs.shape[1], self.g.op.shape[0], jnp.int32).at[:len(inputs)].set(
             jnp.where(used, codes, self.g.op.shape[0]))
-        self.nodes.append((OP_ID[op], attrs, row, jnp.asarray(count, jnp.int32), shape, jnp.asarray(rank, jnp.int32),
-                           constant, jnp.asarray(present)))
+        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32), shape,
+                           jnp.asarray(rank, jnp.int32), constant, jnp.asarray(present)))
         return jnp.int32(-len(self.nodes))
 
     def replace(self, old: jax.Array, new: jax.Array) -> None:
@@ -266,12 +280,15 @@ class _Patch:
 
     def edit(self) -> Edit:
         g = self.g
-        blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(g.inputs.shape[1], g.op.shape[0], jnp.int32),
-                 jnp.int32(0), jnp.ones(g.shapes.shape[2], jnp.int32), jnp.int32(0), jnp.bool_(False),
-                 jnp.bool_(False))
+        capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+        blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(max_inputs, capacity, jnp.int32),
+                 jnp.zeros(max_inputs, jnp.int32), jnp.int32(0), jnp.ones(g.shapes.shape[2], jnp.int32), jnp.int32(0),
+                 jnp.bool_(False), jnp.bool_(False))
         nodes = self.nodes + [blank] * (MAX_NEW_NODES - len(self.nodes))
-        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(8)]
-        return Edit(jnp.stack(self.removed).astype(jnp.int32), fields[0].astype(jnp.int32), *fields[1:],
+        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(9)]
+        removed = jnp.full(1 + max_inputs, capacity, jnp.int32).at[:len(self.removed)].set(
+            jnp.stack(self.removed).astype(jnp.int32))
+        return Edit(removed, fields[0].astype(jnp.int32), *fields[1:],
                     jnp.asarray(self.replaced[0], jnp.int32), jnp.asarray(self.replaced[1], jnp.int32))
 
 
@@ -295,7 +312,7 @@ def apply_edit(g: GraphState, edit: Edit) -> GraphState:
         return array.at[target].set(values, mode="drop")
 
     return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
-                      input_index=put(g.input_index, jnp.zeros_like(inputs_new)),
+                      input_index=put(g.input_index, edit.input_index),
                       num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
                       num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)),
                       constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
@@ -427,12 +444,24 @@ def _build_merge_group_convs(g, loc):
     conv = loc[0]
     x, w, bias, _has_bias = _conv_parts(g, conv)
     groups = g.attrs[conv, _SCALAR_FIELDS["groups"]]
-    patch = _Patch(g, [conv, jnp.int32(g.op.shape[0])])
+    patch = _Patch(g, [conv])
     attrs = _no_attrs(g).at[_SCALAR_FIELDS["groups"]].set(groups).at[_SCALAR_FIELDS["count"]].set(2)
     merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, 0].at[1].multiply(2), g.rank[w, 0])
     fused = patch.add("conv2d", [x, merged, bias], _attrs_like(g, conv, groups=groups // 2), g.shapes[conv, 0],
                       g.rank[conv, 0], count=g.num_inputs[conv])
     patch.replace(conv, fused)
+    return patch.edit()
+
+
+def _build_concat_of_relus(g, loc):
+    concat = loc[0]
+    relus = [g.inputs[concat, k] for k in range(g.inputs.shape[1])]  # C past the concat's inputs
+    safe = [jnp.minimum(r, g.op.shape[0] - 1) for r in relus]
+    patch = _Patch(g, [concat, *relus])
+    joined = patch.add("concat", [g.inputs[r, 0] for r in safe], g.attrs[concat], g.shapes[concat, 0],
+                       g.rank[concat, 0], count=g.num_inputs[concat], indices=[g.input_index[r, 0] for r in safe])
+    fused = patch.add("relu", [joined], _no_attrs(g), g.shapes[concat, 0], g.rank[concat, 0])
+    patch.replace(concat, fused)
     return patch.edit()
 
 
@@ -448,6 +477,7 @@ JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
     "AssociateMatmul": _JaxRule(_match_associate_matmul, _build_associate_matmul),
     "FoldConvBias": _JaxRule(_match_fold_conv_bias, _build_fold_conv_bias),
     "MergeGroupConvs": _JaxRule(_match_merge_group_convs, _build_merge_group_convs),
+    "ConcatOfRelus": _JaxRule(_match_concat_of_relus, _build_concat_of_relus),
 }
 JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
 

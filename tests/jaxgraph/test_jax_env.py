@@ -20,8 +20,8 @@ from .conftest import SMALL, small_model
 def mixed_graph(seed: int = 0):
     """Every supported family applies somewhere: conv * constant (with and without conv bias, scalar and
     per-channel, either operand order), conv + per-channel constant (with and without bias), stride 2 SAME
-    and VALID convs, conv -> batchnorm -> relu, group convs (4 groups, and 2 with bias and relu) and a chain
-    of three matmuls."""
+    and VALID convs, conv -> batchnorm -> relu, group convs (4 groups, and 2 with bias and relu), a concat of
+    relus and a chain of three matmuls."""
     rng = np.random.default_rng(seed)
     b = GraphBuilder()
 
@@ -29,7 +29,10 @@ def mixed_graph(seed: int = 0):
         return b.weight(name, rng.uniform(0.5, 1.5, shape).astype(np.float32))
 
     x = b.input("x", (1, 4, 8, 8))
-    y = b.add("conv2d", [x, w("w1", (4, 4, 3, 3)), w("b1", (4,))], pads=(1, 1, 1, 1))
+    left = b.add("relu", [b.add("conv2d", [x, w("wl", (2, 4, 1, 1))])])
+    right = b.add("relu", [b.add("conv2d", [x, w("wr", (2, 4, 3, 3))], pads=(1, 1, 1, 1))])
+    y = b.add("concat", [left, right], axis=1)
+    y = b.add("conv2d", [y, w("w1", (4, 4, 3, 3)), w("b1", (4,))], pads=(1, 1, 1, 1))
     y = b.add("mul", [y, w("s1", (1, 4, 1, 1))])
     y = b.add("conv2d", [y, w("w2", (4, 4, 1, 1))])
     y = b.add("mul", [w("s2", (1,)), y])
@@ -123,8 +126,8 @@ def replay(jenv, reset, step, instance, sequences, seed):
 
 def test_rule_subset_is_the_supported_families():
     assert {r.family for r in JAX_RULES} == {"FuseConvRelu", "FuseConvBatchNorm", "FuseConvMul", "AssociateMatmul",
-                                             "FoldConvBias", "MergeGroupConvs"}
-    assert len(JAX_RULES) == 18 and all(r in RULES for r in JAX_RULES)
+                                             "FoldConvBias", "MergeGroupConvs", "ConcatOfRelus"}
+    assert len(JAX_RULES) == 19 and all(r in RULES for r in JAX_RULES)
 
 
 @pytest.mark.parametrize("name", [*SMALL, "bert", "mobilenet_v2"])
