@@ -2,8 +2,9 @@
 
     flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
 
-Both run a uniformly random agent over valid rewrites (never the NO-OP) with the rule subset JaxEnv
-implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when no rewrite applies.
+Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
+subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
+episode ends.
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
@@ -88,11 +89,12 @@ def host_steps_per_second(graph, max_locations: int, seconds: float, seed: int =
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         xfers = np.flatnonzero(obs.xfer_mask[:-1])
-        if len(xfers) == 0:
-            obs = env.reset()
-            continue
-        xfer = int(rng.choice(xfers))
-        obs, _, terminated, truncated, _ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+        if len(xfers) == 0:  # the NO-OP, as the jitted agent does
+            obs, _, terminated, truncated, _ = env.step((env.num_xfers, 0))
+        else:
+            xfer = int(rng.choice(xfers))
+            location = int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))
+            obs, _, terminated, truncated, _ = env.step((xfer, location))
         steps += 1
         if terminated or truncated:
             obs = env.reset()

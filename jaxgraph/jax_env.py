@@ -592,8 +592,9 @@ class JaxEnv:
         self._families = tuple(dict.fromkeys(r.family for r in self.rules))
         self._family_of = np.array([self._families.index(r.family) for r in self.rules], np.int32)
         grouped = [[x for x, r in enumerate(self.rules) if r.family == f] for f in self._families]
-        self._variant_params = [{key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
-                                 for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
+        self._variant_params = [
+            {key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
+             for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
         self._variant_counts = [len(xfers) for xfers in grouped]
         position = [x for xfers in grouped for x in xfers]
         self._xfer_rows = np.array([position.index(x) for x in range(len(self.rules))], np.int32)
@@ -776,8 +777,11 @@ class JaxEnv:
         location = state.location_nodes[safe_xfer, safe_location]
         branches = [JAX_RULE_FAMILIES[family].build for family in self._families]
         family = jnp.asarray(self._family_of)[safe_xfer]
-        rewritten = _sweep(apply_edit(state.graph, jax.lax.switch(family, branches, state.graph, location)))
-        graph = jax.tree.map(lambda new, old: jnp.where(valid, new, old), rewritten, state.graph)
+        edit = jax.lax.switch(family, branches, state.graph, location)
+        # an invalid action commits an empty edit (cheaper than selecting between two whole graphs)
+        edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
+                             present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
+        graph = _sweep(apply_edit(state.graph, edit))
         costs = node_costs(graph, params)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
