@@ -221,3 +221,21 @@ def test_jitted_env_equals_env_on_builders(name):
     graph = small_model(name)
     jenv = JaxEnv(graph, max_locations=64)
     assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) >= 30
+
+
+@pytest.mark.slow
+def test_ppo_trains_end_to_end_in_one_jitted_program():
+    """PureJaxRL style: two seeds of PPO on the toy in one jax.jit(jax.vmap(train)); every rollout reward is
+    a cost decrease, so no epoch can return more than the toy's optimum saves (normalised)."""
+    from jaxgraph.jax_ppo import make_train
+    from jaxgraph.rl.configs import tiny_agent
+
+    toy = toy_graph(2)
+    config = tiny_agent()
+    config = type(config)(**{**config.__dict__, "epochs": 3, "num_envs": 4, "rollout_steps": 4})
+    env = JaxEnv(toy.graph, max_locations=config.max_locations)
+    result = jax.jit(jax.vmap(make_train(config, env)))(jax.random.split(jax.random.key(0), 2))
+    chex.assert_shape(result.mean_return, (2, 3))
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(result))
+    best = 1.0 - cost(toy.optimal_graph) / cost(toy.graph)
+    assert (np.asarray(result.mean_return) <= best + 1e-5).all() and (np.asarray(result.episodes) > 0).all()
