@@ -1,0 +1,143 @@
+"""JaxEnv throughput: steps/s of the jitted environment vmapped over many environments against Env (host).
+
+    flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
+
+Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
+subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
+episode ends.
+JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
+(action sampling and resets included), with every observation built, and again without observations (the
+agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
+stepped on the host for `--host-seconds`. Prints a markdown table (and `--json` writes the numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgraph import MODELS, Env
+from jaxgraph.jax_env import JAX_RULES, JaxEnv
+
+DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
+
+
+def random_action(key: jax.Array, obs) -> jax.Array:
+    """A uniformly random valid rewrite (xfer, then location), or the NO-OP when none is left."""
+    xfer_key, location_key = jax.random.split(key)
+    rewrites = obs.xfer_mask[:-1]
+    xfer = jax.random.categorical(xfer_key, jnp.where(rewrites, 0.0, -jnp.inf))
+    xfer = jnp.where(rewrites.any(), xfer, rewrites.shape[0])
+    row = obs.location_mask[jnp.minimum(xfer, rewrites.shape[0] - 1)]
+    location = jax.random.categorical(location_key, jnp.where(row, 0.0, -jnp.inf))
+    return jnp.stack([xfer, jnp.where(rewrites.any(), location, 0)]).astype(jnp.int32)
+
+
+def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
+    """(key, params) -> a checksum: `num_steps` random steps of one environment, reset when done. With
+    `observe` every step's observation is built and read (into the checksum); without, the agent reads
+    the masks from the state and XLA drops the unused observation."""
+
+    def rollout(key, params):
+        first, _ = env.reset(key, params)
+
+        def body(state, key):
+            action_key, step_key = jax.random.split(key)
+            state, obs, reward, terminated, truncated, _ = env.step(step_key, state, random_action(action_key, state),
+                                                                     params)
+            done = terminated | truncated
+            state = jax.tree.map(lambda a, b: jnp.where(done, a, b), first, state)
+            read = jnp.sum(obs.graph.nodes[:, -1]) + jnp.sum(obs.graph.edges[:, -2]) if observe else 0.0
+            return state, reward + read
+
+        _, rewards = jax.lax.scan(body, first, jax.random.split(key, num_steps))
+        return rewards.sum()
+
+    return rollout
+
+
+def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool
+                         ) -> tuple[float, float]:
+    """(steps/s after compilation, seconds of the first call)."""
+    params = env.params()
+    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (num_envs, *leaf.shape)), params)
+    run = jax.jit(jax.vmap(make_rollout(env, num_steps, observe)))
+    keys = jax.random.split(jax.random.key(0), num_envs)
+    start = time.perf_counter()
+    run(keys, batched).block_until_ready()
+    compile_seconds = time.perf_counter() - start
+    times = []
+    for r in range(repeats):
+        keys = jax.random.split(jax.random.key(r + 1), num_envs)
+        start = time.perf_counter()
+        run(keys, batched).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return num_envs * num_steps / float(np.median(times)), compile_seconds
+
+
+def host_steps_per_second(graph, max_locations: int, seconds: float, seed: int = 0) -> float:
+    """Env steps/s of the same random agent on the host."""
+    env, rng = Env(graph, max_locations=max_locations, rules=JAX_RULES), np.random.default_rng(seed)
+    obs, steps = env.reset(), 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        xfers = np.flatnonzero(obs.xfer_mask[:-1])
+        if len(xfers) == 0:  # the NO-OP, as the jitted agent does
+            obs, _, terminated, truncated, _ = env.step((env.num_xfers, 0))
+        else:
+            xfer = int(rng.choice(xfers))
+            location = int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))
+            obs, _, terminated, truncated, _ = env.step((xfer, location))
+        steps += 1
+        if terminated or truncated:
+            obs = env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=64, help="steps per environment per timed call")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-locations", type=int, default=64)
+    parser.add_argument("--host-seconds", type=float, default=5.0)
+    parser.add_argument("--json", default=None, help="also write the rows to this file")
+    args = parser.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
+        parser.exit(2, f"jax_env: unknown models {unknown} or non-positive sizes\n")
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} "
+          f"({jax.devices()[0].platform}), load average {os.getloadavg()[0]:.1f}")
+    print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
+    print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
+          "no observation | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for name in names:
+        graph = MODELS[name]()
+        env = JaxEnv(graph, max_locations=args.max_locations)
+        host = host_steps_per_second(graph, args.max_locations, args.host_seconds)
+        jitted, compile_seconds = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True)
+        bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
+        rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
+                         jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare))
+        print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "
+              f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |", flush=True)
+    print(f"# load average at the end {os.getloadavg()[0]:.1f}; {args.num_envs} environments x {args.steps} steps, "
+          f"median of {args.repeats}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,838 @@
+"""The graph-rewriting environment as pure JAX: `reset` and `step` jit and vmap, equal to `Env` step for step.
+
+The graph lives in fixed-capacity node arrays (`GraphState`): per slot the op id (-1 for a free slot),
+attributes as a fixed integer vector, input slots and output indices, output shapes padded with 1,
+constness and the original node id. Weights are not carried: shapes only (`Env` keeps values for
+numerical checks). Rules are vectorised matches over every slot (one location per root slot) and
+fixed-size scatters; the cost is TASO's analytic roofline per node (`jaxgraph.cost.Roofline` with the
+`taso` backend) in float32.
+
+Differences from `Env`, all deliberate:
+- Location order: the locations of an xfer are its matching root slots in increasing slot order (Env
+  sorts node ids, and the ids of nodes that rewrites create are content hashes that no jitted program
+  computes). The location *sets* are equal; parity tests compare them through `node_signatures`.
+- Slots: a new node takes the lowest free slot; edges live at slot x `max_inputs` + position, so the
+  observation has `node_capacity x max_inputs` edge rows (Env allocates edges from a free list).
+- Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
+  the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
+- A rewrite that would recreate a node identical to an existing rewrite-made node makes a second copy
+  (Env shares it); no rule of the supported families does so on the builders.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+from jaxgraph.arguments import integer, number
+from jaxgraph.backends import TASO
+from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
+from jaxgraph.env import NODE_FEATURES, Observation
+from jaxgraph.graph import Graph, Node, Ref, make_node
+from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
+from jaxgraph.rules import RULES, Rule
+
+OP_ID = {op: i for i, op in enumerate(OP_TYPES)}
+_PADDINGS = ("SAME", "VALID")
+
+# Attribute vector layout: integer fields, float attributes as ids into the environment's float table, and
+# one tuple field (perm, reshape target or split sizes) with its length.
+_SCALAR_FIELDS = {"activation": 0, "groups": 7, "axis": 10, "count": 11, "count_include_pad": 12}
+_PAIR_FIELDS = {"stride": 1, "kernel": 8}
+_PADS_FIELD = 3
+_FLOAT_FIELDS = {"eps": 13, "min": 14, "max": 15}
+_TUPLE_FIELDS = ("perm", "shape", "sizes")
+_TUPLE_LEN = 16
+_TUPLE_START = 17
+
+
+class GraphState(NamedTuple):
+    """A graph in fixed-capacity slots. C slots, K inputs, O outputs of rank <= R per node, Q graph outputs."""
+
+    op: jax.Array  # [C] int32 index into OP_TYPES; -1: free slot
+    attrs: jax.Array  # [C, A] int32 attribute vector (layout above)
+    inputs: jax.Array  # [C, K] int32 producer slot of each input; C past num_inputs
+    input_index: jax.Array  # [C, K] int32 output index of each input
+    num_inputs: jax.Array  # [C] int32
+    shapes: jax.Array  # [C, O, R] int32 output shapes, padded with 1
+    rank: jax.Array  # [C, O] int32
+    num_outputs: jax.Array  # [C] int32
+    constant: jax.Array  # [C] bool
+    origin: jax.Array  # [C] int32 node id in the instance graph; -1 for nodes rewrites made
+    outputs: jax.Array  # [Q, 2] int32 graph outputs as (slot, output index)
+
+    @property
+    def alive(self) -> jax.Array:
+        return self.op >= 0
+
+
+class EnvParams(NamedTuple):
+    """The instance (the initial graph) and the numbers of the cost model and the episode; all traced, so
+    one compilation serves every instance of the same capacity."""
+
+    graph: GraphState
+    peak_flops: jax.Array  # FLOP/s (Roofline)
+    bandwidth: jax.Array  # bytes/s
+    overhead: jax.Array  # s per kernel
+    max_steps: jax.Array  # int32; 0: no truncation
+    invalid_penalty: jax.Array  # reward of an invalid action is minus this
+
+
+class EnvState(NamedTuple):
+    """Everything a step reads: the graph, per-slot costs, the current locations and the step count."""
+
+    graph: GraphState
+    node_cost: jax.Array  # [C] float32 ms
+    cost: jax.Array  # float32 ms
+    initial_cost: jax.Array  # float32 ms
+    steps: jax.Array  # int32
+    xfer_mask: jax.Array  # [X + 1] bool
+    location_mask: jax.Array  # [X, L] bool
+    location_nodes: jax.Array  # [X, L, M] int32, padded with C
+
+
+class _View(NamedTuple):
+    """Per-slot facts derived from a `GraphState` that matches read."""
+
+    alive: jax.Array  # [C]
+    sole: jax.Array  # [C] one consumer and not a graph output
+    producer: jax.Array  # [C, K] producer slot, clipped into range
+    in_shape: jax.Array  # [C, K, R]
+    in_rank: jax.Array  # [C, K]
+    in_const: jax.Array  # [C, K]
+    shape: jax.Array  # [C, R] output 0
+    rank: jax.Array  # [C]
+    stride: jax.Array  # [C] common stride, -1 if they differ
+    padding: jax.Array  # [C] index into ("SAME", "VALID"), -1 for neither
+
+
+def _view(g: GraphState) -> _View:
+    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+    alive = g.alive
+    valid = alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
+    uses = jax.ops.segment_sum(valid.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)[:capacity]
+    is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)[:capacity]
+    producer = jnp.minimum(g.inputs, capacity - 1)
+    in_shape = g.shapes[producer, g.input_index]
+    in_rank = g.rank[producer, g.input_index]
+    shape = g.shapes[:, 0]
+    stride_h, stride_w = g.attrs[:, 1], g.attrs[:, 2]
+    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
+    x = in_shape[:, 0]
+    same = (shape[:, 2] == -(-x[:, 2] // jnp.maximum(stride_h, 1))) & (
+        shape[:, 3] == -(-x[:, 3] // jnp.maximum(stride_w, 1)))
+    padding = jnp.where(~pads.any(axis=1), 1, jnp.where(same, 0, -1))
+    return _View(alive, alive & (uses == 1) & ~is_output, producer, in_shape, in_rank,
+                 g.constant[producer] & valid, shape, g.rank[:, 0],
+                 jnp.where(stride_h == stride_w, stride_h, -1), padding)
+
+
+def _left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
+    """[C, R] right-padded shapes of rank <= 4 -> [C, 4] left-padded with 1 (NumPy broadcasting)."""
+    source = jnp.arange(4)[None, :] - (4 - rank[:, None])
+    taken = jnp.take_along_axis(shape, jnp.clip(source, 0, shape.shape[-1] - 1), axis=-1)
+    return jnp.where(source >= 0, taken, 1)
+
+
+# ---------------------------------------------------------------- matches: [C] bool and [C, M] location slots
+
+
+def _fusable_conv(g: GraphState, v: _View, conv: jax.Array, stride: jax.Array, padding: jax.Array) -> jax.Array:
+    """`padding` is an index into ("SAME", "VALID")."""
+    return ((g.op[conv] == OP_ID["conv2d"]) & (g.attrs[conv, 0] == 0) & (v.stride[conv] == stride)
+            & (v.padding[conv] == padding) & v.sole[conv])
+
+
+def _match_conv_relu(g, v, *, stride, padding):
+    conv = v.producer[:, 0]
+    return (g.op == OP_ID["relu"]) & _fusable_conv(g, v, conv, stride, padding), [conv]
+
+
+def _match_conv_batchnorm(g, v, *, stride, padding):
+    conv = v.producer[:, 0]
+    ok = (g.op == OP_ID["batchnorm"]) & _fusable_conv(g, v, conv, stride, padding) & (v.rank == 4)
+    return ok & v.in_const[:, 1:5].all(axis=1), [conv]
+
+
+def _per_channel(v: _View, side: int, channels: jax.Array, exact: bool) -> jax.Array:
+    """Input `1 - side` is a [1, channels, 1, 1]-broadcastable constant (scalar allowed unless `exact`)."""
+    rank = v.in_rank[:, 1 - side]
+    full = _left4(v.in_shape[:, 1 - side], rank)
+    second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
+    return (v.in_const[:, 1 - side] & (rank <= 4) & (full[:, 0] == 1) & second
+            & (full[:, 2] == 1) & (full[:, 3] == 1))
+
+
+def _same_shape(v: _View, a: jax.Array, b: jax.Array) -> jax.Array:
+    return (v.rank[a] == v.rank[b]) & (v.shape[a] == v.shape[b]).all(axis=-1)
+
+
+def _match_conv_mul(g, v, *, stride, padding):
+    slots = jnp.arange(g.op.shape[0])
+    found = []
+    for side in (0, 1):
+        conv = v.producer[:, side]
+        found.append(_fusable_conv(g, v, conv, stride, padding) & _same_shape(v, slots, conv)
+                     & _per_channel(v, side, v.shape[:, 1], exact=False))
+    conv = jnp.where(found[0], v.producer[:, 0], v.producer[:, 1])
+    return (g.op == OP_ID["mul"]) & (found[0] | found[1]), [conv]
+
+
+def _match_associate_matmul(g, v):
+    inner = v.producer[:, 0]
+    ok = ((g.op == OP_ID["matmul"]) & (g.op[inner] == OP_ID["matmul"]) & (g.attrs[inner, 0] == 0) & v.sole[inner]
+          & (v.in_rank[inner, 1] == 2) & (v.in_rank[:, 1] == 2))
+    return ok, [inner]
+
+
+def _match_fold_conv_bias(g, v):
+    slots = jnp.arange(g.op.shape[0])
+    found = []
+    for side in (0, 1):
+        conv = v.producer[:, side]
+        found.append((g.op[conv] == OP_ID["conv2d"]) & (g.attrs[conv, 0] == 0) & v.sole[conv]
+                     & _same_shape(v, slots, conv) & _per_channel(v, side, v.shape[conv, 1], exact=True))
+    conv = jnp.where(found[0], v.producer[:, 0], v.producer[:, 1])
+    return (g.op == OP_ID["add"]) & (found[0] | found[1]), [conv]
+
+
+def _match_merge_group_convs(g, v, *, stride, activation):
+    groups = g.attrs[:, _SCALAR_FIELDS["groups"]]
+    weights_constant = (v.in_const | (jnp.arange(g.inputs.shape[1])[None, :] >= g.num_inputs[:, None]))[:, 1:]
+    return ((g.op == OP_ID["conv2d"]) & (groups >= 2) & (groups % 2 == 0) & (v.stride == stride)
+            & (g.attrs[:, 0] == activation) & (v.padding == _PADDINGS.index("SAME")) & weights_constant.all(axis=1)), []
+
+
+def _match_concat_of_relus(g, v):
+    capacity = g.op.shape[0]
+    used = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[:, None]
+    relus = (g.op[v.producer] == OP_ID["relu"]) & v.sole[v.producer]
+    ok = (g.op == OP_ID["concat"]) & (g.num_inputs >= 2) & (relus | ~used).all(axis=1)
+    return ok, [jnp.where(used[:, k], g.inputs[:, k], capacity) for k in range(g.inputs.shape[1])]
+
+
+# ---------------------------------------------------------------- rewrites: fixed-size scatters
+
+
+MAX_NEW_NODES = 5  # the most nodes one rewrite of a supported family adds
+
+
+class Edit(NamedTuple):
+    """A rewrite as data, applied by `apply_edit`: every rule's builder returns one of these (equal shapes
+    for every rule), so a step selects one small edit and commits it once. New node j is referred to as
+    input code -1 - j; existing nodes by slot."""
+
+    removed: jax.Array  # [1 + K] int32 slots the rewrite removes, padded with C
+    op: jax.Array  # [N] int32
+    attrs: jax.Array  # [N, A] int32
+    inputs: jax.Array  # [N, K] int32 slot or -1 - j
+    input_index: jax.Array  # [N, K] int32 output index of each input
+    count: jax.Array  # [N] int32 number of inputs
+    shape: jax.Array  # [N, R] int32 output shape (one output)
+    rank: jax.Array  # [N] int32
+    constant: jax.Array  # [N] bool
+    present: jax.Array  # [N] bool: the node is part of this rewrite
+    old: jax.Array  # int32 slot whose output 0 the rewrite replaces
+    new: jax.Array  # int32 new node j that replaces it
+
+
+class _Patch:
+    """Builds an `Edit` (traced). A node can have a traced number of inputs (`count`: a conv with or
+    without bias) and be `present` only under a traced condition (the bias nodes of a rewrite whose conv
+    has a bias)."""
+
+    def __init__(self, g: GraphState, removed: Sequence[jax.Array]) -> None:
+        self.g, self.removed = g, removed
+        self.nodes: list[tuple] = []
+        self.replaced: tuple[jax.Array, jax.Array] | None = None
+
+    def _constant(self, code: jax.Array) -> jax.Array:
+        made = jnp.stack([node[7] for node in self.nodes] + [jnp.bool_(False)])
+        return jnp.where(code < 0, made[jnp.clip(-1 - code, 0, len(self.nodes))],
+                         self.g.constant[jnp.clip(code, 0, self.g.op.shape[0] - 1)])
+
+    def add(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shape: jax.Array, rank: jax.Array,
+            count: jax.Array | int | None = None, present: jax.Array | bool = True,
+            indices: Sequence[jax.Array] | None = None) -> jax.Array:
+        """Queue a single-output node reading its first `count` `inputs` (output `indices`, default 0 each);
+        returns its input code."""
+        count = len(inputs) if count is None else count
+        index_row = jnp.zeros(self.g.inputs.shape[1], jnp.int32)
+        if indices is not None:
+            index_row = index_row.at[:len(indices)].set(jnp.stack(indices).astype(jnp.int32))
+        used = jnp.arange(len(inputs)) < count
+        codes = jnp.stack([jnp.asarray(i, jnp.int32) for i in inputs])
+        constant = (jax.vmap(self._constant)(codes) | ~used).all()
+        row = jnp.full(self.g.inputs.shape[1], self.g.op.shape[0], jnp.int32).at[:len(inputs)].set(
+            jnp.where(used, codes, self.g.op.shape[0]))
+        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32), shape,
+                           jnp.asarray(rank, jnp.int32), constant, jnp.asarray(present)))
+        return jnp.int32(-len(self.nodes))
+
+    def replace(self, old: jax.Array, new: jax.Array) -> None:
+        """Redirect consumers of output 0 of `old` (and graph outputs) to new node `new` (an input code)."""
+        self.replaced = (old, -1 - new)
+
+    def edit(self) -> Edit:
+        g = self.g
+        capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+        blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(max_inputs, capacity, jnp.int32),
+                 jnp.zeros(max_inputs, jnp.int32), jnp.int32(0), jnp.ones(g.shapes.shape[2], jnp.int32), jnp.int32(0),
+                 jnp.bool_(False), jnp.bool_(False))
+        nodes = self.nodes + [blank] * (MAX_NEW_NODES - len(self.nodes))
+        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(9)]
+        removed = jnp.full(1 + max_inputs, capacity, jnp.int32).at[:len(self.removed)].set(
+            jnp.stack(self.removed).astype(jnp.int32))
+        return Edit(removed, fields[0].astype(jnp.int32), *fields[1:],
+                    jnp.asarray(self.replaced[0], jnp.int32), jnp.asarray(self.replaced[1], jnp.int32))
+
+
+def apply_edit(g: GraphState, edit: Edit) -> GraphState:
+    """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
+    consumers (that existed before) of the replaced tensor. Orphans are left to `_sweep`."""
+    capacity = g.op.shape[0]
+    keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
+    slots = jnp.argsort(keep, stable=True)[:edit.op.shape[0]]  # free slots first, in slot order
+    inputs_new = jnp.where(edit.inputs < 0, slots[jnp.clip(-1 - edit.inputs, 0, slots.shape[0] - 1)], edit.inputs)
+    new = slots[edit.new]
+    hit = (g.inputs == edit.old) & (g.input_index == 0) & keep[:, None]
+    outputs = g.outputs.at[:, 0].set(jnp.where((g.outputs[:, 0] == edit.old) & (g.outputs[:, 1] == 0), new,
+                                               g.outputs[:, 0]))
+    g = _clear(g._replace(inputs=jnp.where(hit, new, g.inputs), outputs=outputs), ~keep)
+    target = jnp.where(edit.present, slots, capacity)  # absent nodes are not written (dropped scatter)
+    shapes = jnp.ones((edit.op.shape[0], *g.shapes.shape[1:]), jnp.int32).at[:, 0].set(edit.shape)
+    ranks = jnp.zeros((edit.op.shape[0], g.rank.shape[1]), jnp.int32).at[:, 0].set(edit.rank)
+
+    def put(array, values):
+        return array.at[target].set(values, mode="drop")
+
+    return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
+                      input_index=put(g.input_index, edit.input_index),
+                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
+                      num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)),
+                      constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
+
+
+def _clear(g: GraphState, dead: jax.Array) -> GraphState:
+    """Free the slots in `dead` [C]."""
+    capacity = g.op.shape[0]
+    return g._replace(op=jnp.where(dead, -1, g.op), inputs=jnp.where(dead[:, None], capacity, g.inputs),
+                      input_index=jnp.where(dead[:, None], 0, g.input_index),
+                      num_inputs=jnp.where(dead, 0, g.num_inputs), constant=g.constant & ~dead,
+                      origin=jnp.where(dead, -1, g.origin))
+
+
+def _sweep(g: GraphState) -> GraphState:
+    """Remove nodes left without consumers (not inputs or graph outputs), repeatedly: `Patch.commit`'s cascade."""
+    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+
+    def orphans(g):
+        valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
+        uses = jax.ops.segment_sum(valid.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)
+        is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
+        return g.alive & (uses[:capacity] == 0) & ~is_output[:capacity] & (g.op != OP_ID["input"])
+
+    def body(carry):
+        g, dead = carry
+        g = _clear(g, dead)
+        return g, orphans(g)
+
+    g, _ = jax.lax.while_loop(lambda carry: carry[1].any(), body, (g, orphans(g)))
+    return g
+
+
+def _attrs_like(g: GraphState, slot: jax.Array, **fields: int) -> jax.Array:
+    row = g.attrs[slot]
+    for name, value in fields.items():
+        row = row.at[_SCALAR_FIELDS[name]].set(value)
+    return row
+
+
+def _no_attrs(g: GraphState) -> jax.Array:
+    return jnp.zeros(g.attrs.shape[1], jnp.int32)
+
+
+def _tuple_attrs(g: GraphState, values: Sequence[jax.Array]) -> jax.Array:
+    row = _no_attrs(g).at[_TUPLE_LEN].set(len(values))
+    return row.at[_TUPLE_START:_TUPLE_START + len(values)].set(jnp.stack(values).astype(jnp.int32))
+
+
+def _vector(g: GraphState, n: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Shape and rank of a vector of length `n`."""
+    return jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(n), jnp.int32(1)
+
+
+def _conv_parts(g: GraphState, conv: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Input, weight and bias slots of a conv, and whether it has a bias."""
+    x, w, bias = (g.inputs[conv, k] for k in range(3))
+    return x, w, bias, g.num_inputs[conv] == 3
+
+
+def _build_conv_relu(g, loc):
+    relu, conv = loc[0], loc[1]
+    x, w, bias, _has_bias = _conv_parts(g, conv)
+    patch = _Patch(g, [relu, conv])
+    fused = patch.add("conv2d", [x, w, bias], _attrs_like(g, conv, activation=ACTIVATIONS.index("relu")),
+                      g.shapes[conv, 0], g.rank[conv, 0], count=g.num_inputs[conv])
+    patch.replace(relu, fused)
+    return patch.edit()
+
+
+def _build_conv_batchnorm(g, loc):
+    bn, conv = loc[0], loc[1]
+    x, w, bias, has_bias = _conv_parts(g, conv)
+    scale, shift, mean, var = (g.inputs[bn, k] for k in range(1, 5))
+    eps = _no_attrs(g).at[_FLOAT_FIELDS["eps"]].set(g.attrs[bn, _FLOAT_FIELDS["eps"]])
+    patch = _Patch(g, [bn, conv])
+    weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, 0], g.rank[w, 0])
+    folded = patch.add("bn_fold_bias", [scale, shift, mean, var, bias], eps, *_vector(g, g.shapes[conv, 0, 1]),
+                       count=jnp.where(has_bias, 5, 4))
+    fused = patch.add("conv2d", [x, weight, folded], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0])
+    patch.replace(bn, fused)
+    return patch.edit()
+
+
+def _build_conv_mul(g, loc):
+    mul, conv = loc[0], loc[1]
+    factor = jnp.where(g.inputs[mul, 0] == conv, g.inputs[mul, 1], g.inputs[mul, 0])
+    count = jnp.prod(g.shapes[factor, 0])  # 1 or the number of output channels
+    x, w, bias, has_bias = _conv_parts(g, conv)
+    one = jnp.int32(1)
+    patch = _Patch(g, [mul, conv])
+    shaped = patch.add("reshape", [factor], _tuple_attrs(g, [count, one, one, one]),
+                       jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(count), jnp.int32(4))
+    weight = patch.add("mul", [w, shaped], _no_attrs(g), g.shapes[w, 0], g.rank[w, 0])
+    flat = patch.add("reshape", [factor], _tuple_attrs(g, [count]), *_vector(g, count), present=has_bias)
+    scaled = patch.add("mul", [bias, flat], _no_attrs(g), g.shapes[bias, 0], g.rank[bias, 0], present=has_bias)
+    fused = patch.add("conv2d", [x, weight, scaled], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0],
+                      count=g.num_inputs[conv])
+    patch.replace(mul, fused)
+    return patch.edit()
+
+
+def _build_associate_matmul(g, loc):
+    outer, inner = loc[0], loc[1]
+    a, b = g.inputs[inner, 1], g.inputs[outer, 1]
+    patch = _Patch(g, [outer, inner])
+    shape = jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(g.shapes[a, 0, 0]).at[1].set(g.shapes[b, 0, 1])
+    product = patch.add("matmul", [a, b], _no_attrs(g), shape, jnp.int32(2))
+    new = patch.add("matmul", [g.inputs[inner, 0], product], g.attrs[outer], g.shapes[outer, 0], g.rank[outer, 0])
+    patch.replace(outer, new)
+    return patch.edit()
+
+
+def _build_fold_conv_bias(g, loc):
+    add, conv = loc[0], loc[1]
+    constant = jnp.where(g.inputs[add, 0] == conv, g.inputs[add, 1], g.inputs[add, 0])
+    channels = g.shapes[conv, 0, 1]
+    x, w, bias, has_bias = _conv_parts(g, conv)
+    patch = _Patch(g, [add, conv])
+    shift = patch.add("reshape", [constant], _tuple_attrs(g, [channels]), *_vector(g, channels))
+    summed = patch.add("add", [bias, shift], _no_attrs(g), *_vector(g, channels), present=has_bias)
+    fused = patch.add("conv2d", [x, w, jnp.where(has_bias, summed, shift)], g.attrs[conv], g.shapes[conv, 0],
+                      g.rank[conv, 0])
+    patch.replace(add, fused)
+    return patch.edit()
+
+
+def _build_merge_group_convs(g, loc):
+    conv = loc[0]
+    x, w, bias, _has_bias = _conv_parts(g, conv)
+    groups = g.attrs[conv, _SCALAR_FIELDS["groups"]]
+    patch = _Patch(g, [conv])
+    attrs = _no_attrs(g).at[_SCALAR_FIELDS["groups"]].set(groups).at[_SCALAR_FIELDS["count"]].set(2)
+    merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, 0].at[1].multiply(2), g.rank[w, 0])
+    fused = patch.add("conv2d", [x, merged, bias], _attrs_like(g, conv, groups=groups // 2), g.shapes[conv, 0],
+                      g.rank[conv, 0], count=g.num_inputs[conv])
+    patch.replace(conv, fused)
+    return patch.edit()
+
+
+def _build_concat_of_relus(g, loc):
+    concat = loc[0]
+    relus = [g.inputs[concat, k] for k in range(g.inputs.shape[1])]  # C past the concat's inputs
+    safe = [jnp.minimum(r, g.op.shape[0] - 1) for r in relus]
+    patch = _Patch(g, [concat, *relus])
+    joined = patch.add("concat", [g.inputs[r, 0] for r in safe], g.attrs[concat], g.shapes[concat, 0],
+                       g.rank[concat, 0], count=g.num_inputs[concat], indices=[g.input_index[r, 0] for r in safe])
+    fused = patch.add("relu", [joined], _no_attrs(g), g.shapes[concat, 0], g.rank[concat, 0])
+    patch.replace(concat, fused)
+    return patch.edit()
+
+
+class _JaxRule(NamedTuple):
+    match: Callable  # (GraphState, _View, **params as int32 scalars) -> ([C] bool, [partner slots [C]])
+    build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
+
+
+JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
+    "FuseConvRelu": _JaxRule(_match_conv_relu, _build_conv_relu),
+    "FuseConvBatchNorm": _JaxRule(_match_conv_batchnorm, _build_conv_batchnorm),
+    "FuseConvMul": _JaxRule(_match_conv_mul, _build_conv_mul),
+    "AssociateMatmul": _JaxRule(_match_associate_matmul, _build_associate_matmul),
+    "FoldConvBias": _JaxRule(_match_fold_conv_bias, _build_fold_conv_bias),
+    "MergeGroupConvs": _JaxRule(_match_merge_group_convs, _build_merge_group_convs),
+    "ConcatOfRelus": _JaxRule(_match_concat_of_relus, _build_concat_of_relus),
+}
+JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
+
+
+# ---------------------------------------------------------------- cost and observation
+
+
+_FREE_OPS = np.array([op in TASO.free_ops for op in OP_TYPES])
+_ACTIVATED = np.array(["activation" in OPS[op].defaults for op in OP_TYPES])
+_KERNELED = np.array(["kernel" in OPS[op].defaults for op in OP_TYPES])
+_STRIDED = np.array(["stride" in OPS[op].defaults for op in OP_TYPES])
+
+
+def node_costs(g: GraphState, params: EnvParams) -> jax.Array:
+    """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=TASO)` for every slot (0 when free)."""
+    v = _view(g)
+    op = jnp.maximum(g.op, 0)
+    valid = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[:, None]
+    in_sizes = jnp.where(valid, jnp.prod(v.in_shape.astype(jnp.float32), axis=-1), 0.0)
+    out_valid = jnp.arange(g.shapes.shape[1])[None, :] < g.num_outputs[:, None]
+    out_sizes = jnp.where(out_valid, jnp.prod(g.shapes.astype(jnp.float32), axis=-1), 0.0)
+    traffic = 4.0 * (in_sizes.sum(axis=1) + out_sizes.sum(axis=1))
+    out = out_sizes[:, 0]
+    w = v.in_shape[:, 1].astype(jnp.float32)
+    conv = 2.0 * out * w[:, 1] * w[:, 2] * w[:, 3] + jnp.where(g.num_inputs == 3, out, 0.0)
+    matmul = 2.0 * out * jnp.take_along_axis(v.in_shape[:, 0], jnp.maximum(v.in_rank[:, :1] - 1, 0),
+                                             axis=1)[:, 0].astype(jnp.float32)
+    pool = out * g.attrs[:, 8].astype(jnp.float32) * g.attrs[:, 9].astype(jnp.float32)
+    is_op = {name: g.op == OP_ID[name] for name in ("conv2d", "matmul", "maxpool2d", "avgpool2d", "sigmoid",
+                                                    "tanh", "softmax", "batchnorm", "input")}
+    flops = jnp.select(
+        [is_op["conv2d"], is_op["matmul"], is_op["maxpool2d"] | is_op["avgpool2d"],
+         is_op["sigmoid"] | is_op["tanh"] | is_op["softmax"], is_op["batchnorm"]],
+        [conv, matmul, pool, 4.0 * out, 2.0 * out], out)
+    time = 1e3 * (jnp.maximum(flops / params.peak_flops, traffic / params.bandwidth) + params.overhead)
+    free = ~g.alive | g.constant | is_op["input"] | jnp.asarray(_FREE_OPS)[op]
+    return jnp.where(free, 0.0, time).astype(jnp.float32)
+
+
+def _log2(x: jax.Array) -> jax.Array:
+    return jnp.log2(1.0 + x.astype(jnp.float32))
+
+
+def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
+    """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot; free slots and the dummy are zero."""
+    op = jnp.maximum(g.op, 0)
+    one_hot = jax.nn.one_hot(op, len(OP_TYPES), dtype=jnp.float32)
+    activation = (jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32)
+                  * jnp.asarray(_ACTIVATED, jnp.float32)[op, None])
+    shape, rank = g.shapes[:, 0], g.rank[:, 0]
+    dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0)  # R >= 4
+    size = jnp.prod(shape.astype(jnp.float32), axis=1)
+    kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
+    stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]
+    rows = jnp.concatenate([
+        one_hot, activation, g.constant[:, None].astype(jnp.float32), dims, (rank.astype(jnp.float32) / 4.0)[:, None],
+        (_log2(size) / 8.0)[:, None], (g.num_outputs.astype(jnp.float32) / 4.0)[:, None], kernel, stride,
+        _log2(1e3 * costs)[:, None]], axis=1)
+    rows = jnp.where(g.alive[:, None], rows, 0.0)
+    return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
+
+
+def _param_code(key: str, value: Any) -> int:
+    """A rule parameter as an integer: a padding class as its index in ("SAME", "VALID"), an activation as
+    its index in ACTIVATIONS."""
+    if key == "padding":
+        return _PADDINGS.index(value)
+    return ACTIVATIONS.index(value) if key == "activation" else int(value)
+
+
+class JaxEnv:
+    """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`.
+
+    Static sizes live here (node capacity C, inputs per node K, outputs per node O, rank R, graph outputs
+    Q, xfers X, locations L, location size M); the instance lives in `EnvParams` (`self.params(graph)`).
+    Built for one graph, it accepts any graph that fits the same sizes (`params(other_graph)`).
+    `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
+    `cost_model` must be a `Roofline` with the `taso` backend.
+    """
+
+    def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
+                 cost_model: CostModel | None = None, node_capacity: int | None = None,
+                 edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
+                 invalid_penalty: float = 0.0) -> None:
+        self.rules = tuple(rules)
+        if not self.rules:
+            raise ValueError("need at least one rule")
+        unsupported = sorted({r.family for r in self.rules} - set(JAX_RULE_FAMILIES))
+        if unsupported:
+            raise ValueError(f"rule families {unsupported} have no JAX implementation; supported: "
+                             f"{sorted(JAX_RULE_FAMILIES)}")
+        model = cost_model or DEFAULT_COST_MODEL
+        if not isinstance(model, Roofline) or model.backend is not TASO:
+            raise ValueError(f"JaxEnv computes the analytic Roofline cost of the taso backend, got {model!r}")
+        self.model = model
+        self.max_locations = integer("max_locations", max_locations, 1)
+        self.max_location_size = integer("max_location_size", max_location_size, 2)
+        self.max_steps = 0 if max_steps is None else integer("max_steps", max_steps, 1)
+        self.invalid_penalty = number("invalid_penalty", invalid_penalty, 0.0)
+        edges = sum(len(n.inputs) for n in graph.nodes.values())
+        self.node_capacity = 2 * len(graph) if node_capacity is None else integer("node_capacity", node_capacity, 1)
+        self.edge_capacity = 2 * edges if edge_capacity is None else integer("edge_capacity", edge_capacity, 1)
+        nodes = graph.nodes.values()
+        self.max_inputs = max(5, max(len(n.inputs) for n in nodes))
+        self.max_outputs = max(len(n.shapes) for n in nodes)
+        self.max_rank = max(4, max(len(s) for n in nodes for s in n.shapes))
+        self.num_outputs = len(graph.outputs)
+        self.float_values: list[float] = []
+        self.graph = graph
+        self._growth = np.array([(r.max_node_growth, r.max_edge_growth) for r in self.rules], np.int32)
+        # rules grouped by family: one match (vmapped over the family's parameters) and one build per family
+        self._families = tuple(dict.fromkeys(r.family for r in self.rules))
+        self._family_of = np.array([self._families.index(r.family) for r in self.rules], np.int32)
+        grouped = [[x for x, r in enumerate(self.rules) if r.family == f] for f in self._families]
+        self._variant_params = [
+            {key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
+             for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
+        self._variant_counts = [len(xfers) for xfers in grouped]
+        position = [x for xfers in grouped for x in xfers]
+        self._xfer_rows = np.array([position.index(x) for x in range(len(self.rules))], np.int32)
+
+    @property
+    def num_xfers(self) -> int:
+        return len(self.rules)
+
+    @property
+    def attr_size(self) -> int:
+        return _TUPLE_START + max(self.max_rank, self.max_outputs)
+
+    # ------------------------------------------------------------ conversion
+
+    def encode(self, graph: Graph) -> GraphState:
+        """A `Graph` in slots: node k of `graph.order` in slot k (as `Env` places them). ValueError if it
+        does not fit the environment's sizes."""
+        capacity, width = self.node_capacity, self.attr_size
+        if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
+            raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
+                             f"capacity {capacity} with {self.num_outputs} outputs")
+        op = np.full(capacity, -1, np.int32)
+        attrs = np.zeros((capacity, width), np.int32)
+        inputs = np.full((capacity, self.max_inputs), capacity, np.int32)
+        input_index = np.zeros((capacity, self.max_inputs), np.int32)
+        num_inputs, num_outputs = np.zeros(capacity, np.int32), np.zeros(capacity, np.int32)
+        shapes = np.ones((capacity, self.max_outputs, self.max_rank), np.int32)
+        rank = np.zeros((capacity, self.max_outputs), np.int32)
+        constant, origin = np.zeros(capacity, bool), np.full(capacity, -1, np.int32)
+        slot = {node_id: k for k, node_id in enumerate(graph.order)}
+        for node_id, k in slot.items():
+            node = graph.nodes[node_id]
+            if (len(node.inputs) > self.max_inputs or len(node.shapes) > self.max_outputs
+                    or any(len(s) > self.max_rank for s in node.shapes)):
+                raise ValueError(f"node {node.name or node_id} ({node.op}) exceeds the environment's sizes")
+            op[k], attrs[k], constant[k], origin[k] = OP_ID[node.op], self._attr_row(node), node.constant, node_id
+            num_inputs[k], num_outputs[k] = len(node.inputs), len(node.shapes)
+            for position, ref in enumerate(node.inputs):
+                inputs[k, position], input_index[k, position] = slot[ref.node], ref.index
+            for j, s in enumerate(node.shapes):
+                shapes[k, j, :len(s)], rank[k, j] = s, len(s)
+        outputs = np.array([(slot[r.node], r.index) for r in graph.outputs], np.int32).reshape(-1, 2)
+        return jax.tree.map(jnp.asarray, GraphState(op, attrs, inputs, input_index, num_inputs, shapes, rank,
+                                                    num_outputs, constant, origin, outputs))
+
+    def _attr_row(self, node: Node) -> np.ndarray:
+        row = np.zeros(self.attr_size, np.int32)
+        for key, value in node.attrs.items():
+            if key == "activation":
+                row[0] = ACTIVATIONS.index(value)
+            elif key in _SCALAR_FIELDS:
+                row[_SCALAR_FIELDS[key]] = int(value)
+            elif key in _PAIR_FIELDS:
+                row[_PAIR_FIELDS[key]:_PAIR_FIELDS[key] + 2] = value
+            elif key == "pads":
+                row[_PADS_FIELD:_PADS_FIELD + 4] = value
+            elif key in _FLOAT_FIELDS:
+                if value not in self.float_values:
+                    self.float_values.append(value)
+                row[_FLOAT_FIELDS[key]] = self.float_values.index(value)
+            elif key in _TUPLE_FIELDS:
+                if len(value) > self.attr_size - _TUPLE_START:
+                    raise ValueError(f"{node.op} attribute {key}={value} is longer than the environment allows")
+                row[_TUPLE_LEN], row[_TUPLE_START:_TUPLE_START + len(value)] = len(value), value
+            else:
+                raise ValueError(f"attribute {key!r} of op {node.op!r} has no slot in the attribute vector")
+        return row
+
+    def _attrs_of(self, op: str, row: np.ndarray) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        for key in OPS[op].defaults:
+            if key == "activation":
+                attrs[key] = ACTIVATIONS[row[0]]
+            elif key == "count_include_pad":
+                attrs[key] = bool(row[_SCALAR_FIELDS[key]])
+            elif key in _SCALAR_FIELDS:
+                attrs[key] = int(row[_SCALAR_FIELDS[key]])
+            elif key in _PAIR_FIELDS:
+                attrs[key] = tuple(int(d) for d in row[_PAIR_FIELDS[key]:_PAIR_FIELDS[key] + 2])
+            elif key == "pads":
+                attrs[key] = tuple(int(d) for d in row[_PADS_FIELD:_PADS_FIELD + 4])
+            elif key in _FLOAT_FIELDS:
+                attrs[key] = self.float_values[row[_FLOAT_FIELDS[key]]]
+            else:
+                attrs[key] = tuple(int(d) for d in row[_TUPLE_START:_TUPLE_START + row[_TUPLE_LEN]])
+        return attrs
+
+    def decode(self, g: GraphState, instance: Graph | None = None) -> Graph:
+        """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
+        checked against the state's. Leaves take their names from the graph `g` was encoded from
+        (`instance`, default the environment's graph)."""
+        instance = self.graph if instance is None else instance
+        g = jax.tree.map(np.asarray, g)
+        alive = np.flatnonzero(g.op >= 0)
+        pending = {int(k): set(int(s) for s in g.inputs[k, :g.num_inputs[k]]) for k in alive}
+        nodes: dict[int, Node] = {}
+        while pending:
+            ready = sorted(k for k, deps in pending.items() if deps <= nodes.keys())
+            if not ready:
+                raise ValueError("graph state has a cycle or reads a free slot")
+            for k in ready:
+                del pending[k]
+                op = OP_TYPES[g.op[k]]
+                shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
+                if op in ("input", "weight"):
+                    name = instance.nodes[int(g.origin[k])].name
+                    nodes[k] = Node(op, (), {}, shapes, op == "weight", name)
+                    continue
+                refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
+                                                            g.input_index[k, :g.num_inputs[k]])]
+                node = make_node(op, refs, self._attrs_of(op, g.attrs[k]), nodes.__getitem__, f"slot {k}")
+                if node.shapes != shapes or node.constant != bool(g.constant[k]):
+                    raise ValueError(f"slot {k} ({op}) holds shapes {shapes}, constness {bool(g.constant[k])}; the IR "
+                                     f"infers {node.shapes}, {node.constant}")
+                nodes[k] = node
+        inputs = [k for k in sorted(nodes) if nodes[k].op == "input"]
+        inputs.sort(key=lambda k: instance.inputs.index(int(g.origin[k])))
+        return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], instance.output_names)
+
+    def params(self, graph: Graph | None = None) -> EnvParams:
+        """The `EnvParams` of `graph` (default: the environment's own graph)."""
+        return EnvParams(self.encode(self.graph if graph is None else graph), jnp.float32(self.model.peak_flops),
+                         jnp.float32(self.model.bandwidth), jnp.float32(self.model.overhead),
+                         jnp.int32(self.max_steps), jnp.float32(self.invalid_penalty))
+
+    # ------------------------------------------------------------ environment
+
+    def _locations(self, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state. Each family is
+        matched once, vmapped over the parameters of its rules."""
+        capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
+        v = _view(g)
+        slots = jnp.arange(capacity)
+        masks, members = [], []
+        for family, variants, count in zip(self._families, self._variant_params, self._variant_counts):
+            def match(params, family=family):
+                found, partners = JAX_RULE_FAMILIES[family].match(g, v, **params)
+                rows = jnp.stack([slots, *partners], axis=1)[:, :big_m]
+                return found & v.alive, jnp.pad(rows, ((0, 0), (0, big_m - rows.shape[1])), constant_values=capacity)
+
+            found, rows = jax.vmap(match, axis_size=count)(variants)
+            masks.append(found)
+            members.append(rows)
+        order = jnp.asarray(self._xfer_rows)
+        found, rows = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]  # [X, C], [X, C, M]
+
+        def first(found_x, rows_x):
+            (index,) = jnp.nonzero(found_x, size=big_l, fill_value=capacity)
+            valid = index < capacity
+            return valid, jnp.where(valid[:, None], rows_x[jnp.minimum(index, capacity - 1)], capacity)
+
+        location_mask, location_nodes = jax.vmap(first)(found, rows)
+        free_nodes = capacity - g.alive.sum()
+        free_edges = self.edge_capacity - g.num_inputs.sum()
+        growth = jnp.asarray(self._growth)
+        room = (free_nodes >= growth[:, 0]) & (free_edges >= growth[:, 1])
+        xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
+        return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
+
+    def _state(self, g: GraphState, params: EnvParams, initial_cost, steps) -> EnvState:
+        costs = node_costs(g, params)
+        return EnvState(g, costs, costs.sum(), initial_cost, steps, *self._locations(g))
+
+    def reset(self, key: jax.Array, params: EnvParams) -> tuple[EnvState, Observation]:
+        """The instance's initial state and observation (`key` is unused: resets are deterministic)."""
+        costs = node_costs(params.graph, params)
+        state = self._state(params.graph, params, costs.sum(), jnp.int32(0))
+        return state, self.observe(state)
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
+             ) -> tuple[EnvState, Observation, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
+        """Apply `action` = [xfer, location id] (int32 [2]); xfer X is the NO-OP that terminates."""
+        xfer, location_id = action[0], action[1]
+        num_xfers = self.num_xfers
+        noop = xfer == num_xfers
+        in_range = (xfer >= 0) & (xfer < num_xfers) & (location_id >= 0) & (location_id < self.max_locations)
+        safe_xfer = jnp.clip(xfer, 0, num_xfers - 1)
+        safe_location = jnp.clip(location_id, 0, self.max_locations - 1)
+        valid = in_range & state.xfer_mask[safe_xfer] & state.location_mask[safe_xfer, safe_location]
+        location = state.location_nodes[safe_xfer, safe_location]
+        branches = [JAX_RULE_FAMILIES[family].build for family in self._families]
+        family = jnp.asarray(self._family_of)[safe_xfer]
+        edit = jax.lax.switch(family, branches, state.graph, location)
+        # an invalid action commits an empty edit (cheaper than selecting between two whole graphs)
+        edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
+                             present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
+        graph = _sweep(apply_edit(state.graph, edit))
+        costs = node_costs(graph, params)
+        reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
+        steps = state.steps + jnp.where(noop, 0, 1)
+        xfer_mask, location_mask, location_nodes = self._locations(graph)
+        new_state = EnvState(graph, costs, state.cost - jnp.where(valid, reward, 0.0), state.initial_cost, steps,
+                             xfer_mask, location_mask, location_nodes)
+        terminated = noop | ~xfer_mask[:-1].any()
+        truncated = ~terminated & (params.max_steps > 0) & (steps >= params.max_steps)
+        info = {"cost": new_state.cost, "invalid": ~valid & ~noop}
+        return new_state, self.observe(new_state), reward.astype(jnp.float32), terminated, truncated, info
+
+    def observe(self, state: EnvState) -> Observation:
+        """The `Observation` of a state: `Env`'s layout, with edge rows at slot x K + input position."""
+        g, capacity, max_inputs = state.graph, self.node_capacity, self.max_inputs
+        v = _view(g)
+        edge_mask = (g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])).reshape(-1)
+        senders = jnp.where(edge_mask, g.inputs.reshape(-1), capacity).astype(jnp.int32)
+        receivers = jnp.where(edge_mask, jnp.repeat(jnp.arange(capacity), max_inputs), capacity).astype(jnp.int32)
+        in_shape = v.in_shape.reshape(-1, self.max_rank)[:, :4]
+        in_rank = v.in_rank.reshape(-1)
+        dims = jnp.where(jnp.arange(4)[None, :] < in_rank[:, None], _log2(in_shape), 0.0)
+        size = jnp.prod(v.in_shape.reshape(-1, self.max_rank).astype(jnp.float32), axis=1)
+        position = jnp.tile(jnp.arange(max_inputs), capacity).astype(jnp.float32)
+        edges = jnp.concatenate([dims, (_log2(size) / 8.0)[:, None], (position / 4.0)[:, None]], axis=1)
+        edges = jnp.where(edge_mask[:, None], edges, 0.0)
+        globals_ = jnp.stack([state.cost, state.initial_cost, state.cost / state.initial_cost,
+                              g.alive.sum().astype(jnp.float32) / capacity]).astype(jnp.float32)[None]
+        graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost), edges=edges, senders=senders,
+                                  receivers=receivers, globals=globals_,
+                                  n_node=jnp.array([capacity + 1], jnp.int32),
+                                  n_edge=jnp.array([capacity * max_inputs], jnp.int32))
+        node_mask = jnp.concatenate([g.alive, jnp.zeros(1, bool)])
+        return Observation(graph, node_mask, edge_mask, state.xfer_mask, state.location_mask, state.location_nodes)
+
+
+def node_signatures(graph: Graph) -> dict[int, int]:
+    """Node id -> a hash of what the node computes (op, attributes, shapes, constness, leaf name, and the
+    signatures of its inputs): equal across two graphs for nodes that compute the same thing, whatever
+    their ids. Compares `JaxEnv` and `Env` graphs and locations."""
+    signature: dict[int, int] = {}
+    for node_id in graph.order:
+        node = graph.nodes[node_id]
+        signature[node_id] = hash((node.op, tuple(sorted(node.attrs.items())), node.shapes, node.constant,
+                                   node.name if node.op in ("input", "weight") else "",
+                                   tuple((signature[r.node], r.index) for r in node.inputs)))
+    return signature
+
+
+def canonical_form(graph: Graph) -> tuple[Counter, tuple[int, ...]]:
+    """The multiset of node signatures and the signatures of the outputs: equal for graphs that compute the
+    same thing node for node."""
+    signature = node_signatures(graph)
+    return Counter(signature.values()), tuple(hash((signature[r.node], r.index)) for r in graph.outputs)
+
