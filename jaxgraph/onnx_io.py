@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from jaxgraph.graph import Graph, GraphBuilder, Ref
-from jaxgraph.opaque import ceil_extra, decode_constant
+from jaxgraph.opaque import decode_constant, window_padding
 from jaxgraph.opaque import onnx_node as opaque_node
 from jaxgraph.recognize import recognize_patterns
 from jaxgraph.reference import fold_constants
@@ -284,22 +284,8 @@ def _window(attrs: dict[str, Any], kernel: Sequence[int], spatial: Sequence[int]
     if len(kernel) != 2 or any(d != 1 for d in attrs.get("dilations", [1, 1])):
         return None
     strides = list(attrs.get("strides", [1, 1]))
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads = []
-        for size, k, s in zip(spatial, kernel, strides):
-            total = max((math.ceil(size / s) - 1) * s + k - size, 0)
-            small, large = total // 2, total - total // 2
-            pads.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
-        pads = [pads[0][0], pads[1][0], pads[0][1], pads[1][1]]
-    elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    if attrs.get("ceil_mode", 0):
-        for axis, (size, k, s) in enumerate(zip(spatial, kernel, strides)):
-            pads[axis + 2] += ceil_extra(size, k, s, pads[axis], pads[axis + 2])
-    return dict(stride=tuple(strides), pads=tuple(pads))
+    (top, bottom), (left, right) = window_padding(attrs, spatial, kernel, strides, [1, 1])
+    return dict(stride=tuple(strides), pads=(top, left, bottom, right))
 
 
 def _conv(imp: _Importer, node, attrs, activation: str = "none"):

@@ -203,7 +203,7 @@ def _prelu(a, x, slope):
     return jnp.where(x >= 0, x, slope * x)
 
 
-def _window_padding(a, spatial: Sequence[int], kernel: Sequence[int], strides, dilations) -> list[tuple[int, int]]:
+def window_padding(a, spatial: Sequence[int], kernel: Sequence[int], strides, dilations) -> list[tuple[int, int]]:
     """Explicit (begin, end) padding per spatial axis, from pads or auto_pad, with ceil_mode as extra end padding."""
     auto_pad = a.get("auto_pad", "NOTSET")
     effective = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
@@ -237,7 +237,7 @@ def _conv(a, x, w, b=None):
     kernel = w.shape[2:]
     strides = tuple(a.get("strides", [1] * len(kernel)))
     dilations = tuple(a.get("dilations", [1] * len(kernel)))
-    y = lax.conv_general_dilated(x, w, strides, _window_padding(a, spatial, kernel, strides, dilations),
+    y = lax.conv_general_dilated(x, w, strides, window_padding(a, spatial, kernel, strides, dilations),
                                  rhs_dilation=dilations, feature_group_count=a.get("group", 1), precision=PRECISION)
     if b is not None:
         y = y + jnp.reshape(b, (1, -1) + (1,) * len(kernel))
@@ -282,14 +282,14 @@ def _pool(kind: str) -> Callable:
         rank = len(kernel_shape)
         strides = tuple(a.get("strides", [1] * rank))
         dilations = tuple(a.get("dilations", [1] * rank))
-        padding = [(0, 0), (0, 0)] + _window_padding(a, x.shape[2:], kernel_shape, strides, dilations)
+        padding = [(0, 0), (0, 0)] + window_padding(a, x.shape[2:], kernel_shape, strides, dilations)
         window, step, dilation = (1, 1) + kernel_shape, (1, 1) + strides, (1, 1) + dilations
         if kind == "max":
             return lax.reduce_window(x, -jnp.inf, lax.max, window, step, padding, window_dilation=dilation)
         total = lax.reduce_window(x, 0.0, lax.add, window, step, padding, window_dilation=dilation)
         ones = jnp.ones((1, 1) + x.shape[2:], x.dtype)
         if a.get("count_include_pad", 0):  # padding counts, ceil-mode overhang does not
-            declared = [(0, 0), (0, 0)] + _window_padding({**a, "ceil_mode": 0}, x.shape[2:], kernel_shape,
+            declared = [(0, 0), (0, 0)] + window_padding({**a, "ceil_mode": 0}, x.shape[2:], kernel_shape,
                                                           strides, dilations)
             ones = lax.pad(ones, jnp.ones((), x.dtype), [(lo, hi, 0) for lo, hi in declared])
             padding = [(lo - d_lo, hi - d_hi) for (lo, hi), (d_lo, d_hi) in zip(padding, declared)]
