@@ -8,9 +8,9 @@ backend-agnostic additive model), checks the optimized model against the origina
 the same random inputs (exit status 1 if they differ beyond rtol 1e-4), then times both end to end on the
 target with its own optimizations on (onnxruntime with ORT_ENABLE_ALL, or the jitted JAX executor), in
 alternation, and writes the optimized model only if it is faster beyond noise (the confidence interval of
-the speedup lies above 1); otherwise it writes the original and says so. Every argument is checked before
-any work; bad input (a missing or unreadable model, an op it cannot import or run, `-o` naming the input)
-prints one line and exits with status 2.
+the speedup lies above 1) in two independent runs; otherwise it writes the original and says so. Every
+argument is checked before any work; bad input (a missing or unreadable model, an op it cannot import or
+run, `-o` naming the input) prints one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -178,11 +178,16 @@ def run(args: argparse.Namespace) -> int:
         print("not writing a model whose outputs differ from the original's")
         return 1
     original_run, optimized_run = _timers(args, graph, result.graph, original, optimized, feeds)
-    timing = compare(original_run, optimized_run, repeats=args.repeats, warmup=3)
     where = "onnxruntime (ORT_ENABLE_ALL)" if args.target == "onnxruntime" else "JAX (jit)"
-    print(f"{where} latency: original {timing.baseline_ms:.3f} ms, optimized {timing.candidate_ms:.3f} ms, "
-          f"speedup {timing.ratio:.3f}x (95% interval {timing.low:.3f}-{timing.high:.3f})")
-    if timing.faster:
+    faster = True
+    for attempt in ("latency", "confirming latency"):  # a second, independent run guards against a noisy first
+        timing = compare(original_run, optimized_run, repeats=args.repeats, warmup=3)
+        print(f"{where} {attempt}: original {timing.baseline_ms:.3f} ms, optimized {timing.candidate_ms:.3f} ms, "
+              f"speedup {timing.ratio:.3f}x (95% interval {timing.low:.3f}-{timing.high:.3f})")
+        faster = timing.faster
+        if not faster:
+            break
+    if faster:
         with open(args.output, "wb") as f:
             f.write(candidate.SerializeToString())
         print(f"wrote the optimized model to {args.output}")

@@ -37,14 +37,17 @@ def check_timing(repeats: int, warmup: int, clock: str = "wall") -> None:
 
 def alternated_times(fns: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 1,
                      clock: str = "wall") -> dict[str, np.ndarray]:
-    """Seconds of `repeats` calls of each function, run in turns (a, b, c, a, b, c, ...) after
-    `warmup` untimed turns; returns `{name: times[repeats]}`."""
+    """Seconds of `repeats` calls of each function, run in counterbalanced turns (a, b, c, c, b, a, a, b,
+    c, ...) after `warmup` untimed turns; returns `{name: times[repeats]}`. Reversing every other turn
+    keeps a fixed position in the turn (the first run after another program's, a warm cache) and a steady
+    drift of the machine's speed from favouring one function."""
     check_timing(repeats, warmup, clock)
     if not fns:
         raise ValueError("alternated_times needs at least one function")
     now, times = CLOCKS[clock], {name: np.empty(repeats) for name in fns}
+    order = list(fns.items())
     for turn in range(warmup + repeats):
-        for name, fn in fns.items():
+        for name, fn in order if turn % 2 == 0 else order[::-1]:
             start = now()
             jax.block_until_ready(fn())
             if turn >= warmup:

@@ -53,6 +53,18 @@ def test_cli_never_returns_a_slower_model(tmp_path, capsys, monkeypatch, ratio, 
     assert (target.read_bytes() == source.read_bytes()) == keeps_original
 
 
+def test_cli_keeps_the_original_when_the_confirming_run_does_not_agree(tmp_path, capsys, monkeypatch):
+    """A first comparison that says faster is only believed when a second, independent one agrees."""
+    source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
+    save_onnx(small_model("squeezenet1_1"), source)
+    verdicts = iter([Comparison(1.0, 0.8, 1.25, 1.2, 1.3), Comparison(1.0, 1.0, 1.0, 0.9, 1.1)])
+    monkeypatch.setattr(optimize, "compare", lambda *a, **k: next(verdicts))
+    assert main([str(source), "-o", str(target), "--method", "greedy", "--cost", "taso", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "confirming latency" in out and "kept the original" in out
+    assert target.read_bytes() == source.read_bytes()
+
+
 def test_cli_writes_the_original_when_no_rewrite_pays_on_the_target(tmp_path, capsys):
     """onnxruntime fuses conv + ReLU itself: with its cost model no rewrite of SqueezeNet pays."""
     source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"

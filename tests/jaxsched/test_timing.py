@@ -4,14 +4,33 @@ import time
 
 import pytest
 
+from jaxsched import timing
 from jaxsched.timing import alternated_times, best_time, compare
 
 
-def test_runs_alternate_after_warmup():
+def test_runs_alternate_in_counterbalanced_turns_after_warmup():
     calls = []
     times = alternated_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=2, warmup=1)
-    assert calls == ["a", "b"] * 3
+    assert calls == ["a", "b", "b", "a", "a", "b"]  # one warm-up turn, then two timed turns
     assert times["a"].shape == (2,) and times["b"].shape == (2,)
+
+
+def test_counterbalanced_turns_cancel_a_steady_slowdown(monkeypatch):
+    """Two equal functions on a machine that slows down by 1 ms per call: plain turns (a, b, a, b) would
+    charge b 1 ms more every turn (20 ms over 20 turns); counterbalanced turns charge both alike."""
+
+    def readings():  # start and stop of call k are k ms apart
+        now = 0.0
+        for k in range(1, 41):
+            yield now
+            now += k * 1e-3
+            yield now
+
+    clock = readings()
+    monkeypatch.setitem(timing.CLOCKS, "fake", lambda: next(clock))
+    times = alternated_times({"a": lambda: None, "b": lambda: None}, repeats=20, warmup=0, clock="fake")
+    assert times["a"].sum() == pytest.approx(times["b"].sum())
+    assert times["a"].sum() + times["b"].sum() == pytest.approx(sum(range(1, 41)) * 1e-3)
 
 
 def test_best_time_measures_a_sleep():
