@@ -20,6 +20,7 @@ per epoch); a rerun loads finished stages and resumes the rest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -48,7 +49,7 @@ from jaxgraph.rl.train import evaluate_greedy, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES
 from jaxgraph.search import greedy, taso_search
-from jaxgraph.timing import interleaved_seconds
+from jaxsched.timing import alternated_times, median_time
 
 METHODS = ("greedy", "taso", "model_free", "model_based")
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
@@ -252,12 +253,11 @@ def latencies(graphs: dict[str, Graph], repeats: int) -> dict[str, dict[str, flo
     for backend in ("onnxruntime", "jax"):
         if backend == "onnxruntime":
             sessions = {h: ort_session(to_onnx(g)) for h, g in unique.items()}
-            calls = [lambda h=h: sessions[h].run(None, inputs[h]) for h in unique]
+            calls = {h: functools.partial(sessions[h].run, None, inputs[h]) for h in unique}
         else:
-            calls = [runner(g, inputs[h]) for h, g in unique.items()]
-        ms = 1e3 * np.median(interleaved_seconds(calls, 3, repeats), axis=0)
-        by_hash = dict(zip(unique, ms))
-        out[backend] = {name: float(by_hash[g.structure_hash]) for name, g in graphs.items()}
+            calls = {h: runner(g, inputs[h]) for h, g in unique.items()}
+        times = alternated_times(calls, repeats, warmup=3)
+        out[backend] = {name: 1e3 * float(np.median(times[g.structure_hash])) for name, g in graphs.items()}
     return out
 
 
@@ -379,8 +379,8 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
     params = policy.init(jax.random.key(0), jnp.concatenate([first.z, first.carry[1]]), first.xfer_mask,
                          first.location_mask, jnp.argmax)
     run = jax.jit(rollout)
-    seconds = np.median(interleaved_seconds([lambda: run(params, wm_params, state, jax.random.key(1),
-                                                         jnp.float32(1.0), start)], 2, 5)[:, 0])
+    seconds = median_time(functools.partial(run, params, wm_params, state, jax.random.key(1), jnp.float32(1.0),
+                                            start), repeats=5, warmup=2)
     per_step = seconds / dream_config.rollout_steps
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
             "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
