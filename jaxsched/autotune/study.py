@@ -32,7 +32,7 @@ from jaxsched.autotune.resources import CPU, DEVICE, Machine, local_machine, pin
 from jaxsched.autotune.runner import ProcessRunner
 from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
-from jaxsched.autotune.tuning import TuningJob, measure_alone
+from jaxsched.autotune.tuning import TuningJob, check_protocol, measure_alone
 from jaxsched.autotune.workloads import Workload
 
 
@@ -45,6 +45,7 @@ class StudyConfig:
     batch: int = 4
     repeats: int = 5
     min_repeat_s: float = 0.1
+    clock: str = "cpu"
     fit_steps: int = 2000
     seed: int = 0
     policies: tuple[str, ...] = ("sequential", "parallel", "load_aware", "predictive")
@@ -57,6 +58,7 @@ class StudyConfig:
         unknown = [p for p in self.policies if p not in POLICIES]
         if unknown or "sequential" not in self.policies:
             raise ValueError(f"policies must be known and include 'sequential' (the reference), got {self.policies}")
+        check_protocol(self.repeats, self.min_repeat_s, self.clock, "StudyConfig")
         for kind, size in self.workloads:
             Workload(kind, size)  # raises on a bad workload
         if len({Workload(k, s).name for k, s in self.workloads}) != len(self.workloads):
@@ -103,6 +105,7 @@ def make_jobs(config: StudyConfig) -> list[TuningJob]:
             config.batch,
             repeats=config.repeats,
             min_repeat_s=config.min_repeat_s,
+            clock=config.clock,
             fit_steps=config.fit_steps,
             seed=config.seed + j,
         )
@@ -210,7 +213,7 @@ def measure_best_alone(config: StudyConfig, runs: dict[str, dict], machine: Mach
     """
     keys = sorted({_key(b) for run in runs.values() for b in run["best"].values()})
     tasks = [
-        (Workload(*_split(workload)), json.loads(config_json), config.alone_repeats, config.min_repeat_s)
+        (Workload(*_split(workload)), json.loads(config_json), config.alone_repeats, config.min_repeat_s, config.clock)
         for workload, config_json in keys
     ]
     context = multiprocessing.get_context("spawn")

@@ -4,10 +4,12 @@ others run; failures name the job and stage."""
 import os
 import threading
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsched.autotune import Job, Machine, MockJob, check_trace, make_policy, simulate_policy
+from jaxsched.autotune import Job, Machine, MockJob, check_trace, make_policy, simulate_policy, thread_affinities
 from jaxsched.autotune.runner import ProcessRunner
 from tests.jaxsched.autotune.reference import brute_force_check
 
@@ -47,13 +49,19 @@ def test_real_run_of_mock_jobs_agrees_with_simulator(name):
 
 
 class ProbeJob(Job):
-    """Records the cores each of its stages ran on."""
+    """Records the cores each of its stages ran on: those every thread of its worker may use, XLA's
+    thread pool included (started in `prepare`, before the worker is first pinned to a stage's cores)."""
+
+    def prepare(self):
+        jax.block_until_ready(jax.jit(lambda x: x @ x)(jnp.ones((64, 64))))
 
     def init_state(self):
         return []
 
     def run_stage(self, stage, round_, state):
-        return state + [(stage, sorted(os.sched_getaffinity(0)))]
+        threads = thread_affinities()
+        assert len(threads) > 1  # XLA's threads are there to check
+        return state + [(stage, sorted(set().union(*threads.values())))]
 
     def result(self, state):
         return state
