@@ -19,7 +19,6 @@ measures both effects).
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import NamedTuple, Sequence
 
 import jax
