@@ -44,7 +44,7 @@ class StudyConfig:
     rounds: int = 4
     batch: int = 4
     repeats: int = 5
-    min_repeat_s: float = 0.1
+    min_repeat_s: float = 0.02  # as precise as 0.1 s at a fifth of the cost (benchmarks/autotune_profiling.py)
     clock: str = "cpu"
     fit_steps: int = 2000
     seed: int = 0

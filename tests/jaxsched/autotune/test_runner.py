@@ -22,8 +22,9 @@ def machine():
 
 
 def sleep_jobs():
-    # distinct durations (0.1 s apart) keep every decision away from ties that timing noise could flip
-    durations = [[[0.1, 0.3, 0.2, 0.1]], [[0.2, 0.1, 0.3, 0.2]], [[0.1, 0.2, 0.1, 0.3]]]
+    # distinct durations (0.2 s apart) keep every decision away from ties that timing noise could flip,
+    # and are long against the dispatch jitter of a loaded machine (tens of ms per stage at load 8-10)
+    durations = 0.2 * np.array([[[1, 3, 2, 1]], [[2, 1, 3, 2]], [[1, 2, 1, 3]]])
     return [MockJob(f"m{j}", d) for j, d in enumerate(durations)]
 
 
