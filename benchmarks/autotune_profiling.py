@@ -19,6 +19,9 @@ One core plays the device (`local_machine()`), as in `python -m experiments.auto
    pairs of workers and turns): the profiling error to expect between tuning and re-measuring alone.
 3. Protocols: `repeats` x `min_repeat_s` on the CPU clock, quiet: profiling seconds per candidate and
    the disagreement, to choose the cheapest protocol that measures as well as the dearest.
+4. Selection: n identical copies of each configuration profiled in one batch; the fastest copy (what a
+   tuner reports for its best) against the other worker's median: the winner's curse among near-equal
+   candidates, which a re-measurement alone does not share.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ CONFIGS = (
 )
 OLD_PROTOCOL = (5, 0.1)  # repeats, min_repeat_s of the last study
 PROTOCOLS = ((5, 0.1), (5, 0.02), (3, 0.02), (3, 0.005), (1, 0.005))
+CHOSEN_PROTOCOL = (5, 0.02)  # the study's default
+SELECTION_COPIES = (1, 4, 16)
 
 
 class ThreadProbeJob(TuningJob):
@@ -98,9 +103,11 @@ def _worker(conn, first_cores, device_cores) -> None:
     pin_to_cores(device_cores)
     conn.send("ready")
     while (message := conn.recv()) is not None:
+        *protocol, copies = message
+        batch = {(name, copy): call for name, call in calls.items() for copy in range(copies)}
         start = time.perf_counter()
-        seconds = profile_calls(calls, *message)
-        conn.send((seconds, (time.perf_counter() - start) / len(calls)))
+        seconds = profile_calls(batch, *protocol)
+        conn.send((seconds, (time.perf_counter() - start) / len(batch)))
 
 
 class Spinner:
@@ -126,15 +133,16 @@ def _spin_on(cores) -> None:
         pass
 
 
-def measure(workers, protocol, clock, turns) -> tuple[np.ndarray, float]:
-    """seconds[turn, worker, config] of `turns` turns of every worker, and profiling seconds per candidate."""
+def measure(workers, protocol, clock, turns, copies=1) -> tuple[np.ndarray, float]:
+    """seconds[turn, worker, copy, config] of `turns` turns of every worker profiling `copies` copies of each
+    configuration in one batch, and profiling seconds per candidate."""
     seconds, cost = [], []
     for turn in range(turns):
         row = []
         for conn in workers if turn % 2 == 0 else workers[::-1]:
-            conn.send((*protocol, clock))
+            conn.send((*protocol, clock, copies))
             times, per_candidate = conn.recv()
-            row.append([times[Workload(*w).name] for w, _ in CONFIGS])
+            row.append([[times[Workload(*w).name, copy] for w, _ in CONFIGS] for copy in range(copies)])
             cost.append(per_candidate)
         seconds.append(row if turn % 2 == 0 else row[::-1])
     return np.asarray(seconds), float(np.mean(cost))
@@ -178,7 +186,7 @@ def main(argv=None) -> int:
         for condition, clock in tqdm(cells, desc="clocks and conditions"):
             with Spinner(context, conditions[condition]):
                 results[condition, clock] = measure(conns, OLD_PROTOCOL, clock, args.turns)
-        reference = np.median(results["quiet", "cpu"][0], axis=(0, 1))  # [configs]
+        reference = np.median(results["quiet", "cpu"][0], axis=(0, 1, 2))  # [configs]
         lines += [
             f"Clocks and conditions (protocol: {OLD_PROTOCOL[0]} repeats of >= {OLD_PROTOCOL[1]} s, {args.turns} "
             "turns of 2 workers):",
@@ -188,18 +196,24 @@ def main(argv=None) -> int:
             "|---|---|---|---|---|---|",
         ]
         for (condition, clock), (seconds, cost) in results.items():
-            level = np.exp(np.mean(np.log(np.median(seconds, axis=(0, 1)) / reference)))
-            style = np.exp(np.mean(np.log(np.median(seconds[:, 0], 0) / np.median(seconds[:, 1], 0))))
+            level = np.exp(np.mean(np.log(np.median(seconds, axis=(0, 1, 2)) / reference)))
+            style = np.exp(np.mean(np.log(np.median(seconds[:, 0], (0, 1)) / np.median(seconds[:, 1], (0, 1)))))
             lines.append(
                 f"| {condition} | {clock} | {level:.2f}x | {style:.3f} | {disagreement(seconds):.1%} | {cost:.2f} |"
             )
         protocol_rows = []
         for protocol in tqdm(PROTOCOLS, desc="protocols"):
             seconds, cost = measure(conns, protocol, "cpu", args.turns)
-            level = np.exp(np.mean(np.log(np.median(seconds, axis=(0, 1)) / reference)))
+            level = np.exp(np.mean(np.log(np.median(seconds, axis=(0, 1, 2)) / reference)))
             protocol_rows.append(
                 f"| {protocol[0]} | {protocol[1]} | {cost:.3f} | {level:.3f}x | {disagreement(seconds):.1%} |"
             )
+        selection_rows = []
+        for copies in tqdm(SELECTION_COPIES, desc="selection"):
+            seconds, _ = measure(conns, CHOSEN_PROTOCOL, "cpu", 1, copies)  # [1, workers, copies, configs]
+            for worker in range(2):
+                picked = seconds[0, worker].min(0) / np.median(seconds[0, 1 - worker], 0)
+                selection_rows.append((copies, float(np.exp(np.mean(np.log(picked))))))
         lines += [
             "",
             "Protocols (CPU clock, quiet):",
@@ -207,6 +221,17 @@ def main(argv=None) -> int:
             "| repeats | min_repeat_s | profiling s per candidate | seconds vs reference | disagreement |",
             "|---|---|---|---|---|",
             *protocol_rows,
+            "",
+            f"Selection (CPU clock, {CHOSEN_PROTOCOL[0]} repeats of >= {CHOSEN_PROTOCOL[1]} s): the fastest of n "
+            "identical candidates profiled in one batch, relative to the median of the other worker's measurements "
+            "of the same candidates (a tuner reports the fastest measurement, so its best is biased low):",
+            "",
+            "| identical candidates | fastest / independent |",
+            "|---|---|",
+            *(
+                f"| {copies} | {np.exp(np.mean(np.log([r for c, r in selection_rows if c == copies]))):.3f} |"
+                for copies in SELECTION_COPIES
+            ),
         ]
     finally:
         for conn in conns:
