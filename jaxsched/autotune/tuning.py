@@ -13,7 +13,7 @@ thread pinned to the device core, so its CPU time is the device time the candida
 also counts the slices the OS gives any other process on that core, and, since `number` is
 calibrated on the same clock, a wall-clock profile does less work when the core is shared: its
 duration is bounded by `repeats * min_repeat_s`, not by the work (`benchmarks/autotune_profiling.py`
-measures both effects).
+measures both effects). On an accelerator, or where the threads are not pinned, use `clock="wall"`.
 """
 
 from __future__ import annotations
