@@ -1,6 +1,6 @@
 """Load-aware scheduling of autotuning jobs (Stiller 2019): the evaluation on this machine plus a simulator study.
 
-    python -m experiments.autotune                  # four real jobs, every policy; a few minutes on 2 CPU cores
+    python -m experiments.autotune                  # four real jobs, every policy; ~5 min on 2 quiet CPU cores
     python -m experiments.autotune --config test    # seconds: a smoke run
     python -m experiments.autotune --config full    # eight bigger jobs (for a larger machine)
 

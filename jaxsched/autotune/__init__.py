@@ -30,13 +30,13 @@ from jaxsched.autotune.policies import (
 )
 from jaxsched.autotune.ray_backend import node_resources, resource_name, run_on_ray
 from jaxsched.autotune.records import Record, TuningRecords, machine_name
-from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores
+from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores, thread_affinities
 from jaxsched.autotune.runner import ProcessRunner, RunResult
 from jaxsched.autotune.scheduler import Scheduler, StageStart
 from jaxsched.autotune.service import Answer, TuningService
 from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
-from jaxsched.autotune.tuning import TuningJob, TuningResult, TuningState, measure_alone
+from jaxsched.autotune.tuning import TuningJob, TuningResult, TuningState, measure_alone, profile_calls
 from jaxsched.autotune.workloads import KINDS, Workload
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "Policy",
     "Predictive",
     "ProcessRunner",
+    "profile_calls",
     "Progress",
     "Record",
     "resource_name",
@@ -79,6 +80,7 @@ __all__ = [
     "StageDistributions",
     "STAGES",
     "StageStart",
+    "thread_affinities",
     "Trace",
     "TuningJob",
     "TuningRecords",

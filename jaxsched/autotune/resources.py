@@ -112,3 +112,19 @@ def pin_to_cores(cores: tuple[int, ...]) -> None:
             os.sched_setaffinity(tid, mask)
         except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile
             continue
+
+
+def thread_affinities() -> dict[int, frozenset[int]]:
+    """The cores each thread of this process may run on, by thread id (from /proc/self/task on Linux;
+    elsewhere only the calling thread's), to check that pinning reached every thread."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except FileNotFoundError:
+        return {0: frozenset(os.sched_getaffinity(0))}
+    cores = {}
+    for tid in tids:
+        try:
+            cores[tid] = frozenset(os.sched_getaffinity(tid))
+        except ProcessLookupError:  # a thread that ended meanwhile
+            continue
+    return cores

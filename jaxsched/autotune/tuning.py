@@ -3,18 +3,22 @@
 Each stage is a function of an explicit, picklable `TuningState`: the build stage ships compiled
 executables as serialized bytes (`jax.experimental.serialize_executable`), as TVM ships built
 modules to its device runner, so the profile stage may run in another process or on a Ray node.
-Profiling follows TVM's measure loop: a warm-up call, then `repeats` timed repeats of `number`
-calls each (`number` chosen so a repeat lasts at least `min_repeat_s`), interleaved across the
-batch's candidates (`jaxsched.timing.alternated_times`) so a slow spell hits them alike. A
-candidate's time is its fastest repeat per call: on a machine shared with other work the least
-disturbed repeat is the best estimate, while sustained sharing of the device (the uncoordinated
-policy) still slows every repeat and so still shows.
+Profiling follows TVM's measure loop (`profile_calls`): a warm-up call, then `repeats` timed repeats of
+`number` calls each (`number` chosen so a repeat lasts at least `min_repeat_s`), interleaved across
+the batch's candidates (`jaxsched.timing.alternated_times`) so a slow spell hits them alike. A
+candidate's time is its fastest repeat per call.
+
+The clock is the process's CPU time by default (`clock="cpu"`): the profiling worker has every
+thread pinned to the device core, so its CPU time is the device time the candidate used. Wall time
+also counts the slices the OS gives any other process on that core, and, since `number` is
+calibrated on the same clock, a wall-clock profile does less work when the core is shared: its
+duration is bounded by `repeats * min_repeat_s`, not by the work (`benchmarks/autotune_profiling.py`
+measures both effects). On an accelerator, or where the threads are not pinned, use `clock="wall"`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import NamedTuple, Sequence
 
 import jax
@@ -25,7 +29,7 @@ from jaxsched.autotune import cost_model
 from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
 from jaxsched.autotune.resources import Demand
 from jaxsched.autotune.workloads import Workload
-from jaxsched.timing import alternated_times, best_time
+from jaxsched.timing import CLOCKS, alternated_times, check_timing
 
 
 @dataclasses.dataclass
@@ -53,6 +57,7 @@ class TuningJob(Job):
     `warm_start` = (features[N, F], log_seconds[N]) of earlier measurements of similar workloads
     (from the tuning-record database): they train the cost model before the first proposal and stay
     in its training data. Exploration: lower confidence bound with `kappa`, `epsilon`-greedy slots.
+    `repeats`, `min_repeat_s` and `clock` are the profiling protocol (`profile_calls`).
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class TuningJob(Job):
         name: str | None = None,
         repeats: int = 5,
         min_repeat_s: float = 0.05,
+        clock: str = "cpu",
         kappa: float = 1.0,
         epsilon: float = 0.1,
         fit_steps: int = 2000,
@@ -75,13 +81,11 @@ class TuningJob(Job):
         super().__init__(name or workload.name, rounds, demands, arrival, machine)
         if not isinstance(batch, int) or batch < 1:
             raise ValueError(f"job {self.name!r}: batch must be a positive integer, got {batch!r}")
-        if not isinstance(repeats, int) or repeats < 1 or not min_repeat_s >= 0:
-            raise ValueError(
-                f"job {self.name!r}: repeats must be >= 1 and min_repeat_s >= 0, got {repeats}, {min_repeat_s}"
-            )
+        check_protocol(repeats, min_repeat_s, clock, f"job {self.name!r}")
         if not (kappa >= 0 and 0 <= epsilon <= 1 and fit_steps >= 1):
             raise ValueError(f"job {self.name!r}: need kappa >= 0, 0 <= epsilon <= 1, fit_steps >= 1")
         self.workload, self.batch, self.repeats, self.min_repeat_s = workload, batch, repeats, min_repeat_s
+        self.clock = clock
         self.kappa, self.epsilon, self.fit_steps, self.seed = kappa, epsilon, fit_steps, seed
         self.space = workload.space()
         self.features = np.stack([workload.features(config) for config in self.space])  # [C, F]
@@ -139,11 +143,9 @@ class TuningJob(Job):
         calls = {}
         for i, payload in zip(state.pending, state.executables):
             executable = serialize_executable.deserialize_and_load(*payload, execution_devices=jax.devices()[:1])
-            call = _blocking(executable, args)
-            number = calls_per_repeat(call, self.min_repeat_s)  # warms up, then calibrates
-            calls[i] = (_repeated(call, number), number)
-        times = alternated_times({i: fn for i, (fn, _) in calls.items()}, self.repeats, warmup=0)
-        measured = state.measured + [(i, float(np.min(times[i])) / number) for i, (_, number) in calls.items()]
+            calls[i] = _blocking(executable, args)
+        seconds = profile_calls(calls, self.repeats, self.min_repeat_s, self.clock)
+        measured = state.measured + [(i, seconds[i]) for i in state.pending]
         return dataclasses.replace(state, measured=measured, pending=[], executables=[])
 
     def _update(self, round_: int, state: TuningState) -> TuningState:
@@ -172,30 +174,55 @@ def _repeated(call, number: int):
     return run
 
 
-def calls_per_repeat(call, min_repeat_s: float) -> int:
-    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` (TVM's min_repeat_ms).
+MEASURABLE_S = 1e-4  # shortest repeat: the process CPU clock steps by 2.6 us on the KVM guest measured
+
+
+def check_protocol(repeats: int, min_repeat_s: float, clock: str, where: str) -> None:
+    """ValueError naming `where` unless `repeats` >= 1, `min_repeat_s` >= 0 and `clock` is in `CLOCKS`."""
+    try:
+        check_timing(repeats, 0, clock)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    if not min_repeat_s >= 0:
+        raise ValueError(f"{where}: min_repeat_s must be >= 0, got {min_repeat_s!r}")
+
+
+def calls_per_repeat(call, min_repeat_s: float, clock: str = "wall") -> int:
+    """Calls per timed repeat so that a repeat lasts at least `min_repeat_s` on `clock` (TVM's min_repeat_ms).
 
     One untimed warm-up call (the first call of a fresh executable pays for allocation and caches),
     then TVM's rule: time `number` calls, and while that is shorter than `min_repeat_s` grow
-    `number` to `max(min_repeat_s / per_call + 1, 1.618 * number)` and time again.
+    `number` to `max(min_repeat_s / per_call + 1, 1.618 * number)` and time again. A repeat lasts at
+    least `MEASURABLE_S` whatever `min_repeat_s` is: the CPU clock advances in steps of microseconds.
     """
+    now, target = CLOCKS[clock], max(min_repeat_s, MEASURABLE_S)
     call()
     number = 1
-    while min_repeat_s > 0:
-        start = time.perf_counter()
+    while True:
+        start = now()
         for _ in range(number):
             call()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_repeat_s:
-            break
-        number = max(int(min_repeat_s / max(elapsed / number, 1e-9)) + 1, int(number * 1.618))
-    return number
+        elapsed = now() - start
+        if elapsed >= target:
+            return number
+        number = max(int(target / max(elapsed / number, 1e-9)) + 1, int(number * 1.618))
 
 
-def measure_alone(workload: Workload, config: dict[str, int], repeats: int = 5, min_repeat_s: float = 0.05) -> float:
-    """Seconds per call (fastest repeat) of `config`, compiled and timed here (to re-measure a tuned best
-    configuration on a quiet device after tuning)."""
-    executable = workload.build(config)
-    call = _blocking(executable, jax.block_until_ready(workload.inputs()))
-    number = calls_per_repeat(call, min_repeat_s)
-    return best_time(_repeated(call, number), repeats) / number
+def profile_calls(calls: dict, repeats: int, min_repeat_s: float, clock: str = "cpu") -> dict:
+    """Seconds per call of each of `calls` ({key: blocking call}): each calibrated by `calls_per_repeat`,
+    then `repeats` repeats interleaved across the calls, the fastest repeat per call (TVM's measure loop)."""
+    check_protocol(repeats, min_repeat_s, clock, "profile_calls")
+    numbers = {key: calls_per_repeat(call, min_repeat_s, clock) for key, call in calls.items()}
+    times = alternated_times(
+        {key: _repeated(call, numbers[key]) for key, call in calls.items()}, repeats, warmup=0, clock=clock
+    )
+    return {key: float(np.min(times[key])) / numbers[key] for key in calls}
+
+
+def measure_alone(
+    workload: Workload, config: dict[str, int], repeats: int = 5, min_repeat_s: float = 0.05, clock: str = "cpu"
+) -> float:
+    """Seconds per call of `config`, compiled and profiled here (to re-measure a tuned best configuration
+    on a quiet device after tuning)."""
+    call = _blocking(workload.build(config), jax.block_until_ready(workload.inputs()))
+    return profile_calls({0: call}, repeats, min_repeat_s, clock)[0]

@@ -4,10 +4,12 @@ others run; failures name the job and stage."""
 import os
 import threading
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsched.autotune import Job, Machine, MockJob, check_trace, make_policy, simulate_policy
+from jaxsched.autotune import Job, Machine, MockJob, check_trace, make_policy, simulate_policy, thread_affinities
 from jaxsched.autotune.runner import ProcessRunner
 from tests.jaxsched.autotune.reference import brute_force_check
 
@@ -20,8 +22,9 @@ def machine():
 
 
 def sleep_jobs():
-    # distinct durations (0.1 s apart) keep every decision away from ties that timing noise could flip
-    durations = [[[0.1, 0.3, 0.2, 0.1]], [[0.2, 0.1, 0.3, 0.2]], [[0.1, 0.2, 0.1, 0.3]]]
+    # distinct durations (0.2 s apart) keep every decision away from ties that timing noise could flip,
+    # and are long against the dispatch jitter of a loaded machine (tens of ms per stage at load 8-10)
+    durations = 0.2 * np.array([[[1, 3, 2, 1]], [[2, 1, 3, 2]], [[1, 2, 1, 3]]])
     return [MockJob(f"m{j}", d) for j, d in enumerate(durations)]
 
 
@@ -47,13 +50,19 @@ def test_real_run_of_mock_jobs_agrees_with_simulator(name):
 
 
 class ProbeJob(Job):
-    """Records the cores each of its stages ran on."""
+    """Records the cores each of its stages ran on: those every thread of its worker may use, XLA's
+    thread pool included (started in `prepare`, before the worker is first pinned to a stage's cores)."""
+
+    def prepare(self):
+        jax.block_until_ready(jax.jit(lambda x: x @ x)(jnp.ones((64, 64))))
 
     def init_state(self):
         return []
 
     def run_stage(self, stage, round_, state):
-        return state + [(stage, sorted(os.sched_getaffinity(0)))]
+        threads = thread_affinities()
+        assert len(threads) > 1  # XLA's threads are there to check
+        return state + [(stage, sorted(set().union(*threads.values())))]
 
     def result(self, state):
         return state
