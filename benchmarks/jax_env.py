@@ -1,6 +1,7 @@
 """JaxEnv throughput: steps/s of the jitted environment vmapped over many environments against Env (host).
 
     flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
+    python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
@@ -8,7 +9,8 @@ episode ends.
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
-stepped on the host for `--host-seconds`. Prints a markdown table (and `--json` writes the numbers).
+stepped on the host for `--host-seconds`, half before and half after the jitted runs. Prints a markdown
+table (and `--json` writes the numbers).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgraph import MODELS, Env
-from jaxgraph.jax_env import JAX_RULES, JaxEnv
+from jaxgraph.jax_env import JAX_RULES, JaxEnv, node_costs
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 
@@ -82,6 +84,38 @@ def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: in
     return num_envs * num_steps / float(np.median(times)), compile_seconds
 
 
+def profile(env: JaxEnv, num_envs: int, repeats: int) -> dict[str, float]:
+    """Microseconds per environment of the pieces of a vmapped step over `num_envs` mid-episode states (after
+    three random steps), each jitted alone, the minimum over `repeats` calls: the whole step with and without
+    the observation, the observation, the cost, and the matching (a reset without its observation: the
+    initial graph's cost and every rule's locations)."""
+    params = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (num_envs, *leaf.shape)), env.params())
+    keys = jax.random.split(jax.random.key(0), num_envs)
+    states, _ = jax.jit(jax.vmap(env.reset))(keys, params)
+    act, step = jax.jit(jax.vmap(random_action)), jax.jit(jax.vmap(env.step))
+    for r in range(3):
+        states = step(keys, states, act(jax.random.split(jax.random.key(r), num_envs), states), params)[0]
+    actions = act(jax.random.split(jax.random.key(3), num_envs), states)
+    pieces = {
+        "step": (jax.vmap(env.step), (keys, states, actions, params)),
+        "step, no observation": (lambda *a: jax.vmap(env.step)(*a)[0], (keys, states, actions, params)),
+        "observation": (jax.vmap(env.observe), (states,)),
+        "cost (node_costs)": (jax.vmap(node_costs), (states.graph, params)),
+        "matching (reset, no observation)": (lambda *a: jax.vmap(env.reset)(*a)[0], (keys, params)),
+    }
+    result = {}
+    for label, (function, arguments) in pieces.items():
+        function = jax.jit(function)
+        jax.block_until_ready(function(*arguments))
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(function(*arguments))
+            times.append(time.perf_counter() - start)
+        result[label] = 1e6 * min(times) / num_envs
+    return result
+
+
 def host_steps_per_second(graph, max_locations: int, seconds: float, seed: int = 0) -> float:
     """Env steps/s of the same random agent on the host."""
     env, rng = Env(graph, max_locations=max_locations, rules=JAX_RULES), np.random.default_rng(seed)
@@ -109,6 +143,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-locations", type=int, default=64)
     parser.add_argument("--host-seconds", type=float, default=5.0)
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: microseconds per environment of the pieces of a step (`profile`)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -118,6 +154,13 @@ def main() -> None:
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} "
           f"({jax.devices()[0].platform}), load average {os.getloadavg()[0]:.1f}")
     print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
+    if args.profile:
+        for name in names:
+            env = JaxEnv(MODELS[name](), max_locations=args.max_locations)
+            pieces = profile(env, args.num_envs, max(args.repeats, 5))
+            print(f"# {name} (C={env.node_capacity}), us per environment at {args.num_envs} environments: "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in pieces.items()), flush=True)
+        return
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
           "no observation | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -125,9 +168,12 @@ def main() -> None:
     for name in names:
         graph = MODELS[name]()
         env = JaxEnv(graph, max_locations=args.max_locations)
-        host = host_steps_per_second(graph, args.max_locations, args.host_seconds)
+        # Env is measured before and after the jitted runs (half the time each), so a load that changes
+        # during the model's measurement weighs on both sides
+        before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2)
         jitted, compile_seconds = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True)
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
+        host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare))
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "

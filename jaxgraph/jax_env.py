@@ -134,9 +134,10 @@ def _view(g: GraphState) -> _View:
 
 def _left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
     """[C, R] right-padded shapes of rank <= 4 -> [C, 4] left-padded with 1 (NumPy broadcasting)."""
-    source = jnp.arange(4)[None, :] - (4 - rank[:, None])
-    taken = jnp.take_along_axis(shape, jnp.clip(source, 0, shape.shape[-1] - 1), axis=-1)
-    return jnp.where(source >= 0, taken, 1)
+    source = jnp.arange(4)[None, :] - (4 - rank[:, None])  # where in `shape` left-padded dim j is
+    # a select over the R dims, not a gather: gathers with batch dimensions are slow on CPU under vmap
+    picked = jnp.where(source[:, :, None] == jnp.arange(shape.shape[-1])[None, None, :], shape[:, None, :], 0)
+    return jnp.where(source >= 0, picked.sum(axis=-1), 1)
 
 
 # ---------------------------------------------------------------- matches: [C] bool and [C, M] location slots
@@ -297,7 +298,7 @@ def apply_edit(g: GraphState, edit: Edit) -> GraphState:
     consumers (that existed before) of the replaced tensor. Orphans are left to `_sweep`."""
     capacity = g.op.shape[0]
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
-    slots = jnp.argsort(keep, stable=True)[:edit.op.shape[0]]  # free slots first, in slot order
+    slots = _lowest_free(keep, edit.op.shape[0])
     inputs_new = jnp.where(edit.inputs < 0, slots[jnp.clip(-1 - edit.inputs, 0, slots.shape[0] - 1)], edit.inputs)
     new = slots[edit.new]
     hit = (g.inputs == edit.old) & (g.input_index == 0) & keep[:, None]
@@ -316,6 +317,36 @@ def apply_edit(g: GraphState, edit: Edit) -> GraphState:
                       num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
                       num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)),
                       constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
+
+
+def _lowest_free(taken: jax.Array, count: int) -> jax.Array:
+    """The `count` lowest slots not `taken` [C], in increasing order (repeated argmins: cheaper than a sort of
+    C slots). Past the free slots it returns slot 0; a rewrite is only offered when there is room."""
+    slots = []
+    for _ in range(count):
+        slot = jnp.argmin(taken)
+        slots.append(slot)
+        taken = taken.at[slot].set(True)
+    return jnp.stack(slots).astype(jnp.int32)
+
+
+def _running_count(found: jax.Array, block: int = 32) -> jax.Array:
+    """[V, C] bool -> [V, C] int32 inclusive running count along each row. A block-triangular matmul: on CPU
+    about 3x cheaper than `jnp.cumsum` (an associative scan of many small passes); exact below 2**24."""
+    rows, capacity = found.shape
+    padded = -(-capacity // block) * block
+    x = jnp.pad(found, ((0, 0), (0, padded - capacity))).astype(jnp.float32).reshape(rows, padded // block, block)
+    within = x @ jnp.triu(jnp.ones((block, block), jnp.float32))
+    before = jnp.cumsum(within[:, :, -1], axis=1) - within[:, :, -1]
+    return (within + before[:, :, None]).reshape(rows, padded)[:, :capacity].astype(jnp.int32)
+
+
+def _first_true(found: jax.Array, size: int) -> jax.Array:
+    """[V, C] bool -> [V, size] int32: the first `size` true slots of each row in increasing order, padded with
+    C (as `jnp.nonzero(size=...)`, which scatters; here a binary search of the running count, no scatter)."""
+    wanted = jnp.arange(1, size + 1, dtype=jnp.int32)
+    count = _running_count(found)
+    return jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
 
 
 def _clear(g: GraphState, dead: jax.Array) -> GraphState:
@@ -521,21 +552,28 @@ def _log2(x: jax.Array) -> jax.Array:
     return jnp.log2(1.0 + x.astype(jnp.float32))
 
 
-def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
-    """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot; free slots and the dummy are zero."""
+def _tensor_features(g: GraphState) -> jax.Array:
+    """[C, O, 5]: log2 of the first four dims (0 past the rank) and log2(size) / 8 of every output tensor,
+    shared by the node features (output 0) and the edge features (the tensor an edge carries)."""
+    dims = jnp.where(jnp.arange(4)[None, None, :] < g.rank[:, :, None], _log2(g.shapes[:, :, :4]), 0.0)  # R >= 4
+    size = jnp.prod(g.shapes.astype(jnp.float32), axis=2)
+    return jnp.concatenate([dims, (_log2(size) / 8.0)[:, :, None]], axis=2)
+
+
+def _node_features(g: GraphState, costs: jax.Array, tensors: jax.Array) -> jax.Array:
+    """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot (`tensors` from `_tensor_features`);
+    free slots and the dummy are zero."""
     op = jnp.maximum(g.op, 0)
     one_hot = jax.nn.one_hot(op, len(OP_TYPES), dtype=jnp.float32)
     activation = (jax.nn.one_hot(g.attrs[:, 0], len(ACTIVATIONS), dtype=jnp.float32)
                   * jnp.asarray(_ACTIVATED, jnp.float32)[op, None])
-    shape, rank = g.shapes[:, 0], g.rank[:, 0]
-    dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0)  # R >= 4
-    size = jnp.prod(shape.astype(jnp.float32), axis=1)
+    rank = g.rank[:, 0]
     kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
     stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]
     rows = jnp.concatenate([
-        one_hot, activation, g.constant[:, None].astype(jnp.float32), dims, (rank.astype(jnp.float32) / 4.0)[:, None],
-        (_log2(size) / 8.0)[:, None], (g.num_outputs.astype(jnp.float32) / 4.0)[:, None], kernel, stride,
-        _log2(1e3 * costs)[:, None]], axis=1)
+        one_hot, activation, g.constant[:, None].astype(jnp.float32), tensors[:, 0, :4],
+        (rank.astype(jnp.float32) / 4.0)[:, None], tensors[:, 0, 4:],
+        (g.num_outputs.astype(jnp.float32) / 4.0)[:, None], kernel, stride, _log2(1e3 * costs)[:, None]], axis=1)
     rows = jnp.where(g.alive[:, None], rows, 0.0)
     return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
 
@@ -742,7 +780,7 @@ class JaxEnv:
         found, rows = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]  # [X, C], [X, C, M]
 
         def first(found_x, rows_x):
-            (index,) = jnp.nonzero(found_x, size=big_l, fill_value=capacity)
+            index = _first_true(found_x[None], big_l)[0]
             valid = index < capacity
             return valid, jnp.where(valid[:, None], rows_x[jnp.minimum(index, capacity - 1)], capacity)
 
@@ -796,20 +834,18 @@ class JaxEnv:
     def observe(self, state: EnvState) -> Observation:
         """The `Observation` of a state: `Env`'s layout, with edge rows at slot x K + input position."""
         g, capacity, max_inputs = state.graph, self.node_capacity, self.max_inputs
-        v = _view(g)
         edge_mask = (g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])).reshape(-1)
         senders = jnp.where(edge_mask, g.inputs.reshape(-1), capacity).astype(jnp.int32)
         receivers = jnp.where(edge_mask, jnp.repeat(jnp.arange(capacity), max_inputs), capacity).astype(jnp.int32)
-        in_shape = v.in_shape.reshape(-1, self.max_rank)[:, :4]
-        in_rank = v.in_rank.reshape(-1)
-        dims = jnp.where(jnp.arange(4)[None, :] < in_rank[:, None], _log2(in_shape), 0.0)
-        size = jnp.prod(v.in_shape.reshape(-1, self.max_rank).astype(jnp.float32), axis=1)
+        tensors = _tensor_features(g)  # [C, O, 5], gathered per edge: no log of the same tensor twice
+        producer = jnp.minimum(g.inputs, capacity - 1).reshape(-1)
+        shape_features = tensors[producer, g.input_index.reshape(-1)]
         position = jnp.tile(jnp.arange(max_inputs), capacity).astype(jnp.float32)
-        edges = jnp.concatenate([dims, (_log2(size) / 8.0)[:, None], (position / 4.0)[:, None]], axis=1)
+        edges = jnp.concatenate([shape_features, (position / 4.0)[:, None]], axis=1)
         edges = jnp.where(edge_mask[:, None], edges, 0.0)
         globals_ = jnp.stack([state.cost, state.initial_cost, state.cost / state.initial_cost,
                               g.alive.sum().astype(jnp.float32) / capacity]).astype(jnp.float32)[None]
-        graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost), edges=edges, senders=senders,
+        graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost, tensors), edges=edges, senders=senders,
                                   receivers=receivers, globals=globals_,
                                   n_node=jnp.array([capacity + 1], jnp.int32),
                                   n_edge=jnp.array([capacity * max_inputs], jnp.int32))

@@ -10,7 +10,7 @@ import pytest
 
 from jaxgraph import Env, GraphBuilder, Roofline, cost
 from jaxgraph.backends import XLA
-from jaxgraph.jax_env import JAX_RULES, JaxEnv, canonical_form, node_costs, node_signatures
+from jaxgraph.jax_env import JAX_RULES, JaxEnv, _first_true, _lowest_free, canonical_form, node_costs, node_signatures
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES
 
@@ -128,6 +128,23 @@ def test_rule_subset_is_the_supported_families():
     assert {r.family for r in JAX_RULES} == {"FuseConvRelu", "FuseConvBatchNorm", "FuseConvMul", "AssociateMatmul",
                                              "FoldConvBias", "MergeGroupConvs", "ConcatOfRelus"}
     assert len(JAX_RULES) == 19 and all(r in RULES for r in JAX_RULES)
+
+
+@pytest.mark.parametrize("capacity", [1, 31, 64, 346])
+def test_first_locations_and_free_slots_equal_numpy(capacity):
+    """The scatter-free location selection and free-slot pick against NumPy's flatnonzero on hundreds of random
+    rows: sparse and dense, more true slots than locations, none at all, capacities off the 32-slot block."""
+    rng = np.random.default_rng(capacity)
+    density = rng.choice([0.0, 0.02, 0.3, 1.0], size=300)
+    found = rng.random((300, capacity)) < density[:, None]
+    size = 24
+    first = np.asarray(jax.jit(_first_true, static_argnums=1)(jnp.asarray(found), size))
+    free = np.asarray(jax.jit(jax.vmap(lambda row: _lowest_free(row, 5)))(jnp.asarray(found)))
+    for row, ours, slots in zip(found, first, free):
+        expected = np.flatnonzero(row)[:size]
+        np.testing.assert_array_equal(ours, np.pad(expected, (0, size - len(expected)), constant_values=capacity))
+        open_slots = np.flatnonzero(~row)[:5]
+        np.testing.assert_array_equal(slots[:len(open_slots)], open_slots)
 
 
 @pytest.mark.parametrize("name", [*SMALL, "bert", "mobilenet_v2"])
