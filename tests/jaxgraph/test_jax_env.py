@@ -194,10 +194,12 @@ def test_encode_decode_round_trip_and_cost(name):
 
 
 def test_jitted_env_equals_env_step_for_step(jitted):
-    """Hundreds of random sequences on three instances (the toy with its known optimum, the mixed graph that
-    every family matches, the TASO attention stack), one compilation for all of them."""
+    """Hundreds of random sequences on four instances (the toy with its known optimum, the mixed graph that
+    every single-node family matches, the TASO attention stack, the graph every merge and split family matches),
+    one compilation for all of them."""
     jenv, reset, step = jitted
-    instances = [(toy_graph(3).graph, 120), (mixed_graph(), 120), (small_model("taso_attention_stack"), 60)]
+    instances = [(toy_graph(3).graph, 100), (mixed_graph(), 100), (small_model("taso_attention_stack"), 40),
+                 (merge_graph(), 60)]
     taken = sum(replay(jenv, reset, step, graph, sequences, seed)
                 for seed, (graph, sequences) in enumerate(instances))
     assert taken > 600
@@ -272,11 +274,19 @@ def test_bad_construction_raises():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["squeezenet1_1", "resnet18", "bert"])
+@pytest.mark.parametrize("name", ["squeezenet1_1", "resnet18", "inception_v3", "bert"])
 def test_jitted_env_equals_env_on_builders(name):
     graph = small_model(name)
     jenv = JaxEnv(graph, max_locations=64)
     assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) >= 30
+
+
+@pytest.mark.slow
+def test_jitted_env_equals_env_on_merge_graphs():
+    """More sequences on the merge graph (three seeds of its weights: same structure)."""
+    jitted_env = JaxEnv(merge_graph(), max_locations=32)
+    reset, step = jax.jit(jitted_env.reset), jax.jit(jitted_env.step)
+    assert sum(replay(jitted_env, reset, step, merge_graph(seed), 200, seed) for seed in range(3)) > 600
 
 
 @pytest.mark.slow
