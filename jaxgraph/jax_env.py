@@ -587,9 +587,9 @@ def _build_merge_matmuls(g, loc):
     return patch.edit()
 
 
-def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
     """Per slot: whether its sole consumer adds a constant vector over the last axis (a Linear's bias,
-    `rules._bias_add`), that add's slot, and the bias tensor (slot, output index)."""
+    `rules._bias_add`), and that add's slot."""
     capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
     valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
     producer = jnp.where(valid, g.inputs, capacity).reshape(-1)
@@ -605,12 +605,12 @@ def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array, jax.Array,
     ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
           & _same_shape(v, consumer, jnp.arange(capacity))
           & (g.rank[safe, bias_index] == 1) & (g.shapes[safe, bias_index, 0] == last))
-    return ok, consumer, bias, bias_index
+    return ok, consumer
 
 
 def _match_merge_linears(g, v, table):
     capacity = g.op.shape[0]
-    biased, add, _, _ = _bias_add(g, v)
+    biased, add = _bias_add(g, v)
     linear = ((g.op == OP_ID["matmul"]) & biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2)
               & _const_weights(g, v))
     partner = jnp.minimum(table, capacity - 1)
