@@ -3,14 +3,20 @@
 The graph lives in fixed-capacity node arrays (`GraphState`): per slot the op id (-1 for a free slot),
 attributes as a fixed integer vector, input slots and output indices, output shapes padded with 1,
 constness and the original node id. Weights are not carried: shapes only (`Env` keeps values for
-numerical checks). Rules are vectorised matches over every slot (one location per root slot) and
-fixed-size scatters; the cost is TASO's analytic roofline per node (`jaxgraph.cost.Roofline` with the
+numerical checks). Every rule of `RULES` is a vectorised match over every slot (one candidate location
+per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of a `[C, S]` sibling table)
+and a fixed-size scatter; the cost is TASO's analytic roofline per node (`jaxgraph.cost.Roofline` with the
 `taso` backend) in float32.
 
 Differences from `Env`, all deliberate:
-- Location order: the locations of an xfer are its matching root slots in increasing slot order (Env
-  sorts node ids, and the ids of nodes that rewrites create are content hashes that no jitted program
-  computes). The location *sets* are equal; parity tests compare them through `node_signatures`.
+- Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
+  slot) order (Env sorts node ids, and the ids of nodes that rewrites create are content hashes that no
+  jitted program computes). The location *sets* are equal; parity tests compare them through
+  `node_signatures`. A sibling pair of two rewrite-made nodes is ordered by slot (Env: by content hash),
+  so the two may merge such a pair in opposite orders (same cost, weights concatenated the other way).
+- Bounds: a tensor read as first input by more than S = `max_siblings` nodes is refused by `encode` (only
+  SplitConcat can raise that count later; partners past S are then not listed), and a SplitOfSplit whose
+  merged split would have more than O outputs is masked out.
 - Slots: a new node takes the lowest free slot; edges live at slot x `max_inputs` + position, so the
   observation has `node_capacity x max_inputs` edge rows (Env allocates edges from a free list).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
@@ -220,13 +226,14 @@ def _match_concat_of_relus(g, v):
 # ---------------------------------------------------------------- rewrites: fixed-size scatters
 
 
-MAX_NEW_NODES = 5  # the most nodes one rewrite of a supported family adds
+MAX_NEW_NODES = 6  # the most nodes one rewrite adds (MergeConvs enlarging both kernels)
 
 
 class Edit(NamedTuple):
     """A rewrite as data, applied by `apply_edit`: every rule's builder returns one of these (equal shapes
     for every rule), so a step selects one small edit and commits it once. New node j is referred to as
-    input code -1 - j; existing nodes by slot."""
+    input code -1 - j; existing nodes by slot. A new node may have several outputs (a split); the rewrite
+    redirects up to P = max(2, O) tensors, each to an output of a new node or to an existing tensor."""
 
     removed: jax.Array  # [1 + K] int32 slots the rewrite removes, padded with C
     op: jax.Array  # [N] int32
@@ -234,12 +241,13 @@ class Edit(NamedTuple):
     inputs: jax.Array  # [N, K] int32 slot or -1 - j
     input_index: jax.Array  # [N, K] int32 output index of each input
     count: jax.Array  # [N] int32 number of inputs
-    shape: jax.Array  # [N, R] int32 output shape (one output)
-    rank: jax.Array  # [N] int32
+    shapes: jax.Array  # [N, O, R] int32 output shapes, padded with 1
+    ranks: jax.Array  # [N, O] int32
+    num_outputs: jax.Array  # [N] int32
     constant: jax.Array  # [N] bool
     present: jax.Array  # [N] bool: the node is part of this rewrite
-    old: jax.Array  # int32 slot whose output 0 the rewrite replaces
-    new: jax.Array  # int32 new node j that replaces it
+    old: jax.Array  # [P, 2] int32 (slot, output index) of each replaced tensor; -1 for none
+    new: jax.Array  # [P, 2] int32 (input code, output index) of the tensor that replaces it
 
 
 class _Patch:
@@ -250,7 +258,7 @@ class _Patch:
     def __init__(self, g: GraphState, removed: Sequence[jax.Array]) -> None:
         self.g, self.removed = g, removed
         self.nodes: list[tuple] = []
-        self.replaced: tuple[jax.Array, jax.Array] | None = None
+        self.replaced: list[tuple[jax.Array, ...]] = []
 
     def _constant(self, code: jax.Array) -> jax.Array:
         made = jnp.stack([node[7] for node in self.nodes] + [jnp.bool_(False)])
@@ -262,60 +270,89 @@ class _Patch:
             indices: Sequence[jax.Array] | None = None) -> jax.Array:
         """Queue a single-output node reading its first `count` `inputs` (output `indices`, default 0 each);
         returns its input code."""
+        return self.add_outputs(op, inputs, attrs, shape[None], jnp.reshape(rank, (1,)), 1, count, present, indices)
+
+    def add_outputs(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shapes: jax.Array,
+                    ranks: jax.Array, num_outputs: jax.Array | int, count: jax.Array | int | None = None,
+                    present: jax.Array | bool = True, indices: Sequence[jax.Array] | None = None) -> jax.Array:
+        """`add` for a node with `num_outputs` outputs (traced, at most O), of shapes `shapes` [<= O, R] and
+        ranks `ranks` [<= O]; returns its input code."""
+        g = self.g
+        width = g.shapes.shape[1]
         count = len(inputs) if count is None else count
-        index_row = jnp.zeros(self.g.inputs.shape[1], jnp.int32)
+        index_row = jnp.zeros(g.inputs.shape[1], jnp.int32)
         if indices is not None:
             index_row = index_row.at[:len(indices)].set(jnp.stack(indices).astype(jnp.int32))
         used = jnp.arange(len(inputs)) < count
         codes = jnp.stack([jnp.asarray(i, jnp.int32) for i in inputs])
         constant = (jax.vmap(self._constant)(codes) | ~used).all()
-        row = jnp.full(self.g.inputs.shape[1], self.g.op.shape[0], jnp.int32).at[:len(inputs)].set(
-            jnp.where(used, codes, self.g.op.shape[0]))
-        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32), shape,
-                           jnp.asarray(rank, jnp.int32), constant, jnp.asarray(present)))
+        row = jnp.full(g.inputs.shape[1], g.op.shape[0], jnp.int32).at[:len(inputs)].set(
+            jnp.where(used, codes, g.op.shape[0]))
+        outputs = jnp.arange(width) < num_outputs
+        shape_rows = jnp.ones((width, g.shapes.shape[2]), jnp.int32).at[:shapes.shape[0]].set(shapes)
+        rank_row = jnp.zeros(width, jnp.int32).at[:ranks.shape[0]].set(ranks)
+        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32),
+                           jnp.where(outputs[:, None], shape_rows, 1), jnp.where(outputs, rank_row, 0), constant,
+                           jnp.asarray(present), jnp.asarray(num_outputs, jnp.int32)))
         return jnp.int32(-len(self.nodes))
 
-    def replace(self, old: jax.Array, new: jax.Array) -> None:
-        """Redirect consumers of output 0 of `old` (and graph outputs) to new node `new` (an input code)."""
-        self.replaced = (old, -1 - new)
+    def replace(self, old: jax.Array, new: jax.Array, old_index: jax.Array | int = 0,
+                new_index: jax.Array | int = 0, when: jax.Array | bool = True) -> None:
+        """Redirect consumers of output `old_index` of slot `old` (and graph outputs) to output `new_index` of
+        `new` (an input code: a new node or an existing slot), if `when`."""
+        self.replaced.append((jnp.where(when, old, -1), jnp.where(when, old_index, -1), new, new_index))
 
     def edit(self) -> Edit:
         g = self.g
-        capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+        capacity, max_inputs, width = g.op.shape[0], g.inputs.shape[1], g.shapes.shape[1]
         blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(max_inputs, capacity, jnp.int32),
-                 jnp.zeros(max_inputs, jnp.int32), jnp.int32(0), jnp.ones(g.shapes.shape[2], jnp.int32), jnp.int32(0),
-                 jnp.bool_(False), jnp.bool_(False))
+                 jnp.zeros(max_inputs, jnp.int32), jnp.int32(0), jnp.ones(g.shapes.shape[1:], jnp.int32),
+                 jnp.zeros(width, jnp.int32), jnp.bool_(False), jnp.bool_(False), jnp.int32(0))
         nodes = self.nodes + [blank] * (MAX_NEW_NODES - len(self.nodes))
-        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(9)]
+        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(10)]
         removed = jnp.full(1 + max_inputs, capacity, jnp.int32).at[:len(self.removed)].set(
             jnp.stack(self.removed).astype(jnp.int32))
-        return Edit(removed, fields[0].astype(jnp.int32), *fields[1:],
-                    jnp.asarray(self.replaced[0], jnp.int32), jnp.asarray(self.replaced[1], jnp.int32))
+        pairs = jnp.full((max(2, width), 4), -1, jnp.int32).at[:len(self.replaced)].set(
+            jnp.stack([jnp.stack([jnp.asarray(x, jnp.int32) for x in r]) for r in self.replaced]))
+        return Edit(removed, fields[0].astype(jnp.int32), *fields[1:5], fields[5], fields[6], fields[9], fields[7],
+                    fields[8], pairs[:, :2], pairs[:, 2:])
 
 
 def apply_edit(g: GraphState, edit: Edit) -> GraphState:
     """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
-    consumers (that existed before) of the replaced tensor. Orphans are left to `_sweep`."""
+    consumers (that existed before) of the replaced tensors. Orphans are left to `_sweep`."""
     capacity = g.op.shape[0]
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
     slots = _lowest_free(keep, edit.op.shape[0])
-    inputs_new = jnp.where(edit.inputs < 0, slots[jnp.clip(-1 - edit.inputs, 0, slots.shape[0] - 1)], edit.inputs)
-    new = slots[edit.new]
-    hit = (g.inputs == edit.old) & (g.input_index == 0) & keep[:, None]
-    outputs = g.outputs.at[:, 0].set(jnp.where((g.outputs[:, 0] == edit.old) & (g.outputs[:, 1] == 0), new,
-                                               g.outputs[:, 0]))
-    g = _clear(g._replace(inputs=jnp.where(hit, new, g.inputs), outputs=outputs), ~keep)
+
+    def resolve(code):
+        return jnp.where(code < 0, slots[jnp.clip(-1 - code, 0, slots.shape[0] - 1)], code)
+
+    inputs_new = resolve(edit.inputs)
+    target, target_index = resolve(edit.new[:, 0]), edit.new[:, 1]
+
+    def redirect(slot, index, live):
+        """Tensors (slot, index) [...] that a replacement names -> the replacing tensor."""
+        lead = (1,) * slot.ndim
+        match = ((slot[..., None] == edit.old[:, 0].reshape(*lead, -1))
+                 & (index[..., None] == edit.old[:, 1].reshape(*lead, -1)) & live[..., None])
+        which = jnp.argmax(match, axis=-1)
+        hit = match.any(axis=-1)
+        return jnp.where(hit, target[which], slot), jnp.where(hit, target_index[which], index)
+
+    inputs, input_index = redirect(g.inputs, g.input_index, jnp.broadcast_to(keep[:, None], g.inputs.shape))
+    out_slot, out_index = redirect(g.outputs[:, 0], g.outputs[:, 1], jnp.ones(g.outputs.shape[0], bool))
+    g = _clear(g._replace(inputs=inputs, input_index=input_index, outputs=jnp.stack([out_slot, out_index], axis=1)),
+               ~keep)
     target = jnp.where(edit.present, slots, capacity)  # absent nodes are not written (dropped scatter)
-    shapes = jnp.ones((edit.op.shape[0], *g.shapes.shape[1:]), jnp.int32).at[:, 0].set(edit.shape)
-    ranks = jnp.zeros((edit.op.shape[0], g.rank.shape[1]), jnp.int32).at[:, 0].set(edit.rank)
 
     def put(array, values):
         return array.at[target].set(values, mode="drop")
 
     return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
                       input_index=put(g.input_index, edit.input_index),
-                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, shapes), rank=put(g.rank, ranks),
-                      num_outputs=put(g.num_outputs, jnp.ones_like(edit.count)),
+                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, edit.shapes),
+                      rank=put(g.rank, edit.ranks), num_outputs=put(g.num_outputs, edit.num_outputs),
                       constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
 
 
@@ -496,9 +533,308 @@ def _build_concat_of_relus(g, loc):
     return patch.edit()
 
 
+# ---------------------------------------------------------------- sibling merges and splits (multi-output rewrites)
+
+
+_DERIVED_KEY = 1 << 30  # order key of rewrite-made nodes: after every node of the instance, then by slot
+
+
+def _sibling_table(g: GraphState, width: int) -> jax.Array:
+    """[C, S] for every slot, the slots (in increasing order, padded with C) of the nodes reading the same tensor
+    as its input 0, also as input 0, itself excluded: the candidate partners of a sibling-pair rule rooted
+    there. S = `width` >= the most input-0 readers of one tensor (`JaxEnv.encode` checks the instance)."""
+    capacity, width_o = g.op.shape[0], g.shapes.shape[1]
+    slots = jnp.arange(capacity)
+    reads = g.alive & (g.num_inputs >= 1)
+    tensor = jnp.where(reads, g.inputs[:, 0] * width_o + g.input_index[:, 0], capacity * width_o)
+    order = jnp.argsort(tensor, stable=True)
+    ordered = tensor[order]
+    start = jnp.searchsorted(ordered, tensor, side="left")
+    position = start[:, None] + jnp.arange(width)[None, :]
+    candidate = order[jnp.minimum(position, capacity - 1)]
+    ok = ((position < capacity) & (ordered[jnp.minimum(position, capacity - 1)] == tensor[:, None])
+          & reads[:, None] & (candidate != slots[:, None]))
+    return jnp.where(ok, candidate, capacity)
+
+
+def _later(g: GraphState, root: jax.Array, partner: jax.Array) -> jax.Array:
+    """`partner` comes after `root` in Env's node-id order (`rules._siblings` takes each pair once, the larger
+    id second): instance nodes by their id, rewrite-made nodes after them. Env orders two rewrite-made nodes
+    by content hash, which no jitted program computes: here by slot (a documented difference)."""
+    slots = jnp.arange(g.op.shape[0])
+    key = jnp.where(g.origin >= 0, g.origin, _DERIVED_KEY + slots)
+    return key[jnp.minimum(partner, g.op.shape[0] - 1)] > key[root]
+
+
+def _const_weights(g: GraphState, v: _View) -> jax.Array:
+    """[C] every input after the first is constant (`rules._constant_inputs(graph, node, 1)`)."""
+    absent = jnp.arange(g.inputs.shape[1])[None, :] >= g.num_inputs[:, None]
+    return (v.in_const | absent)[:, 1:].all(axis=1)
+
+
+def _dim(shape: jax.Array, axis: jax.Array, value: jax.Array) -> jax.Array:
+    """`shape` [R] with entry `axis` (traced) set to `value`."""
+    return jnp.where(jnp.arange(shape.shape[-1]) == axis, value, shape)
+
+
+def _axis_attrs(g: GraphState, axis: jax.Array | int) -> jax.Array:
+    return _no_attrs(g).at[_SCALAR_FIELDS["axis"]].set(axis)
+
+
+def _split_in_two(patch: _Patch, g: GraphState, source: jax.Array, first: jax.Array, second: jax.Array,
+                  axis: jax.Array) -> jax.Array:
+    """A split of new node `source` on `axis` into tensors shaped like output 0 of slots `first` and `second`,
+    which it replaces; returns its code."""
+    sizes = jnp.stack([g.shapes[first, 0, axis], g.shapes[second, 0, axis]])
+    attrs = _axis_attrs(g, axis).at[_TUPLE_LEN].set(2).at[_TUPLE_START:_TUPLE_START + 2].set(sizes)
+    split = patch.add_outputs("split", [source], attrs, jnp.stack([g.shapes[first, 0], g.shapes[second, 0]]),
+                              jnp.stack([g.rank[first, 0], g.rank[second, 0]]), 2)
+    patch.replace(first, split, 0, 0)
+    patch.replace(second, split, 0, 1)
+    return split
+
+
+def _match_merge_matmuls(g, v, table):
+    capacity = g.op.shape[0]
+    weight = (g.op == OP_ID["matmul"]) & (v.in_rank[:, 1] == 2) & _const_weights(g, v)
+    partner = jnp.minimum(table, capacity - 1)
+    ok = (weight[:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[:, None, 0])
+          & _later(g, jnp.arange(capacity)[:, None], table))
+    return ok, [table]
+
+
+def _build_merge_matmuls(g, loc):
+    a, b = loc[0], loc[1]
+    axis = g.rank[a, 0] - 1
+    weights = [g.inputs[a, 1], g.inputs[b, 1]]
+    wa = g.shapes[weights[0], g.input_index[a, 1]]
+    patch = _Patch(g, [a, b])
+    joined = patch.add("concat", weights, _axis_attrs(g, 1), wa.at[1].add(g.shapes[weights[1], g.input_index[b, 1], 1]),
+                       jnp.int32(2), indices=[g.input_index[a, 1], g.input_index[b, 1]])
+    width = g.shapes[a, 0, axis] + g.shapes[b, 0, axis]
+    merged = patch.add("matmul", [g.inputs[a, 0], joined], g.attrs[a], _dim(g.shapes[a, 0], axis, width),
+                       g.rank[a, 0], indices=[g.input_index[a, 0], jnp.int32(0)])
+    _split_in_two(patch, g, merged, a, b, axis)
+    return patch.edit()
+
+
+def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
+    """Per slot: whether its sole consumer adds a constant vector over the last axis (a Linear's bias,
+    `rules._bias_add`), and that add's slot."""
+    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+    valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
+    producer = jnp.where(valid, g.inputs, capacity).reshape(-1)
+    edge_slot = jnp.repeat(jnp.arange(capacity), max_inputs)
+    edge_position = jnp.tile(jnp.arange(max_inputs), capacity)
+    consumer = jnp.full(capacity + 1, capacity - 1).at[producer].set(edge_slot)[:capacity]  # unique where sole
+    position = jnp.zeros(capacity + 1, jnp.int32).at[producer].set(edge_position)[:capacity]
+    other = jnp.clip(1 - position, 0, 1)
+    bias, bias_index = g.inputs[consumer, other], g.input_index[consumer, other]
+    safe = jnp.minimum(bias, capacity - 1)
+    add_shape = g.shapes[consumer, 0]
+    last = jnp.take_along_axis(add_shape, jnp.maximum(g.rank[consumer, 0] - 1, 0)[:, None], axis=1)[:, 0]
+    ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
+          & _same_shape(v, consumer, jnp.arange(capacity))
+          & (g.rank[safe, bias_index] == 1) & (g.shapes[safe, bias_index, 0] == last))
+    return ok, consumer
+
+
+def _match_merge_linears(g, v, table):
+    capacity = g.op.shape[0]
+    biased, add = _bias_add(g, v)
+    linear = ((g.op == OP_ID["matmul"]) & biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2)
+              & _const_weights(g, v))
+    partner = jnp.minimum(table, capacity - 1)
+    ok = linear[:, None] & (table < capacity) & linear[partner] & _later(g, jnp.arange(capacity)[:, None], table)
+    return ok, [table, jnp.broadcast_to(add[:, None], table.shape), add[partner]]
+
+
+def _build_merge_linears(g, loc):
+    a, b, add_a, add_b = loc[0], loc[1], loc[2], loc[3]
+    axis = g.rank[a, 0] - 1
+    patch = _Patch(g, [a, b, add_a, add_b])
+    wa = g.shapes[g.inputs[a, 1], g.input_index[a, 1]]
+    joined = patch.add("concat", [g.inputs[a, 1], g.inputs[b, 1]], _axis_attrs(g, 1),
+                       wa.at[1].add(g.shapes[g.inputs[b, 1], g.input_index[b, 1], 1]), jnp.int32(2),
+                       indices=[g.input_index[a, 1], g.input_index[b, 1]])
+    width = g.shapes[a, 0, axis] + g.shapes[b, 0, axis]
+    shape = _dim(g.shapes[a, 0], axis, width)
+    merged = patch.add("matmul", [g.inputs[a, 0], joined], g.attrs[a], shape, g.rank[a, 0],
+                       indices=[g.input_index[a, 0], jnp.int32(0)])
+    biases = [jnp.where(g.inputs[add, 0] == node, 1, 0) for add, node in ((add_a, a), (add_b, b))]
+    bias_slots = [g.inputs[add, k] for add, k in zip((add_a, add_b), biases)]
+    bias_indices = [g.input_index[add, k] for add, k in zip((add_a, add_b), biases)]
+    bias = patch.add("concat", bias_slots, _axis_attrs(g, 0), *_vector(g, width), indices=bias_indices)
+    summed = patch.add("add", [merged, bias], _no_attrs(g), shape, g.rank[a, 0])
+    _split_in_two(patch, g, summed, add_a, add_b, axis)
+    return patch.edit()
+
+
+def _tensor_facts(g: GraphState) -> tuple[jax.Array, jax.Array]:
+    """Per slot, for the tensor its input 0 reads: how many inputs read it, and whether it is a graph output."""
+    capacity, max_inputs, width = g.op.shape[0], g.inputs.shape[1], g.shapes.shape[1]
+    valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
+    tensor = jnp.where(valid, g.inputs * width + g.input_index, capacity * width)
+    reads = jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
+    first = g.inputs[:, 0] * width + g.input_index[:, 0]
+    output = ((g.outputs[None, :, 0] == g.inputs[:, :1]) & (g.outputs[None, :, 1] == g.input_index[:, :1])).any(1)
+    return reads[jnp.minimum(first, capacity * width)], output
+
+
+def _match_split_of_split(g, v):
+    inner = v.producer[:, 0]
+    reads, output = _tensor_facts(g)
+    rank = v.rank
+    axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
+    ok = ((g.op == OP_ID["split"]) & (g.op[inner] == OP_ID["split"]) & (reads == 1) & ~output
+          & (axis[inner] % jnp.maximum(rank, 1) == axis % jnp.maximum(rank, 1))
+          & (g.num_outputs + g.num_outputs[inner] - 1 <= g.shapes.shape[1]))  # the merged split must fit O outputs
+    return ok, [inner]
+
+
+def _build_split_of_split(g, loc):
+    outer, inner = loc[0], loc[1]
+    width = g.shapes.shape[1]
+    k, m = g.input_index[outer, 0], g.num_outputs[outer]
+    part = jnp.arange(width)
+    from_outer = (part >= k) & (part < k + m)
+    source = jnp.where(from_outer, outer, inner)
+    source_index = jnp.clip(jnp.where(from_outer, part - k, jnp.where(part < k, part, part - m + 1)), 0, width - 1)
+    total = g.num_outputs[inner] + m - 1
+    tuple_width = g.attrs.shape[1] - _TUPLE_START
+    sizes = g.attrs[source, _TUPLE_START + jnp.minimum(source_index, tuple_width - 1)]
+    attrs = g.attrs[inner].at[_TUPLE_LEN].set(total).at[_TUPLE_START:_TUPLE_START + width].set(
+        jnp.where(part < total, sizes, 0))
+    patch = _Patch(g, [outer, inner])
+    split = patch.add_outputs("split", [g.inputs[inner, 0]], attrs, g.shapes[source, source_index],
+                              g.rank[source, source_index], total, indices=[g.input_index[inner, 0]])
+    for j in range(width):
+        patch.replace(source[j], split, source_index[j], j, when=j < total)
+    return patch.edit()
+
+
+def _match_split_concat(g, v):
+    split = v.producer[:, 0]
+    count = g.num_inputs
+    position = jnp.arange(g.inputs.shape[1])[None, :]
+    rejoined = ((g.inputs == split[:, None]) & (g.input_index == position)) | (position >= count[:, None])
+    axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
+    rank = jnp.maximum(v.rank, 1)
+    ok = ((g.op == OP_ID["concat"]) & (g.op[split] == OP_ID["split"]) & (count == g.num_outputs[split])
+          & rejoined.all(axis=1) & (axis % rank == axis[split] % rank))
+    return ok, [split]
+
+
+def _build_split_concat(g, loc):
+    concat, split = loc[0], loc[1]
+    patch = _Patch(g, [concat])
+    patch.replace(concat, g.inputs[split, 0], 0, g.input_index[split, 0])
+    return patch.edit()
+
+
+def _kernel(v: _View) -> jax.Array:
+    """[C, 2] spatial size of each node's input-1 tensor (a conv's kernel)."""
+    return v.in_shape[:, 1, 2:4]
+
+
+def _centred(g: GraphState, v: _View) -> jax.Array:
+    """[C] odd kernel with (k - 1) / 2 padding on each side (`rules._centred`)."""
+    kernel = _kernel(v)
+    half = (kernel - 1) // 2
+    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
+    return (kernel % 2 == 1).all(axis=1) & (pads == jnp.concatenate([half, half], axis=1)).all(axis=1)
+
+
+def _mergeable(g: GraphState, v: _View, a: jax.Array, b: jax.Array, activation: jax.Array) -> jax.Array:
+    """`rules._mergeable` for conv slots `a`, `b` (broadcast)."""
+    groups = g.attrs[:, _SCALAR_FIELDS["groups"]]
+    const = _const_weights(g, v)
+    stride = g.attrs[:, _PAIR_FIELDS["stride"]:_PAIR_FIELDS["stride"] + 2]
+    return ((g.op[a] == OP_ID["conv2d"]) & (g.op[b] == OP_ID["conv2d"]) & (groups[a] == 1) & (groups[b] == 1)
+            & (stride[a] == stride[b]).all(axis=-1) & (g.attrs[a, 0] == activation) & (g.attrs[b, 0] == activation)
+            & (g.num_inputs[a] == g.num_inputs[b]) & const[a] & const[b])
+
+
+def _match_merge_convs(g, v, table, *, activation, enlarge):
+    capacity = g.op.shape[0]
+    a = jnp.arange(capacity)[:, None]
+    b = jnp.minimum(table, capacity - 1)
+    kernel, centred = _kernel(v), _centred(g, v)
+    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
+    same_kernel = (kernel[a] == kernel[b]).all(axis=-1)
+    enlarged = ~same_kernel & centred[a] & centred[b] & (v.shape[a, 2:4] == v.shape[b, 2:4]).all(axis=-1)
+    plain = same_kernel & (pads[a] == pads[b]).all(axis=-1)
+    ok = ((table < capacity) & _mergeable(g, v, a, b, activation) & jnp.where(enlarge == 1, enlarged, plain)
+          & _later(g, a, table))
+    return ok, [table]
+
+
+def _build_merge_convs(g, loc):
+    """Kernels differ only in the enlarging variant, whose pads are then the centred pads of the larger one."""
+    a, b = loc[0], loc[1]
+    weights = [g.inputs[a, 1], g.inputs[b, 1]]
+    indices = [g.input_index[a, 1], g.input_index[b, 1]]
+    shapes = [g.shapes[w, i] for w, i in zip(weights, indices)]
+    kernel = jnp.maximum(shapes[0][2:4], shapes[1][2:4])
+    patch = _Patch(g, [a, b])
+    kernel_attrs = _no_attrs(g).at[_PAIR_FIELDS["kernel"]:_PAIR_FIELDS["kernel"] + 2].set(kernel)
+    parts, part_indices = [], []
+    for w, i, shape in zip(weights, indices, shapes):
+        grow = (shape[2:4] != kernel).any()
+        code = patch.add("enlarge", [w], kernel_attrs, shape.at[2:4].set(kernel), jnp.int32(4), present=grow,
+                         indices=[i])
+        parts.append(jnp.where(grow, code, w))
+        part_indices.append(jnp.where(grow, 0, i))
+    channels = shapes[0][0] + shapes[1][0]
+    joined = patch.add("concat", parts, _axis_attrs(g, 0), shapes[0].at[2:4].set(kernel).at[0].set(channels),
+                       jnp.int32(4), indices=part_indices)
+    has_bias = g.num_inputs[a] == 3
+    bias = patch.add("concat", [g.inputs[a, 2], g.inputs[b, 2]], _axis_attrs(g, 0), *_vector(g, channels),
+                     present=has_bias, indices=[g.input_index[a, 2], g.input_index[b, 2]])
+    half = (kernel - 1) // 2
+    enlarged = (shapes[0][2:4] != shapes[1][2:4]).any()
+    pads = jnp.where(enlarged, jnp.concatenate([half, half]), g.attrs[a, _PADS_FIELD:_PADS_FIELD + 4])
+    merged = patch.add("conv2d", [g.inputs[a, 0], joined, bias], g.attrs[a].at[_PADS_FIELD:_PADS_FIELD + 4].set(pads),
+                       g.shapes[a, 0].at[1].set(channels), g.rank[a, 0], count=g.num_inputs[a],
+                       indices=[g.input_index[a, 0], jnp.int32(0), jnp.int32(0)])
+    _split_in_two(patch, g, merged, a, b, jnp.int32(1))
+    return patch.edit()
+
+
+def _match_merge_convs_into_add(g, v):
+    capacity = g.op.shape[0]
+    slots = jnp.arange(capacity)
+    a, b = v.producer[:, 0], v.producer[:, 1]
+    kernel = _kernel(v)
+    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
+    ok = ((g.op == OP_ID["add"]) & (g.num_inputs == 2) & (a != b) & _mergeable(g, v, a, b, 0)
+          & (pads[a] == pads[b]).all(axis=1) & _same_shape(v, a, b) & _same_shape(v, a, slots)
+          & (kernel[a] == kernel[b]).all(axis=1) & (v.in_shape[a, 0, 2:4] == v.in_shape[b, 0, 2:4]).all(axis=1)
+          & v.sole[a] & v.sole[b])
+    return ok, [a, b]
+
+
+def _build_merge_convs_into_add(g, loc):
+    add, a, b = loc[0], loc[1], loc[2]
+    patch = _Patch(g, [add, a, b])
+    x = [g.shapes[g.inputs[n, 0], g.input_index[n, 0]] for n in (a, b)]
+    w = [g.shapes[g.inputs[n, 1], g.input_index[n, 1]] for n in (a, b)]
+    inputs = patch.add("concat", [g.inputs[a, 0], g.inputs[b, 0]], _axis_attrs(g, 1), x[0].at[1].add(x[1][1]),
+                       jnp.int32(4), indices=[g.input_index[a, 0], g.input_index[b, 0]])
+    weights = patch.add("concat", [g.inputs[a, 1], g.inputs[b, 1]], _axis_attrs(g, 1), w[0].at[1].add(w[1][1]),
+                        jnp.int32(4), indices=[g.input_index[a, 1], g.input_index[b, 1]])
+    bias = patch.add("add", [g.inputs[a, 2], g.inputs[b, 2]], _no_attrs(g), *_vector(g, w[0][0]),
+                     present=g.num_inputs[a] == 3, indices=[g.input_index[a, 2], g.input_index[b, 2]])
+    fused = patch.add("conv2d", [inputs, weights, bias], g.attrs[a], g.shapes[add, 0], g.rank[add, 0],
+                      count=g.num_inputs[a])
+    patch.replace(add, fused)
+    return patch.edit()
+
+
 class _JaxRule(NamedTuple):
     match: Callable  # (GraphState, _View, **params as int32 scalars) -> ([C] bool, [partner slots [C]])
     build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
+    pairs: bool = False  # sibling pairs: match takes the [C, S] sibling table and returns [C, S] masks
 
 
 JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
@@ -509,6 +845,12 @@ JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
     "FoldConvBias": _JaxRule(_match_fold_conv_bias, _build_fold_conv_bias),
     "MergeGroupConvs": _JaxRule(_match_merge_group_convs, _build_merge_group_convs),
     "ConcatOfRelus": _JaxRule(_match_concat_of_relus, _build_concat_of_relus),
+    "MergeMatmuls": _JaxRule(_match_merge_matmuls, _build_merge_matmuls, pairs=True),
+    "MergeLinears": _JaxRule(_match_merge_linears, _build_merge_linears, pairs=True),
+    "SplitOfSplit": _JaxRule(_match_split_of_split, _build_split_of_split),
+    "SplitConcat": _JaxRule(_match_split_concat, _build_split_concat),
+    "MergeConvs": _JaxRule(_match_merge_convs, _build_merge_convs, pairs=True),
+    "MergeConvsIntoAdd": _JaxRule(_match_merge_convs_into_add, _build_merge_convs_into_add),
 }
 JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
 
@@ -586,6 +928,12 @@ def _param_code(key: str, value: Any) -> int:
     return ACTIVATIONS.index(value) if key == "activation" else int(value)
 
 
+def _max_siblings(graph: Graph) -> int:
+    """The most nodes that read one tensor as their first input (the partners a sibling-pair rule scans)."""
+    readers = Counter(node.inputs[0] for node in graph.nodes.values() if node.inputs)
+    return max(readers.values(), default=1)
+
+
 class JaxEnv:
     """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`.
 
@@ -599,7 +947,7 @@ class JaxEnv:
     def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
-                 invalid_penalty: float = 0.0) -> None:
+                 invalid_penalty: float = 0.0, max_siblings: int | None = None) -> None:
         self.rules = tuple(rules)
         if not self.rules:
             raise ValueError("need at least one rule")
@@ -620,7 +968,9 @@ class JaxEnv:
         self.edge_capacity = 2 * edges if edge_capacity is None else integer("edge_capacity", edge_capacity, 1)
         nodes = graph.nodes.values()
         self.max_inputs = max(5, max(len(n.inputs) for n in nodes))
-        self.max_outputs = max(len(n.shapes) for n in nodes)
+        self.max_siblings = (max(4, _max_siblings(graph)) if max_siblings is None
+                             else integer("max_siblings", max_siblings, 1))
+        self.max_outputs = max(2, self.max_siblings, max(len(n.shapes) for n in nodes))
         self.max_rank = max(4, max(len(s) for n in nodes for s in n.shapes))
         self.num_outputs = len(graph.outputs)
         self.float_values: list[float] = []
@@ -654,6 +1004,9 @@ class JaxEnv:
         if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
             raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
                              f"capacity {capacity} with {self.num_outputs} outputs")
+        if _max_siblings(graph) > self.max_siblings:
+            raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
+                             f"max_siblings={self.max_siblings}")
         op = np.full(capacity, -1, np.int32)
         attrs = np.zeros((capacity, width), np.int32)
         inputs = np.full((capacity, self.max_inputs), capacity, np.int32)
@@ -766,25 +1119,34 @@ class JaxEnv:
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = _view(g)
         slots = jnp.arange(capacity)
+        pairs = any(JAX_RULE_FAMILIES[f].pairs for f in self._families)
+        table = _sibling_table(g, self.max_siblings) if pairs else None
+
+        def first(found_x, rows_x):
+            index = _first_true(found_x[None], big_l)[0]
+            valid = index < found_x.shape[0]
+            return valid, jnp.where(valid[:, None], rows_x[jnp.minimum(index, found_x.shape[0] - 1)], capacity)
+
         masks, members = [], []
         for family, variants, count in zip(self._families, self._variant_params, self._variant_counts):
             def match(params, family=family):
-                found, partners = JAX_RULE_FAMILIES[family].match(g, v, **params)
-                rows = jnp.stack([slots, *partners], axis=1)[:, :big_m]
-                return found & v.alive, jnp.pad(rows, ((0, 0), (0, big_m - rows.shape[1])), constant_values=capacity)
+                rule = JAX_RULE_FAMILIES[family]
+                if rule.pairs:  # [C, S] candidates (root slot, partner slot), flattened root-major
+                    found, partners = rule.match(g, v, table, **params)
+                    roots = jnp.broadcast_to(slots[:, None], found.shape)
+                    found = found & v.alive[:, None]
+                else:
+                    found, partners = rule.match(g, v, **params)
+                    roots, found = slots, found & v.alive
+                rows = jnp.stack([roots, *partners], axis=-1).reshape(-1, 1 + len(partners))[:, :big_m]
+                rows = jnp.pad(rows, ((0, 0), (0, big_m - rows.shape[1])), constant_values=capacity)
+                return first(found.reshape(-1), rows)
 
             found, rows = jax.vmap(match, axis_size=count)(variants)
             masks.append(found)
             members.append(rows)
         order = jnp.asarray(self._xfer_rows)
-        found, rows = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]  # [X, C], [X, C, M]
-
-        def first(found_x, rows_x):
-            index = _first_true(found_x[None], big_l)[0]
-            valid = index < capacity
-            return valid, jnp.where(valid[:, None], rows_x[jnp.minimum(index, capacity - 1)], capacity)
-
-        location_mask, location_nodes = jax.vmap(first)(found, rows)
+        location_mask, location_nodes = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
         free_nodes = capacity - g.alive.sum()
         free_edges = self.edge_capacity - g.num_inputs.sum()
         growth = jnp.asarray(self._growth)
