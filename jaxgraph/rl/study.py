@@ -41,7 +41,7 @@ from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Graph
 from jaxgraph.models import MODELS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxgraph.rl.dream import DreamStart, controller_episode, initial_env_state, make_dream_rollout, make_dream_train
+from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of
 from jaxgraph.rl.policy import LatentPolicy
@@ -50,7 +50,7 @@ from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES
 from jaxgraph.search import greedy, taso_search
-from jaxsched.timing import alternated_times, median_time
+from jaxsched.timing import alternated_times
 
 METHODS = ("greedy", "taso", "model_free", "model_based")
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
@@ -410,16 +410,8 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
         times.append(time.perf_counter() - begin)
         if terminated or truncated:
             obs = env.reset()
-    dream_config = dataclasses.replace(config.dream, num_envs=config.step_time_envs)
-    policy, rollout = make_dream_rollout(dream_config, model)
-    state = initial_env_state(dream_config, model, start)
-    first = jax.tree.map(lambda x: x[0], state.dream)
-    params = policy.init(jax.random.key(0), jnp.concatenate([first.z, first.carry[1]]), first.xfer_mask,
-                         first.location_mask, jnp.argmax)
-    run = jax.jit(rollout)
-    seconds = median_time(functools.partial(run, params, wm_params, state, jax.random.key(1), jnp.float32(1.0),
-                                            start), repeats=5, warmup=2)
-    per_step = seconds / dream_config.rollout_steps
+    per_step = dream_step_seconds(dataclasses.replace(config.dream, num_envs=config.step_time_envs), model, wm_params,
+                                  start)
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
             "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
             "device": jax.devices()[0].platform}
