@@ -1,6 +1,6 @@
 """Dream throughput: batched dream steps per second (world model imagining + controller acting, vmapped).
 
-    flock /tmp/bench.lock python benchmarks/dream.py [--config tiny] [--batches 1024,4096,8192] [--json out.json]
+    flock /tmp/bench.lock python benchmarks/dream.py [--config tiny] [--batches 1024,2048,4096] [--json out.json]
 
 One lockstep step of N dreams is what a dream-training rollout does per step: the controller (LatentPolicy on
 [z, h]) samples an action under the predicted masks and values the next state, the MDN-RNN advances every dream
@@ -30,7 +30,7 @@ from jaxgraph.rules import RULES
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="tiny", choices=("test", "tiny", "full"))
-    parser.add_argument("--batches", default="1024,4096,8192", help="dreams per lockstep step, comma-separated")
+    parser.add_argument("--batches", default="1024,2048,4096", help="dreams per lockstep step, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args(argv)
