@@ -20,9 +20,11 @@ import numpy as np
 
 from jaxgraph.env import Env, Observation
 from jaxgraph.rl.configs import DreamConfig
+from jaxgraph.rl.episode import Episode, run_episode
 from jaxgraph.rl.policy import LatentPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.world_model import MDNRNN, DreamState, imagine
+from jaxsched.timing import median_time
 
 
 class DreamStart(NamedTuple):
@@ -114,6 +116,21 @@ def initial_env_state(config: DreamConfig, model: MDNRNN, start: DreamStart) -> 
     return DreamEnvState(dream, index, jnp.zeros(config.num_envs, jnp.int32), jnp.zeros(config.num_envs))
 
 
+def dream_step_seconds(config: DreamConfig, model: MDNRNN, world_model_params, start: DreamStart,
+                       repeats: int = 5) -> float:
+    """Median seconds of one lockstep step of `config.num_envs` vmapped dreams (controller acting and world
+    model imagining, as in training): a jitted rollout of `config.rollout_steps` steps timed after a
+    compilation call, divided by the steps."""
+    policy, rollout = make_dream_rollout(config, model)
+    state = initial_env_state(config, model, start)
+    first = controller_input(jax.tree.map(lambda x: x[0], state.dream))
+    params = policy.init(jax.random.key(0), first.state, first.xfer_mask, first.location_mask, jnp.argmax)
+    run = jax.jit(rollout)
+    seconds = median_time(functools.partial(run, params, world_model_params, state, jax.random.key(1),
+                                            jnp.float32(1.0), start), repeats=repeats, warmup=2)
+    return seconds / config.rollout_steps
+
+
 def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
     """`train(key, tau, world_model_params, start) -> DreamResult`, pure and jittable (see module doc)."""
     policy, rollout = make_dream_rollout(config, model)
@@ -152,33 +169,34 @@ def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
 
 
 def controller_episode(env: Env, encode: Callable[[Observation], chex.Array], model: MDNRNN, world_model_params,
-                       policy: LatentPolicy, params, max_steps: int = 1000) -> tuple[float, list[tuple[int, int]]]:
-    """Run a dream-trained controller in the real environment (most likely actions): the real
-    observation is encoded to z, the world model's LSTM tracks h from the real (z, action) pairs, and
-    the real masks constrain the actions. Returns the final cost and the actions."""
-
+                       policy: LatentPolicy, params, max_steps: int = 1000, key: chex.PRNGKey | None = None) -> Episode:
+    """Run a dream-trained controller in the real environment: the real observation is encoded to z, the world
+    model's LSTM tracks h from the real (z, action) pairs, and the real masks constrain the actions. The most
+    likely action at every step, or actions sampled from the controller with `key`."""
     act_and_remember = _controller_step(model, policy)
-    obs, carry, actions, done = env.reset(), model.initial_carry(), [], False
-    while not done and len(actions) < max_steps:
+    carry = model.initial_carry()
+    step_keys = iter(jax.random.split(key, max_steps)) if key is not None else None
+
+    def choose(obs: Observation):
+        nonlocal carry
         carry, action = act_and_remember(params, world_model_params, carry, encode(obs), obs.xfer_mask,
-                                         obs.location_mask)
-        xfer, location = (int(a) for a in np.asarray(action))
-        actions.append((xfer, location))
-        obs, _, terminated, truncated, _ = env.step((xfer, location))
-        done = terminated or truncated
-    return env.cost, actions
+                                         obs.location_mask, None if step_keys is None else next(step_keys))
+        return np.asarray(action)
+
+    return run_episode(env, choose, max_steps)
 
 
 @functools.lru_cache(maxsize=16)
 def _controller_step(model: MDNRNN, policy: LatentPolicy) -> Callable:
-    """Jitted (params, wm_params, carry, z, masks) -> (carry, most likely action), cached per architecture so
-    that evaluating many controllers (a tau sweep) compiles once."""
+    """Jitted (params, wm_params, carry, z, masks, key or None) -> (carry, action: the most likely one, or
+    one sampled with the key), cached per architecture so that evaluating many controllers (a tau sweep)
+    compiles once."""
 
     @jax.jit
-    def act_and_remember(params, world_model_params, carry, z, xfer_mask, location_mask):
+    def act_and_remember(params, world_model_params, carry, z, xfer_mask, location_mask, key):
         obs = ControllerInput(jnp.concatenate([z, carry[1]]), xfer_mask, location_mask)
-        action, _, _ = sample_action(None, lambda choose: policy.apply(params, obs.state, obs.xfer_mask,
-                                                                         obs.location_mask, choose))
+        action, _, _ = sample_action(key, lambda choose: policy.apply(params, obs.state, obs.xfer_mask,
+                                                                        obs.location_mask, choose))
         carry, _ = model.apply(world_model_params, carry, z, action)
         return carry, action
 

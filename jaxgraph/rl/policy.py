@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from jaxgraph.env import Observation
 from jaxgraph.rl.encoder import MLP, GraphEncoder
+from jaxgraph.rl.sampling import categorical
 
 MASKED = -1e9
 
@@ -78,12 +79,12 @@ def sample_action(key: chex.PRNGKey, apply: Callable[[Callable], PolicyOutput]
     xfer_key, location_key = (None, None) if key is None else jax.random.split(key)
 
     def choose(logits):
-        return jnp.argmax(logits) if xfer_key is None else jax.random.categorical(xfer_key, logits)
+        return jnp.argmax(logits) if xfer_key is None else categorical(xfer_key, logits)
 
     out = apply(choose)
     noop = out.xfer_logits.shape[0] - 1
     location = (jnp.argmax(out.location_logits) if location_key is None
-                else jax.random.categorical(location_key, out.location_logits))
+                else categorical(location_key, out.location_logits))
     location = jnp.where(out.xfer == noop, 0, location).astype(jnp.int32)
     xfer = out.xfer.astype(jnp.int32)
     return jnp.stack([xfer, location]), log_prob(out.xfer_logits, out.location_logits, xfer, location), out

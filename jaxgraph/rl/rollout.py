@@ -137,16 +137,3 @@ def collect(pool: EnvPool, agent: GraphAgent, params: Any, key: Any, num_steps: 
     next_value = np.where(trunc, truncated_values, next_value)
     trajectory = Trajectory(obs_t, action, lp, value, reward, next_value, term, term | trunc)
     return trajectory, RolloutStats(returns, final_costs, num_steps * len(pool.envs))
-
-
-def greedy_episode(env: Env, agent: GraphAgent, params: Any, max_steps: int = 1000
-                   ) -> tuple[float, list[tuple[int, int]]]:
-    """Run one episode (at most `max_steps` steps) with the most likely action at every step; the final
-    cost and the actions taken."""
-    obs, done, actions = env.reset(), False, []
-    while not done and len(actions) < max_steps:
-        xfer, location = (int(a) for a in np.asarray(agent.greedy(params, stack([obs])))[0])
-        actions.append((xfer, location))
-        obs, _, terminated, truncated, _ = env.step((xfer, location))
-        done = terminated or truncated
-    return env.cost, actions

@@ -41,15 +41,16 @@ from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Graph
 from jaxgraph.models import MODELS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxgraph.rl.dream import DreamStart, controller_episode, initial_env_state, make_dream_rollout, make_dream_train
+from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
+from jaxgraph.rl.episode import Episode, best_of
 from jaxgraph.rl.policy import LatentPolicy
 from jaxgraph.rl.report import plot_results, results_table
-from jaxgraph.rl.train import evaluate_greedy, make_train
+from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES
 from jaxgraph.search import greedy, taso_search
-from jaxsched.timing import alternated_times, median_time
+from jaxsched.timing import alternated_times
 
 METHODS = ("greedy", "taso", "model_free", "model_based")
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
@@ -78,6 +79,10 @@ class StudyConfig:
     taso_budget: int = 1000  # as benchmarks/graphopt.py
     latency_repeats: int = 20
     step_time_envs: int = 4096  # dreams in the batched step-time measurement
+    eval_samples: int = 8  # episodes sampled from each trained agent besides its most-likely-action episode; the
+    # agent returns the cheapest graph any of them visited (each one's real steps counted)
+    optimum_budget: int = 2000  # unpruned search (alpha 1e9) on the tau model and the imported models: the
+    # reachable optimum, when the search exhausts the reachable graphs within this many expansions
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.models]
@@ -88,10 +93,12 @@ class StudyConfig:
         if self.tau_model not in names or self.held_out not in names:
             raise ValueError(f"tau_model {self.tau_model!r} and held_out {self.held_out!r} must be among {names}")
         if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
-               self.latency_repeats, self.step_time_envs) < 1 or not self.taus:
+               self.latency_repeats, self.step_time_envs, self.optimum_budget) < 1 or not self.taus:
             raise ValueError(f"counts must be positive and taus non-empty: {self}")
         if not 0.0 <= self.noop_probability < 1.0 or min(self.taus) <= 0.0:
             raise ValueError("noop_probability must be in [0, 1) and every tau positive")
+        if self.eval_samples < 0:
+            raise ValueError(f"eval_samples must be >= 0, got {self.eval_samples}")
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
 
@@ -268,10 +275,22 @@ def dream_start(encode: Callable, obs: Observation) -> DreamStart:
 
 
 def evaluate_controllers(env: Env, encode: Callable, model: MDNRNN, wm_params, policy: LatentPolicy,
-                         params_batch: Any, count: int) -> list[tuple[float, list]]:
-    """Final cost and actions of each of `count` dream-trained controllers (leaves [count, ...]) in the real Env."""
+                         params_batch: Any, count: int) -> list[Episode]:
+    """The most-likely-action episode of each of `count` dream-trained controllers (leaves [count, ...]) in the
+    real Env."""
     return [controller_episode(env, encode, model, wm_params, policy, jax.tree.map(lambda x: x[i], params_batch),
                                max_steps=env.max_steps or 1000) for i in range(count)]
+
+
+def agent_row(episodes: list[Episode], training_steps: int) -> dict:
+    """The JSON row of an evaluated agent: the cheapest graph its episodes visited (`cost`, reached by
+    `actions`), the final cost of its most-likely-action episode (`final_cost`, the first episode), and the
+    real-environment interactions of training and of every evaluation episode."""
+    best = best_of(episodes)
+    evaluation = sum(e.env_steps for e in episodes)
+    return {"cost": best.best_cost, "final_cost": episodes[0].final_cost, "actions": best.best_actions,
+            "rules": _rules(best.best_actions), "interactions": training_steps + evaluation,
+            "evaluation_steps": evaluation, "evaluation_episodes": len(episodes)}
 
 
 # ------------------------------------------------------------------------------------------- stages
@@ -301,11 +320,12 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
         row["methods"][method] = {"cost": result.cost, "interactions": result.explored,
                                   "rules": [RULES[x].name for x, _ in result.history]}
     mf_key, encoder_key, data_key, wm_key, dream_key, sweep_key = jax.random.split(key, 6)
+    mf_eval_key, mb_eval_key = jax.random.split(jax.random.fold_in(key, 1))
     trained = make_train(agent, [graph], cm, workdir=(out / "checkpoints" / f"model_free-{name}").absolute(),
                          progress=progress)(mf_key)
-    final, actions = evaluate_greedy(trained, graph, agent, cm)
-    graphs["model_free"] = replay(graph, actions, agent, cm)
-    row["methods"]["model_free"] = {"cost": final, "interactions": trained.env_steps, "rules": _rules(actions)}
+    row["methods"]["model_free"] = agent_row(evaluate_agent(trained, graph, agent, cm, mf_eval_key,
+                                                            config.eval_samples), trained.env_steps)
+    graphs["model_free"] = replay(graph, row["methods"]["model_free"]["actions"], agent, cm)
     row["model_free_curve"] = [h["mean_return"] for h in trained.history]
 
     env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
@@ -320,13 +340,15 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
     train = jax.jit(make_dream_train(config.dream, model))
     result = train(dream_key, jnp.float32(1.0), wm_params, start)
     policy = LatentPolicy(env.num_xfers, agent.max_locations, config.dream.hidden)
-    final, actions = controller_episode(env, encode, model, wm_params, policy, result.params,
-                                        max_steps=agent.max_steps or 1000)
-    graphs["model_based"] = replay(graph, actions, agent, cm)
-    random_steps = config.wm_sequences * config.wm_length
-    row["methods"]["model_based"] = {"cost": final, "interactions": random_steps, "rules": _rules(actions),
+    episode_keys = [None, *sample_keys(mb_eval_key, config.eval_samples)]  # the most likely actions first
+    episodes = [controller_episode(env, encode, model, wm_params, policy, result.params, agent.max_steps or 1000,
+                                   episode_key) for episode_key in episode_keys]
+    row["methods"]["model_based"] = {**agent_row(episodes, config.wm_sequences * config.wm_length),
                                      "dream_return": float(result.metrics["mean_return"][-1])}
+    graphs["model_based"] = replay(graph, row["methods"]["model_based"]["actions"], agent, cm)
     row["dream_curve"] = [float(v) for v in np.asarray(result.metrics["mean_return"])]
+    if name == config.tau_model or name.startswith("imported:"):
+        row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm)
     if name == config.tau_model:
         row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key)
         row["step_time"] = step_time(config, env, model, wm_params, start)
@@ -340,11 +362,25 @@ def _rules(actions: list) -> list[str]:
     return [RULES[x].name for x, _ in actions if x < len(RULES)]
 
 
+def sample_keys(key: chex.PRNGKey, count: int) -> list:
+    """`count` keys for sampled evaluation episodes (none for 0)."""
+    return list(jax.random.split(key, count)) if count else []
+
+
+def reachable_optimum(graph: Graph, budget: int, cm) -> dict:
+    """TASO's search without pruning (alpha 1e9): when it stops before `budget` expansions it has expanded every
+    graph the rules reach (within the node capacity), so its best cost is the optimum no agent can beat."""
+    result = taso_search(graph, 1e9, budget, cost_model=cm, progress=False)
+    return {"cost": result.cost, "explored": result.explored, "exhausted": result.explored < budget,
+            "rules": [RULES[x].name for x, _ in result.history]}
+
+
 def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm_params, start: DreamStart,
               key: chex.PRNGKey) -> dict:
     """Table 5.1 analog: controllers trained in dreams at every tau x seed as ONE vmapped jitted program; per
-    tau the world-model score (dream return at the last update) and the real score (fraction of cost the
-    controller saves in the real Env), as cost changes in percent (negative: cheaper), mean and std."""
+    tau the world-model score (dream return at the last update), the real score (cost change of the final
+    state of the controller's episode in the real Env, what the dream return predicts) and the returned score
+    (the cheapest state the episode visited), as cost changes in percent (negative: cheaper)."""
     train = make_dream_train(config.dream, model)
     sweep = jax.jit(jax.vmap(jax.vmap(train, in_axes=(0, None, None, None)), in_axes=(None, 0, None, None)))
     taus = jnp.asarray(config.taus, jnp.float32)
@@ -353,8 +389,10 @@ def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm
     policy = LatentPolicy(env.num_xfers, config.agent.max_locations, config.dream.hidden)
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), result.params)
     episodes = evaluate_controllers(env, encode, model, wm_params, policy, flat, len(config.taus) * config.seeds)
-    real = np.asarray([100.0 * (c / env.initial_cost - 1.0) for c, _ in episodes]).reshape(dream.shape)
-    return {"taus": list(config.taus), "dream_pct": dream.tolist(), "real_pct": real.tolist()}
+    real = np.asarray([100.0 * (e.final_cost / env.initial_cost - 1.0) for e in episodes]).reshape(dream.shape)
+    returned = np.asarray([100.0 * (e.best_cost / env.initial_cost - 1.0) for e in episodes]).reshape(dream.shape)
+    return {"taus": list(config.taus), "dream_pct": dream.tolist(), "real_pct": real.tolist(),
+            "returned_pct": returned.tolist()}
 
 
 def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
@@ -372,16 +410,8 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
         times.append(time.perf_counter() - begin)
         if terminated or truncated:
             obs = env.reset()
-    dream_config = dataclasses.replace(config.dream, num_envs=config.step_time_envs)
-    policy, rollout = make_dream_rollout(dream_config, model)
-    state = initial_env_state(dream_config, model, start)
-    first = jax.tree.map(lambda x: x[0], state.dream)
-    params = policy.init(jax.random.key(0), jnp.concatenate([first.z, first.carry[1]]), first.xfer_mask,
-                         first.location_mask, jnp.argmax)
-    run = jax.jit(rollout)
-    seconds = median_time(functools.partial(run, params, wm_params, state, jax.random.key(1), jnp.float32(1.0),
-                                            start), repeats=5, warmup=2)
-    per_step = seconds / dream_config.rollout_steps
+    per_step = dream_step_seconds(dataclasses.replace(config.dream, num_envs=config.step_time_envs), model, wm_params,
+                                  start)
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
             "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
             "device": jax.devices()[0].platform}
@@ -389,16 +419,20 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
 
 def held_out(config: StudyConfig, graphs: dict[str, Graph], out: Path, key: chex.PRNGKey,
              progress: bool = False) -> dict:
-    """One model-free agent trained on every graph but `config.held_out`, evaluated on that one against greedy."""
+    """One model-free agent trained on every graph but `config.held_out`, evaluated on that one against greedy
+    (returning the cheapest graph its evaluation episodes visited; the final state is reported too)."""
     cm = cost_model()
     train_names = [n for n in graphs if n != config.held_out]
     target = graphs[config.held_out]
+    train_key, eval_key = jax.random.split(key)
     trained = make_train(config.agent, [graphs[n] for n in train_names], cm,
-                         workdir=(out / "checkpoints" / "model_free-multi").absolute(), progress=progress)(key)
-    final, actions = evaluate_greedy(trained, target, config.agent, cm)
+                         workdir=(out / "checkpoints" / "model_free-multi").absolute(), progress=progress)(train_key)
+    evaluated = agent_row(evaluate_agent(trained, target, config.agent, cm, eval_key, config.eval_samples),
+                          trained.env_steps)
     return {"trained_on": train_names, "graph": config.held_out, "initial_cost": cost(target, cm),
-            "agent_cost": final, "greedy_cost": greedy(target, cost_model=cm).cost, "rules": _rules(actions),
-            "interactions": trained.env_steps}
+            "agent_cost": evaluated["cost"], "agent_final_cost": evaluated["final_cost"],
+            "greedy_cost": greedy(target, cost_model=cm).cost, "rules": evaluated["rules"],
+            "interactions": evaluated["interactions"], "evaluation_steps": evaluated["evaluation_steps"]}
 
 
 def imported_models(config: StudyConfig) -> tuple[dict[str, Graph], list[str]]:
@@ -408,10 +442,22 @@ def imported_models(config: StudyConfig) -> tuple[dict[str, Graph], list[str]]:
     found, notes = {}, []
     for path in config.onnx_models:
         if Path(path).is_file():
-            found[f"imported:{Path(path).stem}"] = load_onnx(path)
+            found[f"imported:{Path(path).stem}"] = load_onnx(path, batch_one(path))
         else:
             notes.append(f"{path} not found: the imported model was skipped")
     return found, notes
+
+
+def batch_one(path: str) -> dict[str, tuple[int, ...]]:
+    """The ONNX file's input shapes with every symbolic dimension (a dynamic batch) fixed to 1."""
+    import onnx
+
+    shapes = {}
+    for value in onnx.load(path, load_external_data=False).graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            shapes[value.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+    return shapes
 
 
 def run_study(config: StudyConfig, out: str | Path, seed: int = 0, progress: bool = True) -> dict:

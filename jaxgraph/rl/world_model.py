@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgraph.rl.configs import WorldModelConfig
+from jaxgraph.rl.sampling import categorical
 
 LOG_SQRT_2PI = 0.5 * jnp.log(2.0 * jnp.pi)
 
@@ -98,7 +99,7 @@ def mixture_log_likelihood(logits: chex.Array, means: chex.Array, log_stds: chex
 def sample_component(key: chex.PRNGKey, logits: chex.Array, tau: chex.Array) -> chex.Array:
     """A mixture component drawn from softmax(logits / tau) (thesis 4.3.1); tau may be traced."""
     chex.assert_rank([logits, tau], [1, 0])
-    return jax.random.categorical(key, logits / jnp.maximum(tau, 1e-6))
+    return categorical(key, logits / jnp.maximum(tau, 1e-6))
 
 
 def sample_latent(key: chex.PRNGKey, prediction: Prediction, tau: chex.Array) -> chex.Array:

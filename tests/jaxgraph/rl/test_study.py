@@ -71,6 +71,8 @@ def test_targets_are_judged_from_the_numbers():
     what = judge_targets(hand_made_results(1.0, 0.96, 0.95, 1.01, 9e4))
     assert [m for _, m, _ in what] == [False, False, False, False]
     assert "+5.26%" in what[0][2]  # 1.0 / 0.95 - 1
+    tie = judge_targets(hand_made_results(0.96, 0.95 * (1 - 1e-16), 0.95, 1.0, 2e5))
+    assert not tie[1][1]  # the same graph's cost summed in another order is not "better than TASO"
 
 
 @pytest.mark.slow

@@ -9,8 +9,18 @@ import numpy as np
 import pytest
 
 from jaxgraph import cost, taso_search
-from jaxgraph.rl import (EnvPool, TrainState, collect, evaluate_greedy, graph_agent, make_optimizer,
-                         make_train, make_update, tiny_agent, toy_graph)
+from jaxgraph.rl import (
+    EnvPool,
+    TrainState,
+    collect,
+    evaluate_agent,
+    graph_agent,
+    make_optimizer,
+    make_train,
+    make_update,
+    tiny_agent,
+    toy_graph,
+)
 
 TOY = toy_graph(3)
 
@@ -27,9 +37,11 @@ def test_tiny_ppo_finds_the_known_optimum(trained):
     config, result, _ = trained
     optimum = cost(TOY.optimal_graph)
     assert taso_search(TOY.graph, progress=False).cost == pytest.approx(optimum, rel=1e-9)  # second reference
-    final_cost, actions = evaluate_greedy(result, TOY.graph, config)
-    assert final_cost == pytest.approx(optimum, rel=1e-6)
-    assert len([a for a in actions if a[0] != 25]) == TOY.optimal_steps
+    greedy, *sampled = evaluate_agent(result, TOY.graph, config, key=jax.random.key(1), samples=3)
+    assert greedy.final_cost == pytest.approx(optimum, rel=1e-6)
+    assert greedy.best_cost == pytest.approx(optimum, rel=1e-6)
+    assert len([a for a in greedy.actions if a[0] != 25]) == TOY.optimal_steps
+    assert len(sampled) == 3 and all(e.best_cost >= optimum * (1 - 1e-6) for e in sampled)
     first, last = result.history[0], result.history[-1]
     assert last["mean_return"] > first["mean_return"]
     assert result.env_steps == config.epochs * config.num_envs * config.rollout_steps

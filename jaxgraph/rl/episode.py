@@ -1,0 +1,73 @@
+"""Evaluation episodes in the real environment, and the best graph an agent visited.
+
+The real `Env` reports the cost of every state it reaches, so an evaluated agent returns the cheapest graph
+of its episode (the initial graph included), as TASO search returns the best graph it saw rather than the
+last one: an agent then never ends dearer than where it started. `run_episode` records the cost of every
+state; `Episode.best_actions` is the shortest action prefix that reaches the cheapest one (replaying it and
+stopping there gives that graph). Every `step` an episode made is a real-environment interaction, whether
+or not its state was kept.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from jaxgraph.env import Env, Observation
+
+
+class Episode(NamedTuple):
+    """One episode: the actions taken and the cost of every state visited, `costs[0]` the initial graph
+    and `costs[i]` the graph after `actions[i - 1]` (so `len(costs) == len(actions) + 1`)."""
+
+    actions: list[tuple[int, int]]
+    costs: list[float]
+
+    @property
+    def env_steps(self) -> int:
+        """Real-environment steps the episode used (the NO-OP included)."""
+        return len(self.actions)
+
+    @property
+    def final_cost(self) -> float:
+        """Cost of the state the episode ended in."""
+        return self.costs[-1]
+
+    @property
+    def best_step(self) -> int:
+        """Number of actions to the cheapest state visited (the earliest, if several tie)."""
+        return int(np.argmin(self.costs))
+
+    @property
+    def best_cost(self) -> float:
+        """Cost of the cheapest state visited: what the agent returns."""
+        return self.costs[self.best_step]
+
+    @property
+    def best_actions(self) -> list[tuple[int, int]]:
+        """The action prefix that reaches the cheapest state."""
+        return self.actions[:self.best_step]
+
+
+def run_episode(env: Env, choose: Callable[[Observation], tuple[int, int]], max_steps: int = 1000) -> Episode:
+    """Reset `env` and step it with `choose(observation) -> (xfer, location)` until the episode ends or
+    `max_steps` actions were taken, recording the cost of every state."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be positive, got {max_steps}")
+    obs, done = env.reset(), False
+    actions, costs = [], [env.cost]
+    while not done and len(actions) < max_steps:
+        xfer, location = (int(a) for a in choose(obs))
+        actions.append((xfer, location))
+        obs, _, terminated, truncated, info = env.step((xfer, location))
+        costs.append(float(info["cost"]))
+        done = terminated or truncated
+    return Episode(actions, costs)
+
+
+def best_of(episodes: Sequence[Episode]) -> Episode:
+    """The episode whose best state is the cheapest (the first, if several tie)."""
+    if not episodes:
+        raise ValueError("best_of needs at least one episode")
+    return min(episodes, key=lambda e: e.best_cost)
