@@ -76,6 +76,11 @@ class GraphState(NamedTuple):
     def alive(self) -> jax.Array:
         return self.op >= 0
 
+    @property
+    def live_inputs(self) -> jax.Array:
+        """[C, K] bool: the input positions in use of live nodes (the graph's edges)."""
+        return self.alive[:, None] & (jnp.arange(self.inputs.shape[1])[None, :] < self.num_inputs[:, None])
+
 
 class EnvParams(NamedTuple):
     """The instance (the initial graph) and the numbers of the cost model and the episode; all traced, so
@@ -117,12 +122,19 @@ class _View(NamedTuple):
     padding: jax.Array  # [C] index into ("SAME", "VALID"), -1 for neither
 
 
+def _consumers(g: GraphState) -> tuple[jax.Array, jax.Array]:
+    """Per slot: how many live inputs read its outputs [C] int32, and whether it holds a graph output [C] bool."""
+    capacity = g.op.shape[0]
+    uses = jax.ops.segment_sum(g.live_inputs.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)
+    is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
+    return uses[:capacity], is_output[:capacity]
+
+
 def _view(g: GraphState) -> _View:
-    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
+    capacity = g.op.shape[0]
     alive = g.alive
-    valid = alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
-    uses = jax.ops.segment_sum(valid.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)[:capacity]
-    is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)[:capacity]
+    valid = g.live_inputs
+    uses, is_output = _consumers(g)
     producer = jnp.minimum(g.inputs, capacity - 1)
     in_shape = g.shapes[producer, g.input_index]
     in_rank = g.rank[producer, g.input_index]
@@ -397,13 +409,10 @@ def _clear(g: GraphState, dead: jax.Array) -> GraphState:
 
 def _sweep(g: GraphState) -> GraphState:
     """Remove nodes left without consumers (not inputs or graph outputs), repeatedly: `Patch.commit`'s cascade."""
-    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
 
     def orphans(g):
-        valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
-        uses = jax.ops.segment_sum(valid.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)
-        is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
-        return g.alive & (uses[:capacity] == 0) & ~is_output[:capacity] & (g.op != OP_ID["input"])
+        uses, is_output = _consumers(g)
+        return g.alive & (uses == 0) & ~is_output & (g.op != OP_ID["input"])
 
     def body(carry):
         g, dead = carry
@@ -622,7 +631,7 @@ def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
     """Per slot: whether its sole consumer adds a constant vector over the last axis (a Linear's bias,
     `rules._bias_add`), and that add's slot."""
     capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
-    valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
+    valid = g.live_inputs
     producer = jnp.where(valid, g.inputs, capacity).reshape(-1)
     edge_slot = jnp.repeat(jnp.arange(capacity), max_inputs)
     edge_position = jnp.tile(jnp.arange(max_inputs), capacity)
@@ -672,9 +681,8 @@ def _build_merge_linears(g, loc):
 
 def _tensor_facts(g: GraphState) -> tuple[jax.Array, jax.Array]:
     """Per slot, for the tensor its input 0 reads: how many inputs read it, and whether it is a graph output."""
-    capacity, max_inputs, width = g.op.shape[0], g.inputs.shape[1], g.shapes.shape[1]
-    valid = g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])
-    tensor = jnp.where(valid, g.inputs * width + g.input_index, capacity * width)
+    capacity, width = g.op.shape[0], g.shapes.shape[1]
+    tensor = jnp.where(g.live_inputs, g.inputs * width + g.input_index, capacity * width)
     reads = jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
     first = g.inputs[:, 0] * width + g.input_index[:, 0]
     output = ((g.outputs[None, :, 0] == g.inputs[:, :1]) & (g.outputs[None, :, 1] == g.input_index[:, :1])).any(1)
@@ -1196,7 +1204,7 @@ class JaxEnv:
     def observe(self, state: EnvState) -> Observation:
         """The `Observation` of a state: `Env`'s layout, with edge rows at slot x K + input position."""
         g, capacity, max_inputs = state.graph, self.node_capacity, self.max_inputs
-        edge_mask = (g.alive[:, None] & (jnp.arange(max_inputs)[None, :] < g.num_inputs[:, None])).reshape(-1)
+        edge_mask = g.live_inputs.reshape(-1)
         senders = jnp.where(edge_mask, g.inputs.reshape(-1), capacity).astype(jnp.int32)
         receivers = jnp.where(edge_mask, jnp.repeat(jnp.arange(capacity), max_inputs), capacity).astype(jnp.int32)
         tensors = _tensor_features(g)  # [C, O, 5], gathered per edge: no log of the same tensor twice

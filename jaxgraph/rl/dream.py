@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxgraph.env import Env, Observation
 from jaxgraph.rl.configs import DreamConfig
-from jaxgraph.rl.episode import Episode, run_episode
+from jaxgraph.rl.episode import Episode, run_episode, split_keys
 from jaxgraph.rl.policy import LatentPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.world_model import MDNRNN, DreamState, imagine
@@ -175,7 +175,7 @@ def controller_episode(env: Env, encode: Callable[[Observation], chex.Array], mo
     likely action at every step, or actions sampled from the controller with `key`."""
     act_and_remember = _controller_step(model, policy)
     carry = model.initial_carry()
-    step_keys = iter(jax.random.split(key, max_steps)) if key is not None else None
+    step_keys = iter(split_keys(key, max_steps)) if key is not None else None
 
     def choose(obs: Observation):
         nonlocal carry

@@ -10,8 +10,9 @@ or not its state was kept.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
+import jax
 import numpy as np
 
 from jaxgraph.env import Env, Observation
@@ -71,3 +72,16 @@ def best_of(episodes: Sequence[Episode]) -> Episode:
     if not episodes:
         raise ValueError("best_of needs at least one episode")
     return min(episodes, key=lambda e: e.best_cost)
+
+
+def evaluation_episodes(run_one: Callable[[Any], Episode], key: Any, samples: int) -> list[Episode]:
+    """An agent's evaluation: its most-likely-action episode (`run_one(None)`) first, then `samples` episodes
+    sampled with keys split from `key` (`run_one(episode_key)`). `best_of` picks the graph to return."""
+    if samples and key is None:
+        raise ValueError("sampled evaluation episodes need a key")
+    return [run_one(None), *(run_one(episode_key) for episode_key in split_keys(key, samples))]
+
+
+def split_keys(key: Any, count: int) -> list:
+    """`count` keys split from `key` (none for 0): one per sampled episode, or one per step of an episode."""
+    return list(jax.random.split(key, count)) if count else []

@@ -43,7 +43,7 @@ from jaxgraph.models import MODELS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
 from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
-from jaxgraph.rl.episode import Episode, best_of
+from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes
 from jaxgraph.rl.policy import LatentPolicy
 from jaxgraph.rl.report import plot_results, results_table
 from jaxgraph.rl.train import evaluate_agent, make_train
@@ -340,9 +340,9 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
     train = jax.jit(make_dream_train(config.dream, model))
     result = train(dream_key, jnp.float32(1.0), wm_params, start)
     policy = LatentPolicy(env.num_xfers, agent.max_locations, config.dream.hidden)
-    episode_keys = [None, *sample_keys(mb_eval_key, config.eval_samples)]  # the most likely actions first
-    episodes = [controller_episode(env, encode, model, wm_params, policy, result.params, agent.max_steps or 1000,
-                                   episode_key) for episode_key in episode_keys]
+    episodes = evaluation_episodes(lambda episode_key: controller_episode(
+        env, encode, model, wm_params, policy, result.params, agent.max_steps or 1000, episode_key),
+        mb_eval_key, config.eval_samples)
     row["methods"]["model_based"] = {**agent_row(episodes, config.wm_sequences * config.wm_length),
                                      "dream_return": float(result.metrics["mean_return"][-1])}
     graphs["model_based"] = replay(graph, row["methods"]["model_based"]["actions"], agent, cm)
@@ -360,11 +360,6 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
 
 def _rules(actions: list) -> list[str]:
     return [RULES[x].name for x, _ in actions if x < len(RULES)]
-
-
-def sample_keys(key: chex.PRNGKey, count: int) -> list:
-    """`count` keys for sampled evaluation episodes (none for 0)."""
-    return list(jax.random.split(key, count)) if count else []
 
 
 def reachable_optimum(graph: Graph, budget: int, cm) -> dict:

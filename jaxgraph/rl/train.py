@@ -23,7 +23,7 @@ from jaxgraph.cost import CostModel
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
 from jaxgraph.rl.configs import AgentConfig, PPOConfig
-from jaxgraph.rl.episode import Episode, run_episode
+from jaxgraph.rl.episode import Episode, evaluation_episodes, run_episode, split_keys
 from jaxgraph.rl.policy import GraphPolicy
 from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
 from jaxgraph.rl.rollout import EnvPool, collect, graph_agent, stack
@@ -98,17 +98,18 @@ def evaluate_agent(result: AgentResult, graph: Graph, config: AgentConfig, cost_
     """The trained agent's real-environment episodes on `graph` (which may be a graph it never saw: the policy
     is size-independent, only xfers and max_locations are fixed): the most-likely-action episode first, then
     `samples` episodes sampled from the policy with `key`. `best_of` picks the graph to return."""
-    if samples and key is None:
-        raise ValueError("sampled evaluation episodes need a key")
     env = Env(graph, max_locations=config.max_locations, cost_model=cost_model, max_steps=config.max_steps)
     agent, params, max_steps = graph_agent(result.policy), result.params, config.max_steps or 1000
-    episodes = [run_episode(env, lambda obs: np.asarray(agent.greedy(params, stack([obs])))[0], max_steps)]
-    for episode_key in (jax.random.split(key, samples) if samples else []):
-        episodes.append(run_episode(env, _sampler(agent, params, episode_key, max_steps), max_steps))
-    return episodes
+
+    def run_one(episode_key):
+        if episode_key is None:
+            return run_episode(env, lambda obs: np.asarray(agent.greedy(params, stack([obs])))[0], max_steps)
+        return run_episode(env, _sampler(agent, params, episode_key, max_steps), max_steps)
+
+    return evaluation_episodes(run_one, key, samples)
 
 
 def _sampler(agent, params, key, max_steps: int) -> Callable:
     """obs -> an action sampled from the policy, with a fresh key from `key` at every step."""
-    step_keys = iter(jax.random.split(key, max_steps))
+    step_keys = iter(split_keys(key, max_steps))
     return lambda obs: np.asarray(agent.act(params, stack([obs]), next(step_keys))[0])[0]
