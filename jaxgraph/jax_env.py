@@ -3,10 +3,10 @@
 The graph lives in fixed-capacity node arrays (`GraphState`): per slot the op id (-1 for a free slot),
 attributes as a fixed integer vector, input slots and output indices, output shapes padded with 1,
 constness and the original node id. Weights are not carried: shapes only (`Env` keeps values for
-numerical checks). Every rule of `RULES` is a vectorised match over every slot (one candidate location
-per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of a `[C, S]` sibling table)
-and a fixed-size scatter; the cost is TASO's analytic roofline per node (`jaxgraph.cost.Roofline` with the
-`taso` backend) in float32.
+numerical checks). Every rule of `RULES` is a vectorised match over the slots holding its root op (one
+candidate location per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of an
+`[N, S]` sibling table) and a fixed-size scatter; the cost is TASO's analytic roofline per node
+(`jaxgraph.cost.Roofline` with the `taso` backend) in float32.
 
 Differences from `Env`, all deliberate:
 - Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
@@ -15,8 +15,10 @@ Differences from `Env`, all deliberate:
   `node_signatures`. A sibling pair of two rewrite-made nodes is ordered by slot (Env: by content hash),
   so the two may merge such a pair in opposite orders (same cost, weights concatenated the other way).
 - Bounds: a tensor read as first input by more than S = `max_siblings` nodes is refused by `encode` (only
-  SplitConcat can raise that count later; partners past S are then not listed), and a SplitOfSplit whose
-  merged split would have more than O outputs is masked out.
+  SplitConcat can raise that count later; partners of the root's op past S are then not listed), and a
+  SplitOfSplit whose merged split would have more than O outputs is masked out. Each root op's list holds at
+  most `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not
+  offered.
 - Slots: a new node takes the lowest free slot; edges live at slot x `max_inputs` + position, so the
   observation has `node_capacity x max_inputs` edge rows (Env allocates edges from a free list).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
@@ -167,23 +169,24 @@ def _fusable_conv(g: GraphState, v: _View, conv: jax.Array, stride: jax.Array, p
             & (v.padding[conv] == padding) & v.sole[conv])
 
 
-def _match_conv_relu(g, v, *, stride, padding):
-    conv = v.producer[:, 0]
-    return (g.op == OP_ID["relu"]) & _fusable_conv(g, v, conv, stride, padding), [conv]
+def _match_conv_relu(g, v, r, *, stride, padding):
+    conv = v.producer[r, 0]
+    return _fusable_conv(g, v, conv, stride, padding), [conv]
 
 
-def _match_conv_batchnorm(g, v, *, stride, padding):
-    conv = v.producer[:, 0]
-    ok = (g.op == OP_ID["batchnorm"]) & _fusable_conv(g, v, conv, stride, padding) & (v.rank == 4)
-    return ok & v.in_const[:, 1:5].all(axis=1), [conv]
+def _match_conv_batchnorm(g, v, r, *, stride, padding):
+    conv = v.producer[r, 0]
+    ok = _fusable_conv(g, v, conv, stride, padding) & (v.rank[r] == 4)
+    return ok & v.in_const[r, 1:5].all(axis=1), [conv]
 
 
-def _per_channel(v: _View, side: int, channels: jax.Array, exact: bool) -> jax.Array:
-    """Input `1 - side` is a [1, channels, 1, 1]-broadcastable constant (scalar allowed unless `exact`)."""
-    rank = v.in_rank[:, 1 - side]
-    full = _left4(v.in_shape[:, 1 - side], rank)
+def _per_channel(v: _View, r: jax.Array, side: int, channels: jax.Array, exact: bool) -> jax.Array:
+    """Input `1 - side` of slots `r` is a [1, channels, 1, 1]-broadcastable constant (scalar allowed unless
+    `exact`)."""
+    rank = v.in_rank[r, 1 - side]
+    full = _left4(v.in_shape[r, 1 - side], rank)
     second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
-    return (v.in_const[:, 1 - side] & (rank <= 4) & (full[:, 0] == 1) & second
+    return (v.in_const[r, 1 - side] & (rank <= 4) & (full[:, 0] == 1) & second
             & (full[:, 2] == 1) & (full[:, 3] == 1))
 
 
@@ -191,48 +194,46 @@ def _same_shape(v: _View, a: jax.Array, b: jax.Array) -> jax.Array:
     return (v.rank[a] == v.rank[b]) & (v.shape[a] == v.shape[b]).all(axis=-1)
 
 
-def _match_conv_mul(g, v, *, stride, padding):
-    slots = jnp.arange(g.op.shape[0])
+def _match_conv_mul(g, v, r, *, stride, padding):
     found = []
     for side in (0, 1):
-        conv = v.producer[:, side]
-        found.append(_fusable_conv(g, v, conv, stride, padding) & _same_shape(v, slots, conv)
-                     & _per_channel(v, side, v.shape[:, 1], exact=False))
-    conv = jnp.where(found[0], v.producer[:, 0], v.producer[:, 1])
-    return (g.op == OP_ID["mul"]) & (found[0] | found[1]), [conv]
+        conv = v.producer[r, side]
+        found.append(_fusable_conv(g, v, conv, stride, padding) & _same_shape(v, r, conv)
+                     & _per_channel(v, r, side, v.shape[r, 1], exact=False))
+    conv = jnp.where(found[0], v.producer[r, 0], v.producer[r, 1])
+    return found[0] | found[1], [conv]
 
 
-def _match_associate_matmul(g, v):
-    inner = v.producer[:, 0]
-    ok = ((g.op == OP_ID["matmul"]) & (g.op[inner] == OP_ID["matmul"]) & (g.attrs[inner, 0] == 0) & v.sole[inner]
-          & (v.in_rank[inner, 1] == 2) & (v.in_rank[:, 1] == 2))
+def _match_associate_matmul(g, v, r):
+    inner = v.producer[r, 0]
+    ok = ((g.op[inner] == OP_ID["matmul"]) & (g.attrs[inner, 0] == 0) & v.sole[inner]
+          & (v.in_rank[inner, 1] == 2) & (v.in_rank[r, 1] == 2))
     return ok, [inner]
 
 
-def _match_fold_conv_bias(g, v):
-    slots = jnp.arange(g.op.shape[0])
+def _match_fold_conv_bias(g, v, r):
     found = []
     for side in (0, 1):
-        conv = v.producer[:, side]
+        conv = v.producer[r, side]
         found.append((g.op[conv] == OP_ID["conv2d"]) & (g.attrs[conv, 0] == 0) & v.sole[conv]
-                     & _same_shape(v, slots, conv) & _per_channel(v, side, v.shape[conv, 1], exact=True))
-    conv = jnp.where(found[0], v.producer[:, 0], v.producer[:, 1])
-    return (g.op == OP_ID["add"]) & (found[0] | found[1]), [conv]
+                     & _same_shape(v, r, conv) & _per_channel(v, r, side, v.shape[conv, 1], exact=True))
+    conv = jnp.where(found[0], v.producer[r, 0], v.producer[r, 1])
+    return found[0] | found[1], [conv]
 
 
-def _match_merge_group_convs(g, v, *, stride, activation):
-    groups = g.attrs[:, _SCALAR_FIELDS["groups"]]
-    weights_constant = (v.in_const | (jnp.arange(g.inputs.shape[1])[None, :] >= g.num_inputs[:, None]))[:, 1:]
-    return ((g.op == OP_ID["conv2d"]) & (groups >= 2) & (groups % 2 == 0) & (v.stride == stride)
-            & (g.attrs[:, 0] == activation) & (v.padding == _PADDINGS.index("SAME")) & weights_constant.all(axis=1)), []
+def _match_merge_group_convs(g, v, r, *, stride, activation):
+    groups = g.attrs[r, _SCALAR_FIELDS["groups"]]
+    return ((groups >= 2) & (groups % 2 == 0) & (v.stride[r] == stride) & (g.attrs[r, 0] == activation)
+            & (v.padding[r] == _PADDINGS.index("SAME")) & _const_weights(g, v)[r]), []
 
 
-def _match_concat_of_relus(g, v):
+def _match_concat_of_relus(g, v, r):
     capacity = g.op.shape[0]
-    used = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[:, None]
-    relus = (g.op[v.producer] == OP_ID["relu"]) & v.sole[v.producer]
-    ok = (g.op == OP_ID["concat"]) & (g.num_inputs >= 2) & (relus | ~used).all(axis=1)
-    return ok, [jnp.where(used[:, k], g.inputs[:, k], capacity) for k in range(g.inputs.shape[1])]
+    used = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[r][:, None]
+    producer = v.producer[r]
+    relus = (g.op[producer] == OP_ID["relu"]) & v.sole[producer]
+    ok = (g.num_inputs[r] >= 2) & (relus | ~used).all(axis=1)
+    return ok, [jnp.where(used[:, k], g.inputs[r, k], capacity) for k in range(g.inputs.shape[1])]
 
 
 # ---------------------------------------------------------------- rewrites: fixed-size scatters
@@ -548,22 +549,18 @@ def _build_concat_of_relus(g, loc):
 _DERIVED_KEY = 1 << 30  # order key of rewrite-made nodes: after every node of the instance, then by slot
 
 
-def _sibling_table(g: GraphState, width: int) -> jax.Array:
-    """[C, S] for every slot, the slots (in increasing order, padded with C) of the nodes reading the same tensor
-    as its input 0, also as input 0, itself excluded: the candidate partners of a sibling-pair rule rooted
-    there. S = `width` >= the most input-0 readers of one tensor (`JaxEnv.encode` checks the instance)."""
-    capacity, width_o = g.op.shape[0], g.shapes.shape[1]
-    slots = jnp.arange(capacity)
-    reads = g.alive & (g.num_inputs >= 1)
-    tensor = jnp.where(reads, g.inputs[:, 0] * width_o + g.input_index[:, 0], capacity * width_o)
-    order = jnp.argsort(tensor, stable=True)
-    ordered = tensor[order]
-    start = jnp.searchsorted(ordered, tensor, side="left")
-    position = start[:, None] + jnp.arange(width)[None, :]
-    candidate = order[jnp.minimum(position, capacity - 1)]
-    ok = ((position < capacity) & (ordered[jnp.minimum(position, capacity - 1)] == tensor[:, None])
-          & reads[:, None] & (candidate != slots[:, None]))
-    return jnp.where(ok, candidate, capacity)
+def _sibling_table(g: GraphState, roots: jax.Array, width: int) -> jax.Array:
+    """[N, S] for every slot of `roots` [N] (one op, increasing, padded with C), the slots among `roots` (in
+    increasing order, padded with C) of the nodes reading the same tensor as its input 0, also as input 0, itself
+    excluded: the candidate partners of a sibling-pair rule rooted there. S = `width` >= the most input-0 readers
+    of one tensor (`JaxEnv.encode` checks the instance)."""
+    capacity = g.op.shape[0]
+    r = jnp.minimum(roots, capacity - 1)
+    reads = (roots < capacity) & (g.num_inputs[r] >= 1)
+    tensor = g.inputs[r, 0] * g.shapes.shape[1] + g.input_index[r, 0]
+    same = (tensor[:, None] == tensor[None, :]) & reads[:, None] & reads[None, :] & ~jnp.eye(len(roots), dtype=bool)
+    index = _first_true(same, width)
+    return jnp.concatenate([roots, jnp.full(1, capacity, roots.dtype)])[index]
 
 
 def _later(g: GraphState, root: jax.Array, partner: jax.Array) -> jax.Array:
@@ -603,12 +600,12 @@ def _split_in_two(patch: _Patch, g: GraphState, source: jax.Array, first: jax.Ar
     return split
 
 
-def _match_merge_matmuls(g, v, table):
+def _match_merge_matmuls(g, v, r, table):
     capacity = g.op.shape[0]
-    weight = (g.op == OP_ID["matmul"]) & (v.in_rank[:, 1] == 2) & _const_weights(g, v)
+    weight = (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # the table holds matmuls only
     partner = jnp.minimum(table, capacity - 1)
-    ok = (weight[:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[:, None, 0])
-          & _later(g, jnp.arange(capacity)[:, None], table))
+    ok = (weight[r][:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[r][:, None, 0])
+          & _later(g, r[:, None], table))
     return ok, [table]
 
 
@@ -648,14 +645,13 @@ def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
     return ok, consumer
 
 
-def _match_merge_linears(g, v, table):
+def _match_merge_linears(g, v, r, table):
     capacity = g.op.shape[0]
     biased, add = _bias_add(g, v)
-    linear = ((g.op == OP_ID["matmul"]) & biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2)
-              & _const_weights(g, v))
+    linear = biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # matmuls only
     partner = jnp.minimum(table, capacity - 1)
-    ok = linear[:, None] & (table < capacity) & linear[partner] & _later(g, jnp.arange(capacity)[:, None], table)
-    return ok, [table, jnp.broadcast_to(add[:, None], table.shape), add[partner]]
+    ok = linear[r][:, None] & (table < capacity) & linear[partner] & _later(g, r[:, None], table)
+    return ok, [table, jnp.broadcast_to(add[r][:, None], table.shape), add[partner]]
 
 
 def _build_merge_linears(g, loc):
@@ -689,14 +685,13 @@ def _tensor_facts(g: GraphState) -> tuple[jax.Array, jax.Array]:
     return reads[jnp.minimum(first, capacity * width)], output
 
 
-def _match_split_of_split(g, v):
-    inner = v.producer[:, 0]
+def _match_split_of_split(g, v, r):
+    inner = v.producer[r, 0]
     reads, output = _tensor_facts(g)
-    rank = v.rank
+    rank = jnp.maximum(v.rank[r], 1)
     axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
-    ok = ((g.op == OP_ID["split"]) & (g.op[inner] == OP_ID["split"]) & (reads == 1) & ~output
-          & (axis[inner] % jnp.maximum(rank, 1) == axis % jnp.maximum(rank, 1))
-          & (g.num_outputs + g.num_outputs[inner] - 1 <= g.shapes.shape[1]))  # the merged split must fit O outputs
+    ok = ((g.op[inner] == OP_ID["split"]) & (reads[r] == 1) & ~output[r] & (axis[inner] % rank == axis[r] % rank)
+          & (g.num_outputs[r] + g.num_outputs[inner] - 1 <= g.shapes.shape[1]))  # the merged split must fit O outputs
     return ok, [inner]
 
 
@@ -721,15 +716,15 @@ def _build_split_of_split(g, loc):
     return patch.edit()
 
 
-def _match_split_concat(g, v):
-    split = v.producer[:, 0]
-    count = g.num_inputs
+def _match_split_concat(g, v, r):
+    split = v.producer[r, 0]
+    count = g.num_inputs[r]
     position = jnp.arange(g.inputs.shape[1])[None, :]
-    rejoined = ((g.inputs == split[:, None]) & (g.input_index == position)) | (position >= count[:, None])
+    rejoined = ((g.inputs[r] == split[:, None]) & (g.input_index[r] == position)) | (position >= count[:, None])
     axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
-    rank = jnp.maximum(v.rank, 1)
-    ok = ((g.op == OP_ID["concat"]) & (g.op[split] == OP_ID["split"]) & (count == g.num_outputs[split])
-          & rejoined.all(axis=1) & (axis % rank == axis[split] % rank))
+    rank = jnp.maximum(v.rank[r], 1)
+    ok = ((g.op[split] == OP_ID["split"]) & (count == g.num_outputs[split]) & rejoined.all(axis=1)
+          & (axis[r] % rank == axis[split] % rank))
     return ok, [split]
 
 
@@ -763,9 +758,9 @@ def _mergeable(g: GraphState, v: _View, a: jax.Array, b: jax.Array, activation: 
             & (g.num_inputs[a] == g.num_inputs[b]) & const[a] & const[b])
 
 
-def _match_merge_convs(g, v, table, *, activation, enlarge):
+def _match_merge_convs(g, v, r, table, *, activation, enlarge):
     capacity = g.op.shape[0]
-    a = jnp.arange(capacity)[:, None]
+    a = r[:, None]
     b = jnp.minimum(table, capacity - 1)
     kernel, centred = _kernel(v), _centred(g, v)
     pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
@@ -809,14 +804,12 @@ def _build_merge_convs(g, loc):
     return patch.edit()
 
 
-def _match_merge_convs_into_add(g, v):
-    capacity = g.op.shape[0]
-    slots = jnp.arange(capacity)
-    a, b = v.producer[:, 0], v.producer[:, 1]
+def _match_merge_convs_into_add(g, v, r):
+    a, b = v.producer[r, 0], v.producer[r, 1]
     kernel = _kernel(v)
     pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
-    ok = ((g.op == OP_ID["add"]) & (g.num_inputs == 2) & (a != b) & _mergeable(g, v, a, b, 0)
-          & (pads[a] == pads[b]).all(axis=1) & _same_shape(v, a, b) & _same_shape(v, a, slots)
+    ok = ((g.num_inputs[r] == 2) & (a != b) & _mergeable(g, v, a, b, 0)
+          & (pads[a] == pads[b]).all(axis=1) & _same_shape(v, a, b) & _same_shape(v, a, r)
           & (kernel[a] == kernel[b]).all(axis=1) & (v.in_shape[a, 0, 2:4] == v.in_shape[b, 0, 2:4]).all(axis=1)
           & v.sole[a] & v.sole[b])
     return ok, [a, b]
@@ -840,25 +833,31 @@ def _build_merge_convs_into_add(g, loc):
 
 
 class _JaxRule(NamedTuple):
-    match: Callable  # (GraphState, _View, **params as int32 scalars) -> ([C] bool, [partner slots [C]])
+    root: str  # the op of every location's first node: the family is matched only at slots holding it
+    match: Callable  # (GraphState, _View, root slots [N], **params as int32 scalars) -> ([N] bool, [partners [N]])
     build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
-    pairs: bool = False  # sibling pairs: match takes the [C, S] sibling table and returns [C, S] masks
+    pairs: bool = False  # sibling pairs: match also takes the [N, S] sibling table and returns [N, S] masks
+    growth: tuple[tuple[str, int], ...] = ()  # ops of which one rewrite can leave more nodes than it found
 
 
 JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
-    "FuseConvRelu": _JaxRule(_match_conv_relu, _build_conv_relu),
-    "FuseConvBatchNorm": _JaxRule(_match_conv_batchnorm, _build_conv_batchnorm),
-    "FuseConvMul": _JaxRule(_match_conv_mul, _build_conv_mul),
-    "AssociateMatmul": _JaxRule(_match_associate_matmul, _build_associate_matmul),
-    "FoldConvBias": _JaxRule(_match_fold_conv_bias, _build_fold_conv_bias),
-    "MergeGroupConvs": _JaxRule(_match_merge_group_convs, _build_merge_group_convs),
-    "ConcatOfRelus": _JaxRule(_match_concat_of_relus, _build_concat_of_relus),
-    "MergeMatmuls": _JaxRule(_match_merge_matmuls, _build_merge_matmuls, pairs=True),
-    "MergeLinears": _JaxRule(_match_merge_linears, _build_merge_linears, pairs=True),
-    "SplitOfSplit": _JaxRule(_match_split_of_split, _build_split_of_split),
-    "SplitConcat": _JaxRule(_match_split_concat, _build_split_concat),
-    "MergeConvs": _JaxRule(_match_merge_convs, _build_merge_convs, pairs=True),
-    "MergeConvsIntoAdd": _JaxRule(_match_merge_convs_into_add, _build_merge_convs_into_add),
+    "FuseConvRelu": _JaxRule("relu", _match_conv_relu, _build_conv_relu),
+    "FuseConvBatchNorm": _JaxRule("batchnorm", _match_conv_batchnorm, _build_conv_batchnorm),
+    "FuseConvMul": _JaxRule("mul", _match_conv_mul, _build_conv_mul, growth=(("mul", 1),)),
+    "AssociateMatmul": _JaxRule("matmul", _match_associate_matmul, _build_associate_matmul),
+    "FoldConvBias": _JaxRule("add", _match_fold_conv_bias, _build_fold_conv_bias),
+    "MergeGroupConvs": _JaxRule("conv2d", _match_merge_group_convs, _build_merge_group_convs),
+    "ConcatOfRelus": _JaxRule("concat", _match_concat_of_relus, _build_concat_of_relus),
+    "MergeMatmuls": _JaxRule("matmul", _match_merge_matmuls, _build_merge_matmuls, pairs=True,
+                             growth=(("concat", 1), ("split", 1))),
+    "MergeLinears": _JaxRule("matmul", _match_merge_linears, _build_merge_linears, pairs=True,
+                             growth=(("concat", 2), ("split", 1))),
+    "SplitOfSplit": _JaxRule("split", _match_split_of_split, _build_split_of_split),
+    "SplitConcat": _JaxRule("concat", _match_split_concat, _build_split_concat),
+    "MergeConvs": _JaxRule("conv2d", _match_merge_convs, _build_merge_convs, pairs=True,
+                           growth=(("concat", 2), ("split", 1))),
+    "MergeConvsIntoAdd": _JaxRule("add", _match_merge_convs_into_add, _build_merge_convs_into_add,
+                                  growth=(("concat", 2),)),
 }
 JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
 
@@ -950,12 +949,19 @@ class JaxEnv:
     Built for one graph, it accepts any graph that fits the same sizes (`params(other_graph)`).
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
     `cost_model` must be a `Roofline` with the `taso` backend.
+
+    Each family is matched only at the slots of its root op (`_JaxRule.root`): the first N_op slots holding
+    that op, N_op = `root_capacity[op]`, by default the graph's count of the op plus, for the ops a rewrite can
+    multiply (`_JaxRule.growth`), that growth times the graph's conv, matmul and mul nodes (the nodes those
+    rewrites consume). Like the node capacity, a root capacity is never exceeded: a rewrite is offered only
+    when every list it can grow has room.
     """
 
     def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
-                 invalid_penalty: float = 0.0, max_siblings: int | None = None) -> None:
+                 invalid_penalty: float = 0.0, max_siblings: int | None = None,
+                 root_capacity: dict[str, int] | None = None) -> None:
         self.rules = tuple(rules)
         if not self.rules:
             raise ValueError("need at least one rule")
@@ -994,6 +1000,21 @@ class JaxEnv:
         self._variant_counts = [len(xfers) for xfers in grouped]
         position = [x for xfers in grouped for x in xfers]
         self._xfer_rows = np.array([position.index(x) for x in range(len(self.rules))], np.int32)
+        # root lists: one per root op of the rules' families, each with its static length N_op
+        self._roots = tuple(dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families))
+        growth = {op: max([dict(JAX_RULE_FAMILIES[f].growth).get(op, 0) for f in self._families])
+                  for op in self._roots}
+        counts = Counter(node.op for node in nodes)
+        consumed = counts["conv2d"] + counts["matmul"] + counts["mul"]
+        self.root_capacity = {op: min(self.node_capacity, max(1, counts[op] + growth[op] * consumed))
+                              for op in self._roots}
+        unknown = sorted(set(root_capacity or {}) - set(self._roots))
+        if unknown:
+            raise ValueError(f"root_capacity names ops {unknown} that root none of the rules; roots: {self._roots}")
+        for op, size in (root_capacity or {}).items():
+            self.root_capacity[op] = integer(f"root_capacity[{op!r}]", size, 1)
+        self._root_growth = np.array([[dict(JAX_RULE_FAMILIES[r.family].growth).get(op, 0) for op in self._roots]
+                                      for r in self.rules], np.int32)
 
     @property
     def num_xfers(self) -> int:
@@ -1015,6 +1036,11 @@ class JaxEnv:
         if _max_siblings(graph) > self.max_siblings:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")
+        counts = Counter(node.op for node in graph.nodes.values())
+        over = {op: counts[op] for op, size in self.root_capacity.items() if counts[op] > size}
+        if over:
+            raise ValueError(f"the graph has more nodes of ops {over} than the environment's root_capacity "
+                             f"{self.root_capacity}")
         op = np.full(capacity, -1, np.int32)
         attrs = np.zeros((capacity, width), np.int32)
         inputs = np.full((capacity, self.max_inputs), capacity, np.int32)
@@ -1121,14 +1147,22 @@ class JaxEnv:
 
     # ------------------------------------------------------------ environment
 
+    def _root_lists(self, g: GraphState) -> dict[str, jax.Array]:
+        """Per root op, the first N_op slots holding it, increasing, padded with C: where its families match."""
+        ops = jnp.asarray([OP_ID[op] for op in self._roots], jnp.int32)
+        count = _running_count(g.op[None, :] == ops[:, None])
+        return {op: jnp.searchsorted(count[i], jnp.arange(1, self.root_capacity[op] + 1, dtype=jnp.int32),
+                                     side="left", method="scan").astype(jnp.int32)
+                for i, op in enumerate(self._roots)}
+
     def _locations(self, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state. Each family is
-        matched once, vmapped over the parameters of its rules."""
+        matched once at the slots of its root op, vmapped over the parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = _view(g)
-        slots = jnp.arange(capacity)
-        pairs = any(JAX_RULE_FAMILIES[f].pairs for f in self._families)
-        table = _sibling_table(g, self.max_siblings) if pairs else None
+        lists = self._root_lists(g)
+        tables = {JAX_RULE_FAMILIES[f].root: None for f in self._families if JAX_RULE_FAMILIES[f].pairs}
+        tables = {op: _sibling_table(g, lists[op], self.max_siblings) for op in tables}
 
         def first(found_x, rows_x):
             index = _first_true(found_x[None], big_l)[0]
@@ -1137,15 +1171,17 @@ class JaxEnv:
 
         masks, members = [], []
         for family, variants, count in zip(self._families, self._variant_params, self._variant_counts):
-            def match(params, family=family):
-                rule = JAX_RULE_FAMILIES[family]
-                if rule.pairs:  # [C, S] candidates (root slot, partner slot), flattened root-major
-                    found, partners = rule.match(g, v, table, **params)
-                    roots = jnp.broadcast_to(slots[:, None], found.shape)
-                    found = found & v.alive[:, None]
+            rule = JAX_RULE_FAMILIES[family]
+            roots = lists[rule.root]
+            r = jnp.minimum(roots, capacity - 1)
+
+            def match(params, rule=rule, roots=roots, r=r):
+                if rule.pairs:  # [N, S] candidates (root slot, partner slot), flattened root-major
+                    found, partners = rule.match(g, v, r, tables[rule.root], **params)
+                    roots = jnp.broadcast_to(roots[:, None], found.shape)
                 else:
-                    found, partners = rule.match(g, v, **params)
-                    roots, found = slots, found & v.alive
+                    found, partners = rule.match(g, v, r, **params)
+                found = found & (roots < capacity)
                 rows = jnp.stack([roots, *partners], axis=-1).reshape(-1, 1 + len(partners))[:, :big_m]
                 rows = jnp.pad(rows, ((0, 0), (0, big_m - rows.shape[1])), constant_values=capacity)
                 return first(found.reshape(-1), rows)
@@ -1158,7 +1194,9 @@ class JaxEnv:
         free_nodes = capacity - g.alive.sum()
         free_edges = self.edge_capacity - g.num_inputs.sum()
         growth = jnp.asarray(self._growth)
-        room = (free_nodes >= growth[:, 0]) & (free_edges >= growth[:, 1])
+        free_roots = jnp.stack([self.root_capacity[op] - (lists[op] < capacity).sum() for op in self._roots])
+        room = ((free_nodes >= growth[:, 0]) & (free_edges >= growth[:, 1])
+                & (free_roots[None, :] >= jnp.asarray(self._root_growth)).all(axis=1))
         xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
         return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
 

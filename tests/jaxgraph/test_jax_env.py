@@ -2,6 +2,8 @@
 for step on the graph (canonical forms), the xfer mask, the location sets, the node features, the reward and
 the cost; one compilation serves every step and every instance of the same sizes."""
 
+from collections import Counter
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -10,7 +12,8 @@ import pytest
 
 from jaxgraph import Env, GraphBuilder, Roofline, cost
 from jaxgraph.backends import XLA
-from jaxgraph.jax_env import JAX_RULES, JaxEnv, _first_true, _lowest_free, canonical_form, node_costs, node_signatures
+from jaxgraph.jax_env import (JAX_RULE_FAMILIES, JAX_RULES, JaxEnv, _first_true, _lowest_free, canonical_form, node_costs,
+                              node_signatures)
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
@@ -78,12 +81,14 @@ def merge_graph(seed: int = 0):
 
 
 CAPACITY = 64
+ROOT_OPS = {family.root for family in JAX_RULE_FAMILIES.values()}
 
 
 @pytest.fixture(scope="module")
 def jitted():
     """One JaxEnv (capacity 64) for every test graph, its reset and step jitted once and checked not to retrace."""
-    env = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY, max_siblings=5)
+    env = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY, max_siblings=5,
+                 root_capacity=dict.fromkeys(ROOT_OPS, CAPACITY))  # every test graph fits
     reset = jax.jit(chex.assert_max_traces(env.reset, n=1))
     step = jax.jit(chex.assert_max_traces(env.step, n=1))
     return env, reset, step
@@ -167,7 +172,12 @@ def replay(jenv, reset, step, instance, sequences, seed, stop=0.1):
                 # of the concatenated weights (same cost); the sequence stops after this step's checks
                 diverged = env_members[keys.index(wanted)] != members
             state, obs, reward, terminated, truncated, info = step(key, state, jnp.array([xfer, location_id]), params)
+            before = Counter(node.op for node in env.graph.nodes.values())
             reference, env_reward, env_terminated, env_truncated, _ = env.step((xfer, env_location))
+            if xfer < jenv.num_xfers:  # the growth JaxEnv's root lists allow for, against Env's own rewrite
+                growth = dict(JAX_RULE_FAMILIES[jenv.rules[xfer].family].growth)
+                after = Counter(node.op for node in env.graph.nodes.values())
+                assert all(after[op] - before[op] <= growth.get(op, 0) for op in ROOT_OPS), jenv.rules[xfer]
             assert float(reward) == pytest.approx(env_reward, rel=1e-4, abs=1e-6 * env.initial_cost)
             taken += 1
             if diverged:  # only the cost is comparable now
@@ -288,6 +298,32 @@ def test_bad_construction_raises():
         JaxEnv(graph, node_capacity=10).encode(graph)
     with pytest.raises(ValueError, match="max_locations"):
         JaxEnv(graph, max_locations=0)
+    with pytest.raises(ValueError, match="root none of the rules"):
+        JaxEnv(graph, rules=[r for r in RULES if r.family == "FuseConvRelu"], root_capacity={"matmul": 4})
+    with pytest.raises(ValueError, match="root_capacity"):
+        JaxEnv(graph, root_capacity={"relu": 1}).encode(graph)
+
+
+def two_heads_graph():
+    """x @ A and x @ B (constant A, B) joined by a concat: one MergeMatmuls location, which adds a concat."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 8))
+    heads = [b.add("matmul", [x, b.weight(f"w{k}", np.ones((8, 4), np.float32))]) for k in range(2)]
+    return b.build({"y": b.add("concat", heads, axis=1)})
+
+
+@pytest.mark.parametrize("concats, offered", [(1, False), (2, True)])
+def test_root_capacity_is_never_exceeded(concats, offered):
+    """A rewrite that would put more concats in the graph than the concat list holds is not offered, as one
+    that would exceed the node capacity; Env (no capacities) offers it."""
+    graph = two_heads_graph()
+    rules = [r for r in RULES if r.family in ("MergeMatmuls", "SplitConcat")]
+    merge = [r.family for r in rules].index("MergeMatmuls")
+    jenv = JaxEnv(graph, rules=rules, root_capacity={"concat": concats})
+    state, obs = jenv.reset(jax.random.key(0), jenv.params())
+    assert bool(obs.location_mask[merge].any())
+    assert bool(obs.xfer_mask[merge]) == offered
+    assert Env(graph, rules=rules).reset().xfer_mask[merge]
 
 
 @pytest.mark.slow
