@@ -276,7 +276,7 @@ def test_vmapped_steps_equal_single_steps(jitted):
     graphs = [toy_graph(2).graph, mixed_graph(1), toy_graph(4, channels=4).graph, mixed_graph(2)]
     params = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[jenv.params(g) for g in graphs])
     keys = jax.random.split(jax.random.key(0), len(graphs))
-    states, obs = jax.vmap(jenv.reset)(keys, params)
+    states, obs = jax.jit(jax.vmap(jenv.reset))(keys, params)
     actions = jnp.stack([jnp.array([int(np.flatnonzero(np.asarray(m)[:-1])[-1]), 0]) for m in obs.xfer_mask])
     batched = jax.jit(jax.vmap(jenv.step))(keys, states, actions, params)
     for i in range(len(graphs)):
