@@ -924,29 +924,35 @@ def _chain_inputs(g: GraphState, v: _View) -> jax.Array:
     return g.live_inputs & ~v.in_const & (g.input_index == 0) & v.sole[v.producer]
 
 
+_XLA_ARITY = max(OPS[op].max_inputs for op in XLA_ELEMENTWISE)  # the inputs an XLA chain can pass through
+
+
 def _xla_roots(g: GraphState, v: _View, passes: int) -> tuple[jax.Array, jax.Array]:
     """Per slot the root slot of the XLA kernel that absorbs it (-1: none) and the input position it chains
     through [C]: `backends._xla_absorb` (an elementwise op joins the chain of its first elementwise producer whose
     chain is shorter than `XLA_MAX_CHAIN`), as `passes` simultaneous updates of every slot from its producers'
-    previous answers (exact from `XLA.absorb_depth(graph)` passes on)."""
-    capacity, width = g.inputs.shape
+    previous answers (exact from `XLA.absorb_depth(graph)` passes on). A slot's answer is one int32,
+    (root + 1) << 6 | depth << 3 | position, so a pass gathers and selects one array."""
+    width = min(g.inputs.shape[1], _XLA_ARITY)
+    producer = v.producer[:, :width]
     positions = jnp.arange(width)
-    link = _chain_inputs(g, v) & _op_in(g, XLA_ELEMENTWISE)[:, None] & _op_in(g, XLA_ELEMENTWISE, v.producer)
+    link = (_chain_inputs(g, v)[:, :width] & _op_in(g, XLA_ELEMENTWISE)[:, None]
+            & _op_in(g, XLA_ELEMENTWISE, producer))
+    starts = ((producer + 1) << 6) | (1 << 3) | positions  # [C, W] joining a producer that roots its own chain
 
-    def update(_, state):  # state [C, 3]: root (-1: none), depth in the chain, input position chained through
-        producer = state[v.producer]  # [C, K, 3]
-        chained = producer[..., 0] >= 0
-        root = jnp.where(chained, producer[..., 0], v.producer)
-        depth = jnp.where(chained, producer[..., 1], 0)
-        ok = link & (depth < XLA_MAX_CHAIN)
-        new = jnp.broadcast_to(jnp.array([-1, 0, 0], jnp.int32), state.shape)
+    def update(_, code):
+        previous = code[producer]  # [C, W]
+        chained = previous >= 1 << 6
+        depth = (previous >> 3) & 7
+        joined = jnp.where(chained, (previous & ~63) | ((depth + 1) << 3) | positions, starts)
+        ok = link & (~chained | (depth < XLA_MAX_CHAIN))
+        new = jnp.zeros_like(code)
         for k in reversed(range(width)):  # the first position that chains wins
-            found = jnp.stack([root[:, k], depth[:, k] + 1, jnp.broadcast_to(positions[k], (capacity,))], axis=1)
-            new = jnp.where(ok[:, k, None], found, new)
+            new = jnp.where(ok[:, k], joined[:, k], new)
         return new
 
-    state = jax.lax.fori_loop(0, passes, update, jnp.broadcast_to(jnp.array([-1, 0, 0], jnp.int32), (capacity, 3)))
-    return state[:, 0], state[:, 2]
+    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
+    return (code >> 6) - 1, code & 7
 
 
 def _xla_epilogue_work(g: GraphState, root: jax.Array, via: jax.Array, in_sizes: jax.Array,
@@ -965,14 +971,19 @@ _BATCHNORM, _SCALE, _BIAS, _RESIDUAL, _ACTIVATION = (ORT_CONV_STAGES[kind] for k
     "batchnorm", "scale", "bias", "residual", "activation"))
 
 
-def _ort_links(g: GraphState, v: _View) -> jax.Array:
+def _residual_adds(g: GraphState, v: _View) -> jax.Array:
+    """[C] bool: Adds of two non-constant inputs of equal shape (residual connections, which onnxruntime fuses into
+    a convolution or a LayerNorm)."""
+    return ((g.op == OP_ID["add"]) & ~v.in_const[:, :2].any(axis=1) & (v.in_rank[:, 0] == v.in_rank[:, 1])
+            & (v.in_shape[:, 0] == v.in_shape[:, 1]).all(axis=1))
+
+
+def _ort_links(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
     """[C, 2] int32: the stage (-1: none) through which input 0 and input 1 could join a producer's
     onnxruntime kernel (`backends._ort_link`): a batch norm with constant parameters and an activation through
-    input 0, a constant scale or bias through its other input, a residual Add of equal shapes through either."""
+    input 0, a constant scale or bias through its other input, a `residual` Add through either."""
     const = v.in_const[:, :2]
     one_constant = (g.num_inputs == 2) & (const[:, 0] != const[:, 1])
-    residual = (g.op == OP_ID["add"]) & ~const.any(axis=1) & (v.in_rank[:, 0] == v.in_rank[:, 1]) & (
-        v.in_shape[:, 0] == v.in_shape[:, 1]).all(axis=1)
     scale_bias = jnp.where(g.op == OP_ID["mul"], _SCALE, jnp.where(g.op == OP_ID["add"], _BIAS, -1))
     first = jnp.select(
         [(g.op == OP_ID["batchnorm"]) & v.in_const[:, 1:5].all(axis=1), _op_in(g, ORT_ACTIVATIONS),
@@ -985,11 +996,10 @@ def _ort_links(g: GraphState, v: _View) -> jax.Array:
 def _ort_fits(g: GraphState, v: _View, links: jax.Array) -> tuple[jax.Array, jax.Array]:
     """[C, 2] bool each: can the link of input j join a convolution kernel, a MatMul kernel (`backends._ort_fits`)?
     Every member of a kernel has its root's output shape, so the root's shape is the chained producer's."""
-    slots = jnp.arange(g.op.shape[0])
     conv, matmul = [], []
     for side in (0, 1):
         kind = links[:, side]
-        same = _same_shape(v, slots, v.producer[:, side])
+        same = (v.rank == v.in_rank[:, side]) & (v.shape == v.in_shape[:, side]).all(axis=1)  # as the producer
         constant = v.in_shape[:, 1 - side]
         size = jnp.prod(constant, axis=-1)
         vector = (size == _last_dim(constant, v.in_rank[:, 1 - side])) & (size == _last_dim(v.shape, v.rank))
@@ -1012,52 +1022,56 @@ def _ort_root_kinds(g: GraphState, v: _View) -> jax.Array:
                        (g.op == OP_ID["matmul"]) & plain], [_CONV_ROOT, _GEMM_ROOT, _MATMUL_ROOT], _NO_ROOT)
 
 
-def _skip_layernorms(g: GraphState, v: _View) -> jax.Array:
-    """[C] the LayerNorm slot that absorbs each residual Add as SkipLayerNormalization (-1: none): an Add of two
-    equal non-constant inputs, read only as input 0 of a LayerNorm over its last axis."""
+def _skip_layernorms(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
+    """[C] the LayerNorm slot that absorbs each `residual` Add as SkipLayerNormalization (-1: none): the Add is read
+    only, as input 0, by a LayerNorm over its last axis."""
     capacity = g.op.shape[0]
     add = v.producer[:, 0]
-    rank = jnp.maximum(v.rank[add], 1)
-    fits = ((g.op == OP_ID["layernorm"]) & (g.input_index[:, 0] == 0) & (g.op[add] == OP_ID["add"]) & v.sole[add]
-            & (g.attrs[:, _SCALAR_FIELDS["axis"]] % rank == rank - 1) & ~v.in_const[add, :2].any(axis=1)
-            & (v.in_rank[add, 0] == v.in_rank[add, 1]) & (v.in_shape[add, 0] == v.in_shape[add, 1]).all(axis=1))
+    rank = jnp.maximum(v.in_rank[:, 0], 1)
+    fits = ((g.op == OP_ID["layernorm"]) & (g.input_index[:, 0] == 0) & residual[add] & v.sole[add]
+            & (g.attrs[:, _SCALAR_FIELDS["axis"]] % rank == rank - 1))
     found = jnp.full(capacity + 1, -1, jnp.int32).at[jnp.where(fits, add, capacity)].max(jnp.arange(capacity))
     return found[:capacity]
+
+
+def _ort_code(root: jax.Array, stage: jax.Array, kind: jax.Array | int) -> jax.Array:
+    """A slot's answer in the onnxruntime absorb passes as one int32: (root + 1) << 5 | (stage + 1) << 2 | kind of
+    the root (0 for none: not absorbed, or absorbed into a LayerNorm)."""
+    return ((root + 1) << 5) | ((stage + 1) << 2) | kind
 
 
 def _ort_roots(g: GraphState, v: _View, block: jax.Array, passes: int) -> tuple[jax.Array, jax.Array]:
     """Per slot the root slot of the onnxruntime kernel that absorbs it (-1: none) and its stage there [C]
     (`backends._ort_absorb`: stages in increasing order after a convolution or MatMul, a residual only when the
     other input is in the NCHWc layout, which a pool keeps over whole channel blocks of `block`; else
-    SkipLayerNormalization), as `passes` simultaneous updates of every
-    slot from the previous answers (exact from `ONNXRUNTIME.absorb_depth(graph)` passes on)."""
-    capacity = g.op.shape[0]
+    SkipLayerNormalization), as `passes` simultaneous updates of every slot from the previous answers (exact from
+    `ONNXRUNTIME.absorb_depth(graph)` passes on). Everything that does not depend on the answers is computed once."""
     producer = v.producer[:, :2]
-    links = _ort_links(g, v)
-    links = jnp.where(_chain_inputs(g, v)[:, :2], links, -1)
+    residual = _residual_adds(g, v)
+    links = jnp.where(_chain_inputs(g, v)[:, :2], _ort_links(g, v, residual), -1)
     fits_conv, fits_matmul = _ort_fits(g, v, links)
+    fitting = ((fits_conv.astype(jnp.int32) << _CONV_ROOT) | (fits_matmul.astype(jnp.int32) << _GEMM_ROOT)
+               | ((fits_matmul & (links == _SCALE)).astype(jnp.int32) << _MATMUL_ROOT))  # [C, 2] root kinds that fit
     direct = _ort_root_kinds(g, v)[producer]  # [C, 2] the producer roots a kernel itself
-    pooled = _op_in(g, ("maxpool2d", "avgpool2d"), producer) & (v.shape[producer, 1] % block == 0)
-    blocked = pooled | (g.op[producer] == OP_ID["conv2d"])  # [C, 2] input j is NCHWc whatever is absorbed
-    none = jnp.array([-1, -1, _NO_ROOT], jnp.int32)
-    skip = _skip_layernorms(g, v)
-    skipped = jnp.where((skip >= 0)[:, None], jnp.stack([skip, jnp.zeros_like(skip), jnp.zeros_like(skip)], 1), none)
+    own = direct != _NO_ROOT
+    joins_own = own & (links >= 0) & ((fitting >> direct) & 1 == 1)
+    own_code = _ort_code(producer, links, direct)
+    pooled = _op_in(g, ("maxpool2d", "avgpool2d")) & (v.shape[:, 1] % block == 0)
+    blocked = (pooled | (g.op == OP_ID["conv2d"]))[producer][:, ::-1]  # [C, 2] the other input is NCHWc anyway
+    needs_layout = links == _RESIDUAL
+    skip = _skip_layernorms(g, v, residual)
+    skipped = jnp.where(skip >= 0, _ort_code(skip, 0, _NO_ROOT), 0)
 
-    def update(_, state):  # state [C, 3]: root (-1: none), stage, kind of the root (_NO_ROOT for a LayerNorm)
-        previous = state[producer]  # [C, 2, 3]
-        own = direct != _NO_ROOT
-        root = jnp.where(own, producer, previous[..., 0])
-        stage = jnp.where(own, -1, previous[..., 1])
-        kind = jnp.where(own, direct, previous[..., 2])
-        nchwc = (blocked | (previous[..., 2] == _CONV_ROOT))[:, ::-1]  # of the other input
-        fits = jnp.select([kind == _CONV_ROOT, kind == _GEMM_ROOT, kind == _MATMUL_ROOT],
-                          [fits_conv, fits_matmul, fits_matmul & (links == _SCALE)], False)
-        ok = (links >= 0) & (links > stage) & fits & ((links != _RESIDUAL) | nchwc)
-        joined = [jnp.stack([root[:, j], links[:, j], kind[:, j]], axis=1) for j in (0, 1)]
-        return jnp.where(ok[:, :1], joined[0], jnp.where(ok[:, 1:], joined[1], skipped))
+    def update(_, code):
+        previous = code[producer]  # [C, 2]
+        stage, kind = ((previous >> 2) & 7) - 1, previous & 3
+        joins = jnp.where(own, joins_own, (links > stage) & ((fitting >> kind) & 1 == 1))
+        ok = joins & (~needs_layout | blocked | (kind == _CONV_ROOT)[:, ::-1])
+        joined = jnp.where(own, own_code, (previous & ~(7 << 2)) | ((links + 1) << 2))
+        return jnp.where(ok[:, 0], joined[:, 0], jnp.where(ok[:, 1], joined[:, 1], skipped))
 
-    state = jax.lax.fori_loop(0, passes, update, jnp.broadcast_to(none, (capacity, 3)))
-    return state[:, 0], state[:, 1]
+    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
+    return (code >> 5) - 1, ((code >> 2) & 7) - 1
 
 
 def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Array,
@@ -1067,8 +1081,10 @@ def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Arra
     and a MatMul's activation; SkipLayerNormalization's residual read. Scales fold into weights for free."""
     capacity = g.op.shape[0]
     absorbed = root >= 0
-    stages = jax.nn.one_hot(stage, len(ORT_CONV_STAGES), dtype=jnp.int32) * absorbed[:, None]
-    has = jax.ops.segment_sum(stages, jnp.where(absorbed, root, capacity), capacity + 1)[:capacity] > 0
+    # a kernel is a chain of strictly increasing stages, so the sum of 2^stage over its members has a bit per stage
+    bits = jax.ops.segment_sum(jnp.where(absorbed, 1 << jnp.maximum(stage, 0), 0), jnp.where(absorbed, root, capacity),
+                               capacity + 1)[:capacity]
+    has = (bits[:, None] >> jnp.arange(len(ORT_CONV_STAGES))) & 1 == 1
     conv, matmul = g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"]
     activated = g.attrs[:, 0] != ACTIVATIONS.index("none")
     folded_bias = conv & (g.num_inputs == 2) & (has[:, _BATCHNORM] | has[:, _BIAS])
