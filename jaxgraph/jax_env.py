@@ -892,7 +892,8 @@ def _op_in(g: GraphState, ops: Sequence[str] | frozenset[str], slots: jax.Array 
 
 def _last_dim(shape: jax.Array, rank: jax.Array) -> jax.Array:
     """[...] the last dimension of right-padded shapes [..., R] of rank `rank` (0 for rank 0)."""
-    return jnp.where(jnp.arange(shape.shape[-1]) == rank[..., None] - 1, shape, 0).sum(axis=-1)
+    dims = jnp.arange(shape.shape[-1]).reshape((1,) * rank.ndim + (-1,))
+    return jnp.where(dims == rank[..., None] - 1, shape, 0).sum(axis=-1)
 
 
 def _sizes(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
@@ -935,7 +936,7 @@ def _xla_roots(g: GraphState, v: _View, passes: int) -> tuple[jax.Array, jax.Arr
     (root + 1) << 6 | depth << 3 | position, so a pass gathers and selects one array."""
     width = min(g.inputs.shape[1], _XLA_ARITY)
     producer = v.producer[:, :width]
-    positions = jnp.arange(width)
+    positions = jnp.arange(width)[None, :]
     link = (_chain_inputs(g, v)[:, :width] & _op_in(g, XLA_ELEMENTWISE)[:, None]
             & _op_in(g, XLA_ELEMENTWISE, producer))
     starts = ((producer + 1) << 6) | (1 << 3) | positions  # [C, W] joining a producer that roots its own chain
@@ -960,7 +961,7 @@ def _xla_epilogue_work(g: GraphState, root: jax.Array, via: jax.Array, in_sizes:
     """FLOPs and bytes [C] that the ops absorbed into each root's XLA kernel add (`_xla_canonical`'s epilogue
     steps): one op per output element, and reads of every input but the chained one."""
     capacity = g.op.shape[0]
-    chained = jnp.where(jnp.arange(in_sizes.shape[1]) == via[:, None], in_sizes, 0.0).sum(axis=1)
+    chained = jnp.where(jnp.arange(in_sizes.shape[1])[None, :] == via[:, None], in_sizes, 0.0).sum(axis=1)
     work = jnp.stack([out_sizes[:, 0], 4.0 * (in_sizes.sum(axis=1) - chained)], axis=1)
     extra = jax.ops.segment_sum(work, jnp.where(root >= 0, root, capacity), capacity + 1)[:capacity]
     return extra[:, 0], extra[:, 1]
@@ -1084,19 +1085,18 @@ def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Arra
     # a kernel is a chain of strictly increasing stages, so the sum of 2^stage over its members has a bit per stage
     bits = jax.ops.segment_sum(jnp.where(absorbed, 1 << jnp.maximum(stage, 0), 0), jnp.where(absorbed, root, capacity),
                                capacity + 1)[:capacity]
-    has = (bits[:, None] >> jnp.arange(len(ORT_CONV_STAGES))) & 1 == 1
+    has = (bits[:, None] >> jnp.arange(len(ORT_CONV_STAGES))[None, :]) & 1 == 1
     conv, matmul = g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"]
     activated = g.attrs[:, 0] != ACTIVATIONS.index("none")
     folded_bias = conv & (g.num_inputs == 2) & (has[:, _BATCHNORM] | has[:, _BIAS])
     residual = conv & has[:, _RESIDUAL]
     gemm_bias = matmul & has[:, _BIAS]
     skip = (g.op == OP_ID["layernorm"]) & has.any(axis=1)
-    steps = (folded_bias.astype(jnp.int32) + residual + gemm_bias + skip
-             + ((conv & has[:, _ACTIVATION]) | ((conv | matmul) & activated)))
+    activation = (conv & has[:, _ACTIVATION]) | ((conv | matmul) & activated)
+    steps = sum(step.astype(jnp.float32) for step in (folded_bias, residual, gemm_bias, skip, activation))
     out = out_sizes[:, 0]
-    traffic = 4.0 * (jnp.where(folded_bias, v.shape[:, 1], 0) + jnp.where(gemm_bias, _last_dim(v.shape, v.rank), 0)
-                     + jnp.where(residual | skip, out, 0.0))
-    return out * steps, traffic
+    reads = jnp.select([folded_bias, gemm_bias], [v.shape[:, 1], _last_dim(v.shape, v.rank)], 0).astype(jnp.float32)
+    return out * steps, 4.0 * (reads + jnp.where(residual | skip, out, 0.0))
 
 
 def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0) -> jax.Array:
