@@ -2,10 +2,12 @@
 
     flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
+    python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime  # fused costs
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
-episode ends.
+episode ends, under the analytic `Roofline` cost of `--backend` (taso, xla or onnxruntime; `--profile`
+takes a comma-separated list and profiles each).
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
@@ -25,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph import MODELS, Env
-from jaxgraph.jax_env import JAX_RULES, JaxEnv, node_costs
+from jaxgraph import MODELS, Env, Roofline
+from jaxgraph.backends import BACKENDS
+from jaxgraph.jax_env import JAX_RULES, JaxEnv
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 
@@ -100,7 +103,7 @@ def profile(env: JaxEnv, num_envs: int, repeats: int) -> dict[str, float]:
         "step": (jax.vmap(env.step), (keys, states, actions, params)),
         "step, no observation": (lambda *a: jax.vmap(env.step)(*a)[0], (keys, states, actions, params)),
         "observation": (jax.vmap(env.observe), (states,)),
-        "cost (node_costs)": (jax.vmap(node_costs), (states.graph, params)),
+        "cost (node_costs)": (jax.vmap(env.node_costs), (states.graph, params)),
         "matching (reset, no observation)": (lambda *a: jax.vmap(env.reset)(*a)[0], (keys, params)),
     }
     result = {}
@@ -116,9 +119,10 @@ def profile(env: JaxEnv, num_envs: int, repeats: int) -> dict[str, float]:
     return result
 
 
-def host_steps_per_second(graph, max_locations: int, seconds: float, seed: int = 0) -> float:
+def host_steps_per_second(graph, max_locations: int, seconds: float, cost_model: Roofline, seed: int = 0) -> float:
     """Env steps/s of the same random agent on the host."""
-    env, rng = Env(graph, max_locations=max_locations, rules=JAX_RULES), np.random.default_rng(seed)
+    env = Env(graph, max_locations=max_locations, rules=JAX_RULES, cost_model=cost_model)
+    rng = np.random.default_rng(seed)
     obs, steps = env.reset(), 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -145,21 +149,31 @@ def main() -> None:
     parser.add_argument("--host-seconds", type=float, default=5.0)
     parser.add_argument("--profile", action="store_true",
                         help="instead: microseconds per environment of the pieces of a step (`profile`)")
+    parser.add_argument("--backend", default="taso",
+                        help="cost backend(s) of the Roofline: taso, xla, onnxruntime (a list only with --profile)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
-        parser.exit(2, f"jax_env: unknown models {unknown} or non-positive sizes\n")
+    backends = [b for b in args.backend.split(",") if b]
+    unknown = sorted(set(names) - set(MODELS)) + sorted(set(backends) - set(BACKENDS))
+    if unknown or not backends or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
+        parser.exit(2, f"jax_env: unknown models or backends {unknown}, no backend, or non-positive sizes\n")
+    if len(backends) > 1 and not args.profile:
+        parser.exit(2, "jax_env: several backends only with --profile\n")
+    models = [Roofline(backend=BACKENDS[b]) for b in backends]
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} "
           f"({jax.devices()[0].platform}), load average {os.getloadavg()[0]:.1f}")
     print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
+    print(f"# cost: analytic Roofline of the backend(s) {', '.join(backends)}")
     if args.profile:
         for name in names:
-            env = JaxEnv(MODELS[name](), max_locations=args.max_locations)
-            pieces = profile(env, args.num_envs, max(args.repeats, 5))
-            print(f"# {name} (C={env.node_capacity}), us per environment at {args.num_envs} environments: "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in pieces.items()), flush=True)
+            for model in models:
+                env = JaxEnv(MODELS[name](), max_locations=args.max_locations, cost_model=model)
+                pieces = profile(env, args.num_envs, max(args.repeats, 5))
+                print(f"# {name} (C={env.node_capacity}), {model.backend.name} cost ({env.fusion_passes} fusion "
+                      f"passes), us per environment at {args.num_envs} environments: "
+                      + ", ".join(f"{k} {v:.0f}" for k, v in pieces.items()), flush=True)
+        print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
           "no observation | ratio |")
@@ -167,13 +181,13 @@ def main() -> None:
     rows = []
     for name in names:
         graph = MODELS[name]()
-        env = JaxEnv(graph, max_locations=args.max_locations)
+        env = JaxEnv(graph, max_locations=args.max_locations, cost_model=models[0])
         # Env is measured before and after the jitted runs (half the time each), so a load that changes
         # during the model's measurement weighs on both sides
-        before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2)
+        before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0])
         jitted, compile_seconds = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True)
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
-        host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, seed=1)) / 2
+        host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare))
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "

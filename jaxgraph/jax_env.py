@@ -5,8 +5,16 @@ attributes as a fixed integer vector, input slots and output indices, output sha
 constness and the original node id. Weights are not carried: shapes only (`Env` keeps values for
 numerical checks). Every rule of `RULES` is a vectorised match over every slot (one candidate location
 per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of a `[C, S]` sibling table)
-and a fixed-size scatter; the cost is TASO's analytic roofline per node (`jaxgraph.cost.Roofline` with the
-`taso` backend) in float32.
+and a fixed-size scatter. The cost is the analytic roofline (`jaxgraph.cost.Roofline`) of the kernels the
+chosen backend runs, per slot in float32 (`node_costs`): `taso` (every op its own kernel), `xla` (elementwise
+chains fused, up to `XLA_MAX_CHAIN` deep) or `onnxruntime` (convolution and MatMul epilogues, Gemm,
+SkipLayerNormalization). Which kernel absorbs a node is recursive (a node joins the kernel its producer
+joined); it is computed by a static number of vectorised passes over all slots, each from the previous
+pass's answers. That number is not the kernel length: an XLA chain restarts after `XLA_MAX_CHAIN` ops, and
+onnxruntime's residual fusion depends on the other input's layout, which follows a ResNet stage's residual
+chain. `Backend.absorb_depth(graph)` gives the passes a graph needs (ResNet-50: 13 for onnxruntime, 2 for
+XLA); `JaxEnv` runs that of its graph plus 2 (`fusion_passes`) and `params` refuses a graph that needs more.
+A fused cost depends on a node's neighbours, so the reward is the full-cost difference.
 
 Differences from `Env`, all deliberate:
 - Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
@@ -1174,7 +1182,9 @@ class JaxEnv:
     Q, xfers X, locations L, location size M); the instance lives in `EnvParams` (`self.params(graph)`).
     Built for one graph, it accepts any graph that fits the same sizes (`params(other_graph)`).
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
-    `cost_model` must be a `Roofline` with the `taso` backend.
+    `cost_model` must be a `Roofline` (any of the backends taso, xla, onnxruntime; measured models raise
+    `ValueError`). `fusion_passes` (static) is how many absorb passes a fused backend's cost runs: by default
+    `backend.absorb_depth(graph) + 2`, so a few rewrites that lengthen a chain of fusions stay exact.
     """
 
     def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
