@@ -2,10 +2,12 @@
 
     flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
+    python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
-episode ends.
+episode ends, under the analytic `Roofline` cost of `--backend` (taso, xla or onnxruntime; `--profile`
+takes a comma-separated list and profiles each).
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
@@ -25,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph import MODELS, Env
-from jaxgraph.jax_env import JAX_RULES, JaxEnv, node_costs
+from jaxgraph import MODELS, Env, Roofline
+from jaxgraph.backends import BACKENDS
+from jaxgraph.jax_env import JAX_RULES, JaxEnv
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 
@@ -84,11 +87,15 @@ def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: in
     return num_envs * num_steps / float(np.median(times)), compile_seconds
 
 
-def profile(env: JaxEnv, num_envs: int, repeats: int) -> dict[str, float]:
-    """Microseconds per environment of the pieces of a vmapped step over `num_envs` mid-episode states (after
-    three random steps), each jitted alone, the minimum over `repeats` calls: the whole step with and without
-    the observation, the observation, the cost, and the matching (a reset without its observation: the
-    initial graph's cost and every rule's locations)."""
+PIECES = {"step": "step", "bare": "step, no observation", "observation": "observation", "cost": "cost (node_costs)",
+          "matching": "matching (reset, no observation)"}
+
+
+def profile(env: JaxEnv, num_envs: int, repeats: int, pieces: tuple[str, ...] = tuple(PIECES)) -> dict[str, float]:
+    """Microseconds per environment of the `pieces` (keys of `PIECES`) of a vmapped step over `num_envs`
+    mid-episode states (after three random steps), each jitted alone, the minimum over `repeats` calls: the whole
+    step with and without the observation, the observation, the cost, and the matching (a reset without its
+    observation: the initial graph's cost and every rule's locations)."""
     params = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (num_envs, *leaf.shape)), env.params())
     keys = jax.random.split(jax.random.key(0), num_envs)
     states, _ = jax.jit(jax.vmap(env.reset))(keys, params)
@@ -96,29 +103,30 @@ def profile(env: JaxEnv, num_envs: int, repeats: int) -> dict[str, float]:
     for r in range(3):
         states = step(keys, states, act(jax.random.split(jax.random.key(r), num_envs), states), params)[0]
     actions = act(jax.random.split(jax.random.key(3), num_envs), states)
-    pieces = {
-        "step": (jax.vmap(env.step), (keys, states, actions, params)),
-        "step, no observation": (lambda *a: jax.vmap(env.step)(*a)[0], (keys, states, actions, params)),
-        "observation": (jax.vmap(env.observe), (states,)),
-        "cost (node_costs)": (jax.vmap(node_costs), (states.graph, params)),
-        "matching (reset, no observation)": (lambda *a: jax.vmap(env.reset)(*a)[0], (keys, params)),
+    functions = {
+        "step": (step, (keys, states, actions, params)),  # compiled above
+        "bare": (jax.jit(lambda *a: jax.vmap(env.step)(*a)[0]), (keys, states, actions, params)),
+        "observation": (jax.jit(jax.vmap(env.observe)), (states,)),
+        "cost": (jax.jit(jax.vmap(env.node_costs)), (states.graph, params)),
+        "matching": (jax.jit(lambda *a: jax.vmap(env.reset)(*a)[0]), (keys, params)),
     }
     result = {}
-    for label, (function, arguments) in pieces.items():
-        function = jax.jit(function)
+    for piece in pieces:
+        function, arguments = functions[piece]
         jax.block_until_ready(function(*arguments))
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
             jax.block_until_ready(function(*arguments))
             times.append(time.perf_counter() - start)
-        result[label] = 1e6 * min(times) / num_envs
+        result[PIECES[piece]] = 1e6 * min(times) / num_envs
     return result
 
 
-def host_steps_per_second(graph, max_locations: int, seconds: float, seed: int = 0) -> float:
+def host_steps_per_second(graph, max_locations: int, seconds: float, cost_model: Roofline, seed: int = 0) -> float:
     """Env steps/s of the same random agent on the host."""
-    env, rng = Env(graph, max_locations=max_locations, rules=JAX_RULES), np.random.default_rng(seed)
+    env = Env(graph, max_locations=max_locations, rules=JAX_RULES, cost_model=cost_model)
+    rng = np.random.default_rng(seed)
     obs, steps = env.reset(), 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -145,21 +153,34 @@ def main() -> None:
     parser.add_argument("--host-seconds", type=float, default=5.0)
     parser.add_argument("--profile", action="store_true",
                         help="instead: microseconds per environment of the pieces of a step (`profile`)")
+    parser.add_argument("--backend", default="taso",
+                        help="cost backend(s) of the Roofline: taso, xla, onnxruntime (a list only with --profile)")
+    parser.add_argument("--pieces", default=",".join(PIECES),
+                        help=f"with --profile, which pieces of a step to time: {', '.join(PIECES)}")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
-        parser.exit(2, f"jax_env: unknown models {unknown} or non-positive sizes\n")
+    backends = [b for b in args.backend.split(",") if b]
+    pieces = tuple(p for p in args.pieces.split(",") if p)
+    unknown = sorted((set(names) - set(MODELS)) | (set(backends) - set(BACKENDS)) | (set(pieces) - set(PIECES)))
+    if unknown or not backends or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
+        parser.exit(2, f"jax_env: unknown models, backends or pieces {unknown}, no backend, or non-positive sizes\n")
+    if len(backends) > 1 and not args.profile:
+        parser.exit(2, "jax_env: several backends only with --profile\n")
+    models = [Roofline(backend=BACKENDS[b]) for b in backends]
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} "
           f"({jax.devices()[0].platform}), load average {os.getloadavg()[0]:.1f}")
     print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
+    print(f"# cost: analytic Roofline of the backend(s) {', '.join(backends)}")
     if args.profile:
         for name in names:
-            env = JaxEnv(MODELS[name](), max_locations=args.max_locations)
-            pieces = profile(env, args.num_envs, max(args.repeats, 5))
-            print(f"# {name} (C={env.node_capacity}), us per environment at {args.num_envs} environments: "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in pieces.items()), flush=True)
+            for model in models:
+                env = JaxEnv(MODELS[name](), max_locations=args.max_locations, cost_model=model)
+                times = profile(env, args.num_envs, max(args.repeats, 5), pieces)
+                print(f"# {name} (C={env.node_capacity}), {model.backend.name} cost ({env.fusion_passes} fusion "
+                      f"passes), us per environment at {args.num_envs} environments: "
+                      + ", ".join(f"{k} {v:.0f}" for k, v in times.items()), flush=True)
+        print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
           "no observation | ratio |")
@@ -167,13 +188,13 @@ def main() -> None:
     rows = []
     for name in names:
         graph = MODELS[name]()
-        env = JaxEnv(graph, max_locations=args.max_locations)
+        env = JaxEnv(graph, max_locations=args.max_locations, cost_model=models[0])
         # Env is measured before and after the jitted runs (half the time each), so a load that changes
         # during the model's measurement weighs on both sides
-        before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2)
+        before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0])
         jitted, compile_seconds = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True)
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
-        host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, seed=1)) / 2
+        host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare))
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "

@@ -17,6 +17,7 @@ those (whose absorption may depend on them); `cost.affected` collects them, whic
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import tempfile
 import weakref
@@ -87,6 +88,24 @@ class Backend:
             memo[node_id] = self.absorb(graph, node_id, lambda other: self._absorbed(graph, other))
         return memo[node_id]
 
+    def absorb_depth(self, graph: Graph) -> int:
+        """How many simultaneous passes of `absorb` over every node (each pass reading the previous pass's
+        answers, the first reading "nothing absorbed") make every answer final: the longest chain of absorb
+        dependencies in `graph`. What a vectorised twin (`jaxgraph.jax_env.node_costs`) must run. It is not
+        bounded by a kernel's length: an XLA chain restarts after `XLA_MAX_CHAIN` ops, so where a kernel
+        starts depends on the whole run of elementwise ops before it, and onnxruntime's residual fusion
+        depends on the layout of the other input, which follows residual chains through a whole ResNet stage."""
+        answers: dict[int, tuple[int, int]] = {}
+        for passes in itertools.count():  # settles within len(graph) passes: the graph is acyclic
+            following = {}
+            for node_id in graph.nodes:
+                found = self.absorb(graph, node_id, answers.get)
+                if found is not None:
+                    following[node_id] = found
+            if following == answers:
+                return passes
+            answers = following
+
     def members(self, graph: Graph, root: int) -> tuple[int, ...]:
         """The nodes absorbed into `root`'s kernel (they lie next to it: its consumer chain, or the Add a
         LayerNorm absorbs)."""
@@ -129,9 +148,9 @@ TASO = Backend("taso", frozenset({"reshape", "transpose", "split"}), False, _no_
 
 # ---------------------------------------------------------------- onnxruntime (CPU, ORT_ENABLE_ALL)
 
-_ACTIVATION_STEPS = ("relu", "clip", "sigmoid", "tanh")
-_CONV_STAGES = {"batchnorm": 0, "scale": 1, "bias": 2, "residual": 3, "activation": 4}
-_MATMUL_STAGES = {"scale": 1, "bias": 2}
+ORT_ACTIVATIONS = ("relu", "clip", "sigmoid", "tanh")
+ORT_CONV_STAGES = {"batchnorm": 0, "scale": 1, "bias": 2, "residual": 3, "activation": 4}
+ORT_MATMUL_STAGES = {"scale": 1, "bias": 2}
 
 
 @functools.cache
@@ -182,7 +201,7 @@ def _ort_link(graph: Graph, node: Node) -> list[tuple[Ref, str]]:
     """(chain input, stage kind) pairs through which `node` could join the kernel of a producer."""
     if node.op == "batchnorm" and all(graph.nodes[r.node].constant for r in node.inputs[1:]):
         return [(node.inputs[0], "batchnorm")]
-    if node.op in _ACTIVATION_STEPS:
+    if node.op in ORT_ACTIVATIONS:
         return [(node.inputs[0], "activation")]
     if node.op in ("mul", "add") and len(node.inputs) == 2:
         constant = [graph.nodes[r.node].constant for r in node.inputs]
@@ -234,7 +253,7 @@ def _ort_absorb(graph, node_id, absorbed):
                 continue
             root_id, stage = found
         root = graph.nodes[root_id]
-        stages = _CONV_STAGES if root.op == "conv2d" else _MATMUL_STAGES
+        stages = ORT_CONV_STAGES if root.op == "conv2d" else ORT_MATMUL_STAGES
         if kind in stages and stages[kind] > stage and _ort_fits(graph, node, root, kind):
             return root_id, stages[kind]
     if node.op == "add" and len(graph.uses(node_id)) == 1 and node_id not in graph.output_nodes:
@@ -264,7 +283,7 @@ def _ort_canonical(graph, node_id, members):
             epilogue.append(Step("bias", (), ((CONST, (node.shape[1],)),), node.shapes))
         if any(_ort_link(graph, graph.nodes[m])[0][1] == "residual" for m in members if graph.nodes[m].op == "add"):
             epilogue.append(Step("residual", (), ((EXTERNAL, node.shape),), node.shapes))
-        activation = [graph.nodes[m] for m in members if graph.nodes[m].op in _ACTIVATION_STEPS]
+        activation = [graph.nodes[m] for m in members if graph.nodes[m].op in ORT_ACTIVATIONS]
         if activation:
             epilogue.append(Step(activation[0].op, tuple(activation[0].attrs.items()), (), node.shapes))
         elif node.attrs["activation"] != "none":
@@ -285,21 +304,21 @@ ONNXRUNTIME = Backend("onnxruntime", frozenset({"reshape"}), True, _ort_absorb, 
 
 # ---------------------------------------------------------------- XLA: elementwise chains fuse
 
-_ELEMENTWISE = frozenset({"add", "mul", "relu", "sigmoid", "tanh", "clip", "gelu", "batchnorm"})
-_MAX_CHAIN = 4
+XLA_ELEMENTWISE = frozenset({"add", "mul", "relu", "sigmoid", "tanh", "clip", "gelu", "batchnorm"})
+XLA_MAX_CHAIN = 4
 
 
 def _xla_absorb(graph, node_id, absorbed):
     node = graph.nodes[node_id]
-    if node.op not in _ELEMENTWISE:
+    if node.op not in XLA_ELEMENTWISE:
         return None
     for ref in node.inputs:
         producer = _producer(graph, ref)
-        if producer is None or producer.constant or producer.op not in _ELEMENTWISE:
+        if producer is None or producer.constant or producer.op not in XLA_ELEMENTWISE:
             continue
         found = absorbed(ref.node)
         root_id, depth = found if found else (ref.node, 0)
-        if depth < _MAX_CHAIN:
+        if depth < XLA_MAX_CHAIN:
             return root_id, depth + 1
     return None
 

@@ -2,11 +2,19 @@
 
 The graph lives in fixed-capacity node arrays (`GraphState`): per slot the op id (-1 for a free slot),
 attributes as a fixed integer vector, input slots and output indices, output shapes padded with 1,
-constness and the original node id. Weights are not carried: shapes only (`Env` keeps values for
+constness and the original node (the rank of its id). Weights are not carried: shapes only (`Env` keeps values for
 numerical checks). Every rule of `RULES` is a vectorised match over the slots holding its root op (one
-candidate location per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of an
-`[N, S]` sibling table) and a fixed-size scatter; the cost is TASO's analytic roofline per node
-(`jaxgraph.cost.Roofline` with the `taso` backend) in float32.
+candidate location per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of an `[N,
+S]` sibling table) and a fixed-size scatter. The cost is the analytic roofline (`jaxgraph.cost.Roofline`) of
+the kernels the chosen backend runs, per slot in float32 (`node_costs`): `taso` (every op its own kernel),
+`xla` (elementwise chains fused, up to `XLA_MAX_CHAIN` deep) or `onnxruntime` (convolution and MatMul
+epilogues, Gemm, SkipLayerNormalization). Which kernel absorbs a node is recursive (a node joins the kernel
+its producer joined); it is computed by a static number of vectorised passes over all slots, each from the
+previous pass's answers. That number is not the kernel length: an XLA chain restarts after `XLA_MAX_CHAIN`
+ops, and onnxruntime's residual fusion depends on the other input's layout, which follows a ResNet stage's
+residual chain. `Backend.absorb_depth(graph)` gives the passes a graph needs (ResNet-50: 13 for onnxruntime, 2
+for XLA); `JaxEnv` runs that of its graph plus 2 (`fusion_passes`) and `params` refuses a graph that needs
+more. A fused cost depends on a node's neighbours, so the reward is the full-cost difference.
 
 Differences from `Env`, all deliberate:
 - Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
@@ -38,7 +46,18 @@ import jraph
 import numpy as np
 
 from jaxgraph.arguments import integer, number
-from jaxgraph.backends import TASO
+from jaxgraph.backends import (
+    BACKENDS,
+    ONNXRUNTIME,
+    ORT_ACTIVATIONS,
+    ORT_CONV_STAGES,
+    TASO,
+    XLA,
+    XLA_ELEMENTWISE,
+    XLA_MAX_CHAIN,
+    Backend,
+    nchwc_block,
+)
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
 from jaxgraph.env import NODE_FEATURES, Observation
 from jaxgraph.graph import Graph, Node, Ref, make_node
@@ -71,7 +90,7 @@ class GraphState(NamedTuple):
     rank: jax.Array  # [C, O] int32
     num_outputs: jax.Array  # [C] int32
     constant: jax.Array  # [C] bool
-    origin: jax.Array  # [C] int32 node id in the instance graph; -1 for nodes rewrites made
+    origin: jax.Array  # [C] int32 rank of the node's id among the instance graph's ids; -1 for nodes rewrites made
     outputs: jax.Array  # [Q, 2] int32 graph outputs as (slot, output index)
 
     @property
@@ -92,6 +111,7 @@ class EnvParams(NamedTuple):
     peak_flops: jax.Array  # FLOP/s (Roofline)
     bandwidth: jax.Array  # bytes/s
     overhead: jax.Array  # s per kernel
+    nchwc_block: jax.Array  # int32 onnxruntime's NCHWc channel block (`backends.nchwc_block`) for its residual fusion
     max_steps: jax.Array  # int32; 0: no truncation
     invalid_penalty: jax.Array  # reward of an invalid action is minus this
 
@@ -180,9 +200,9 @@ def _match_conv_batchnorm(g, v, r, *, stride, padding):
     return ok & v.in_const[r, 1:5].all(axis=1), [conv]
 
 
-def _per_channel(v: _View, r: jax.Array, side: int, channels: jax.Array, exact: bool) -> jax.Array:
-    """Input `1 - side` of slots `r` is a [1, channels, 1, 1]-broadcastable constant (scalar allowed unless
-    `exact`)."""
+def _per_channel(v: _View, r: jax.Array | slice, side: int, channels: jax.Array, exact: bool) -> jax.Array:
+    """Input `1 - side` of slots `r` (`slice(None)`: every slot) is a [1, channels, 1, 1]-broadcastable constant
+    (scalar allowed unless `exact`)."""
     rank = v.in_rank[r, 1 - side]
     full = _left4(v.in_shape[r, 1 - side], rank)
     second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
@@ -865,35 +885,248 @@ JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX
 # ---------------------------------------------------------------- cost and observation
 
 
-_FREE_OPS = np.array([op in TASO.free_ops for op in OP_TYPES])
 _ACTIVATED = np.array(["activation" in OPS[op].defaults for op in OP_TYPES])
 _KERNELED = np.array(["kernel" in OPS[op].defaults for op in OP_TYPES])
 _STRIDED = np.array(["stride" in OPS[op].defaults for op in OP_TYPES])
 
 
-def node_costs(g: GraphState, params: EnvParams) -> jax.Array:
-    """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=TASO)` for every slot (0 when free)."""
-    v = _view(g)
-    op = jnp.maximum(g.op, 0)
-    valid = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[:, None]
-    in_sizes = jnp.where(valid, jnp.prod(v.in_shape.astype(jnp.float32), axis=-1), 0.0)
+def _op_in(g: GraphState, ops: Sequence[str] | frozenset[str], slots: jax.Array | None = None) -> jax.Array:
+    """Whether the op of every slot (or of `slots`) is one of `ops`; False for free slots."""
+    op = g.op if slots is None else g.op[slots]
+    table = jnp.asarray(np.array([name in ops for name in OP_TYPES] + [False]))
+    return table[jnp.where(op >= 0, op, len(OP_TYPES))]
+
+
+def _last_dim(shape: jax.Array, rank: jax.Array) -> jax.Array:
+    """[...] the last dimension of right-padded shapes [..., R] of rank `rank` (0 for rank 0)."""
+    dims = jnp.arange(shape.shape[-1]).reshape((1,) * rank.ndim + (-1,))
+    return jnp.where(dims == rank[..., None] - 1, shape, 0).sum(axis=-1)
+
+
+def _sizes(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
+    """Elements of every input [C, K] and every output [C, O] float32, 0 past num_inputs / num_outputs."""
+    in_sizes = jnp.where(g.live_inputs, jnp.prod(v.in_shape.astype(jnp.float32), axis=-1), 0.0)
     out_valid = jnp.arange(g.shapes.shape[1])[None, :] < g.num_outputs[:, None]
-    out_sizes = jnp.where(out_valid, jnp.prod(g.shapes.astype(jnp.float32), axis=-1), 0.0)
+    return in_sizes, jnp.where(out_valid, jnp.prod(g.shapes.astype(jnp.float32), axis=-1), 0.0)
+
+
+def _node_work(g: GraphState, v: _View, in_sizes: jax.Array, out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """FLOPs and bytes [C] of every slot's op as a kernel of its own (`jaxgraph.cost.flops_and_bytes` of a kernel
+    without epilogue): TASO's cost, and the root part of every fused kernel."""
     traffic = 4.0 * (in_sizes.sum(axis=1) + out_sizes.sum(axis=1))
     out = out_sizes[:, 0]
     w = v.in_shape[:, 1].astype(jnp.float32)
     conv = 2.0 * out * w[:, 1] * w[:, 2] * w[:, 3] + jnp.where(g.num_inputs == 3, out, 0.0)
-    matmul = 2.0 * out * jnp.take_along_axis(v.in_shape[:, 0], jnp.maximum(v.in_rank[:, :1] - 1, 0),
-                                             axis=1)[:, 0].astype(jnp.float32)
+    matmul = 2.0 * out * _last_dim(v.in_shape[:, 0], v.in_rank[:, 0]).astype(jnp.float32)
     pool = out * g.attrs[:, 8].astype(jnp.float32) * g.attrs[:, 9].astype(jnp.float32)
-    is_op = {name: g.op == OP_ID[name] for name in ("conv2d", "matmul", "maxpool2d", "avgpool2d", "sigmoid",
-                                                    "tanh", "softmax", "batchnorm", "input")}
     flops = jnp.select(
-        [is_op["conv2d"], is_op["matmul"], is_op["maxpool2d"] | is_op["avgpool2d"],
-         is_op["sigmoid"] | is_op["tanh"] | is_op["softmax"], is_op["batchnorm"]],
+        [g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"], _op_in(g, ("maxpool2d", "avgpool2d")),
+         _op_in(g, ("sigmoid", "tanh", "softmax")), g.op == OP_ID["batchnorm"]],
         [conv, matmul, pool, 4.0 * out, 2.0 * out], out)
+    return flops, traffic
+
+
+def _chain_inputs(g: GraphState, v: _View) -> jax.Array:
+    """[C, K] bool: input k may chain the node into its producer's kernel (`backends._producer`, non-constant):
+    output 0 of a non-constant node that nothing else reads and that is not a graph output."""
+    return g.live_inputs & ~v.in_const & (g.input_index == 0) & v.sole[v.producer]
+
+
+_XLA_ARITY = max(OPS[op].max_inputs for op in XLA_ELEMENTWISE)  # the inputs an XLA chain can pass through
+
+
+def _xla_roots(g: GraphState, v: _View, passes: int) -> tuple[jax.Array, jax.Array]:
+    """Per slot the root slot of the XLA kernel that absorbs it (-1: none) and the input position it chains
+    through [C]: `backends._xla_absorb` (an elementwise op joins the chain of its first elementwise producer whose
+    chain is shorter than `XLA_MAX_CHAIN`), as `passes` simultaneous updates of every slot from its producers'
+    previous answers (exact from `XLA.absorb_depth(graph)` passes on). A slot's answer is one int32,
+    (root + 1) << 6 | depth << 3 | position, so a pass gathers and selects one array."""
+    width = min(g.inputs.shape[1], _XLA_ARITY)
+    producer = v.producer[:, :width]
+    positions = jnp.arange(width)[None, :]
+    link = (_chain_inputs(g, v)[:, :width] & _op_in(g, XLA_ELEMENTWISE)[:, None]
+            & _op_in(g, XLA_ELEMENTWISE, producer))
+    starts = ((producer + 1) << 6) | (1 << 3) | positions  # [C, W] joining a producer that roots its own chain
+
+    def update(_, code):
+        previous = code[producer]  # [C, W]
+        chained = previous >= 1 << 6
+        depth = (previous >> 3) & 7
+        joined = jnp.where(chained, (previous & ~63) | ((depth + 1) << 3) | positions, starts)
+        ok = link & (~chained | (depth < XLA_MAX_CHAIN))
+        new = jnp.zeros_like(code)
+        for k in reversed(range(width)):  # the first position that chains wins
+            new = jnp.where(ok[:, k], joined[:, k], new)
+        return new
+
+    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
+    return (code >> 6) - 1, code & 7
+
+
+def _xla_epilogue_work(g: GraphState, root: jax.Array, via: jax.Array, in_sizes: jax.Array,
+                       out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """FLOPs and bytes [C] that the ops absorbed into each root's XLA kernel add (`_xla_canonical`'s epilogue
+    steps): one op per output element, and reads of every input but the chained one."""
+    capacity = g.op.shape[0]
+    chained = jnp.where(jnp.arange(in_sizes.shape[1])[None, :] == via[:, None], in_sizes, 0.0).sum(axis=1)
+    work = jnp.stack([out_sizes[:, 0], 4.0 * (in_sizes.sum(axis=1) - chained)], axis=1)
+    extra = jax.ops.segment_sum(work, jnp.where(root >= 0, root, capacity), capacity + 1)[:capacity]
+    return extra[:, 0], extra[:, 1]
+
+
+# onnxruntime's epilogue stages (`ORT_CONV_STAGES`; `ORT_MATMUL_STAGES` numbers scale and bias alike)
+_BATCHNORM, _SCALE, _BIAS, _RESIDUAL, _ACTIVATION = (ORT_CONV_STAGES[kind] for kind in (
+    "batchnorm", "scale", "bias", "residual", "activation"))
+
+
+def _residual_adds(g: GraphState, v: _View) -> jax.Array:
+    """[C] bool: Adds of two non-constant inputs of equal shape (residual connections, which onnxruntime fuses into
+    a convolution or a LayerNorm)."""
+    return ((g.op == OP_ID["add"]) & ~v.in_const[:, :2].any(axis=1) & (v.in_rank[:, 0] == v.in_rank[:, 1])
+            & (v.in_shape[:, 0] == v.in_shape[:, 1]).all(axis=1))
+
+
+def _ort_links(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
+    """[C, 2] int32: the stage (-1: none) through which input 0 and input 1 could join a producer's
+    onnxruntime kernel (`backends._ort_link`): a batch norm with constant parameters and an activation through
+    input 0, a constant scale or bias through its other input, a `residual` Add through either."""
+    const = v.in_const[:, :2]
+    one_constant = (g.num_inputs == 2) & (const[:, 0] != const[:, 1])
+    scale_bias = jnp.where(g.op == OP_ID["mul"], _SCALE, jnp.where(g.op == OP_ID["add"], _BIAS, -1))
+    first = jnp.select(
+        [(g.op == OP_ID["batchnorm"]) & v.in_const[:, 1:5].all(axis=1), _op_in(g, ORT_ACTIVATIONS),
+         one_constant & const[:, 1], residual],
+        [_BATCHNORM, _ACTIVATION, scale_bias, _RESIDUAL], -1)
+    second = jnp.select([one_constant & const[:, 0], residual], [scale_bias, _RESIDUAL], -1)
+    return jnp.stack([first, second], axis=1).astype(jnp.int32)
+
+
+def _ort_fits(g: GraphState, v: _View, links: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """[C, 2] bool each: can the link of input j join a convolution kernel, a MatMul kernel (`backends._ort_fits`)?
+    Every member of a kernel has its root's output shape, so the root's shape is the chained producer's."""
+    conv, matmul = [], []
+    for side in (0, 1):
+        kind = links[:, side]
+        same = (v.rank == v.in_rank[:, side]) & (v.shape == v.in_shape[:, side]).all(axis=1)  # as the producer
+        constant = v.in_shape[:, 1 - side]
+        size = jnp.prod(constant, axis=-1)
+        vector = (size == _last_dim(constant, v.in_rank[:, 1 - side])) & (size == _last_dim(v.shape, v.rank))
+        scale_bias = (kind == _SCALE) | (kind == _BIAS)
+        conv.append(~scale_bias | (same & _per_channel(v, slice(None), side, v.shape[:, 1], exact=False)))
+        matmul.append(same & (((kind == _SCALE) & (size == 1)) | ((kind == _BIAS) & vector)))
+    return jnp.stack(conv, axis=1), jnp.stack(matmul, axis=1)
+
+
+_SPARE_PASSES = 2  # fusion passes beyond the instance's need, for rewrites that lengthen a chain of fusions
+_NO_ROOT, _CONV_ROOT, _MATMUL_ROOT, _GEMM_ROOT = range(4)  # what kind of onnxruntime kernel a slot is part of
+
+
+def _ort_root_kinds(g: GraphState, v: _View) -> jax.Array:
+    """[C]: the kernel a slot can root for the stage links: a convolution or a MatMul without activation (a Gemm
+    when its weight is a 2-D constant, which a bias needs), else `_NO_ROOT`."""
+    plain = g.attrs[:, 0] == ACTIVATIONS.index("none")
+    gemm = v.in_const[:, 1] & (v.in_rank[:, 1] == 2)
+    return jnp.select([(g.op == OP_ID["conv2d"]) & plain, (g.op == OP_ID["matmul"]) & plain & gemm,
+                       (g.op == OP_ID["matmul"]) & plain], [_CONV_ROOT, _GEMM_ROOT, _MATMUL_ROOT], _NO_ROOT)
+
+
+def _skip_layernorms(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
+    """[C] the LayerNorm slot that absorbs each `residual` Add as SkipLayerNormalization (-1: none): the Add is read
+    only, as input 0, by a LayerNorm over its last axis."""
+    capacity = g.op.shape[0]
+    add = v.producer[:, 0]
+    rank = jnp.maximum(v.in_rank[:, 0], 1)
+    fits = ((g.op == OP_ID["layernorm"]) & (g.input_index[:, 0] == 0) & residual[add] & v.sole[add]
+            & (g.attrs[:, _SCALAR_FIELDS["axis"]] % rank == rank - 1))
+    found = jnp.full(capacity + 1, -1, jnp.int32).at[jnp.where(fits, add, capacity)].max(jnp.arange(capacity))
+    return found[:capacity]
+
+
+def _ort_code(root: jax.Array, stage: jax.Array, kind: jax.Array | int) -> jax.Array:
+    """A slot's answer in the onnxruntime absorb passes as one int32: (root + 1) << 5 | (stage + 1) << 2 | kind of
+    the root (0 for none: not absorbed, or absorbed into a LayerNorm)."""
+    return ((root + 1) << 5) | ((stage + 1) << 2) | kind
+
+
+def _ort_roots(g: GraphState, v: _View, block: jax.Array, passes: int) -> tuple[jax.Array, jax.Array]:
+    """Per slot the root slot of the onnxruntime kernel that absorbs it (-1: none) and its stage there [C]
+    (`backends._ort_absorb`: stages in increasing order after a convolution or MatMul, a residual only when the
+    other input is in the NCHWc layout, which a pool keeps over whole channel blocks of `block`; else
+    SkipLayerNormalization), as `passes` simultaneous updates of every slot from the previous answers (exact from
+    `ONNXRUNTIME.absorb_depth(graph)` passes on). Everything that does not depend on the answers is computed once."""
+    producer = v.producer[:, :2]
+    residual = _residual_adds(g, v)
+    links = jnp.where(_chain_inputs(g, v)[:, :2], _ort_links(g, v, residual), -1)
+    fits_conv, fits_matmul = _ort_fits(g, v, links)
+    fitting = ((fits_conv.astype(jnp.int32) << _CONV_ROOT) | (fits_matmul.astype(jnp.int32) << _GEMM_ROOT)
+               | ((fits_matmul & (links == _SCALE)).astype(jnp.int32) << _MATMUL_ROOT))  # [C, 2] root kinds that fit
+    direct = _ort_root_kinds(g, v)[producer]  # [C, 2] the producer roots a kernel itself
+    own = direct != _NO_ROOT
+    joins_own = own & (links >= 0) & ((fitting >> direct) & 1 == 1)
+    own_code = _ort_code(producer, links, direct)
+    pooled = _op_in(g, ("maxpool2d", "avgpool2d")) & (v.shape[:, 1] % block == 0)
+    blocked = (pooled | (g.op == OP_ID["conv2d"]))[producer][:, ::-1]  # [C, 2] the other input is NCHWc anyway
+    needs_layout = links == _RESIDUAL
+    skip = _skip_layernorms(g, v, residual)
+    skipped = jnp.where(skip >= 0, _ort_code(skip, 0, _NO_ROOT), 0)
+
+    def update(_, code):
+        previous = code[producer]  # [C, 2]
+        stage, kind = ((previous >> 2) & 7) - 1, previous & 3
+        joins = jnp.where(own, joins_own, (links > stage) & ((fitting >> kind) & 1 == 1))
+        ok = joins & (~needs_layout | blocked | (kind == _CONV_ROOT)[:, ::-1])
+        joined = jnp.where(own, own_code, (previous & ~(7 << 2)) | ((links + 1) << 2))
+        return jnp.where(ok[:, 0], joined[:, 0], jnp.where(ok[:, 1], joined[:, 1], skipped))
+
+    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
+    return (code >> 5) - 1, ((code >> 2) & 7) - 1
+
+
+def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Array,
+                       out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """FLOPs and bytes [C] that each onnxruntime kernel adds to its root op (`_ort_canonical`): a convolution's
+    bias step (when a batch norm or bias folds in and it had no bias), residual and activation steps; a Gemm's bias
+    and a MatMul's activation; SkipLayerNormalization's residual read. Scales fold into weights for free."""
+    capacity = g.op.shape[0]
+    absorbed = root >= 0
+    # a kernel is a chain of strictly increasing stages, so the sum of 2^stage over its members has a bit per stage
+    bits = jax.ops.segment_sum(jnp.where(absorbed, 1 << jnp.maximum(stage, 0), 0), jnp.where(absorbed, root, capacity),
+                               capacity + 1)[:capacity]
+    has = (bits[:, None] >> jnp.arange(len(ORT_CONV_STAGES))[None, :]) & 1 == 1
+    conv, matmul = g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"]
+    activated = g.attrs[:, 0] != ACTIVATIONS.index("none")
+    folded_bias = conv & (g.num_inputs == 2) & (has[:, _BATCHNORM] | has[:, _BIAS])
+    residual = conv & has[:, _RESIDUAL]
+    gemm_bias = matmul & has[:, _BIAS]
+    skip = (g.op == OP_ID["layernorm"]) & has.any(axis=1)
+    activation = (conv & has[:, _ACTIVATION]) | ((conv | matmul) & activated)
+    steps = sum(step.astype(jnp.float32) for step in (folded_bias, residual, gemm_bias, skip, activation))
+    out = out_sizes[:, 0]
+    reads = jnp.select([folded_bias, gemm_bias], [v.shape[:, 1], _last_dim(v.shape, v.rank)], 0).astype(jnp.float32)
+    return out * steps, 4.0 * (reads + jnp.where(residual | skip, out, 0.0))
+
+
+def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0) -> jax.Array:
+    """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=backend)` for every slot: the time of the
+    kernel it roots, 0 when it is absorbed into another node's kernel, free on the backend, constant, an input or
+    a free slot. `backend` is TASO (no fusion), XLA or ONNXRUNTIME; the fused backends' absorb relation takes
+    `passes` vectorised passes (static), exact from `backend.absorb_depth(graph)` on."""
+    v = _view(g)
+    in_sizes, out_sizes = _sizes(g, v)
+    flops, traffic = _node_work(g, v, in_sizes, out_sizes)
+    root = jnp.full(g.op.shape, -1, jnp.int32)
+    if backend is XLA:
+        root, via = _xla_roots(g, v, passes)
+        extra_flops, extra_traffic = _xla_epilogue_work(g, root, via, in_sizes, out_sizes)
+        flops, traffic = flops + extra_flops, traffic + extra_traffic
+    elif backend is ONNXRUNTIME:
+        root, stage = _ort_roots(g, v, params.nchwc_block, passes)
+        extra_flops, extra_traffic = _ort_epilogue_work(g, v, root, stage, out_sizes)
+        flops, traffic = flops + extra_flops, traffic + extra_traffic
+    elif backend is not TASO:
+        raise ValueError(f"node_costs knows the backends taso, xla and onnxruntime, got {backend.name!r}")
     time = 1e3 * (jnp.maximum(flops / params.peak_flops, traffic / params.bandwidth) + params.overhead)
-    free = ~g.alive | g.constant | is_op["input"] | jnp.asarray(_FREE_OPS)[op]
+    free = ~g.alive | g.constant | (g.op == OP_ID["input"]) | _op_in(g, backend.free_ops) | (root >= 0)
     return jnp.where(free, 0.0, time).astype(jnp.float32)
 
 
@@ -948,7 +1181,9 @@ class JaxEnv:
     Q, xfers X, locations L, location size M); the instance lives in `EnvParams` (`self.params(graph)`).
     Built for one graph, it accepts any graph that fits the same sizes (`params(other_graph)`).
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
-    `cost_model` must be a `Roofline` with the `taso` backend.
+    `cost_model` must be a `Roofline` (any of the backends taso, xla, onnxruntime; measured models raise
+    `ValueError`). `fusion_passes` (static) is how many absorb passes a fused backend's cost runs: by default
+    `backend.absorb_depth(graph) + 2`, so a few rewrites that lengthen a chain of fusions stay exact.
 
     Each family is matched only at the slots of its root op (`_JaxRule.root`): the first N_op slots holding
     that op, N_op = `root_capacity[op]`, by default the graph's count of the op plus, for the ops a rewrite can
@@ -961,7 +1196,7 @@ class JaxEnv:
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
                  invalid_penalty: float = 0.0, max_siblings: int | None = None,
-                 root_capacity: dict[str, int] | None = None) -> None:
+                 root_capacity: dict[str, int] | None = None, fusion_passes: int | None = None) -> None:
         self.rules = tuple(rules)
         if not self.rules:
             raise ValueError("need at least one rule")
@@ -970,9 +1205,13 @@ class JaxEnv:
             raise ValueError(f"rule families {unsupported} have no JAX implementation; supported: "
                              f"{sorted(JAX_RULE_FAMILIES)}")
         model = cost_model or DEFAULT_COST_MODEL
-        if not isinstance(model, Roofline) or model.backend is not TASO:
-            raise ValueError(f"JaxEnv computes the analytic Roofline cost of the taso backend, got {model!r}")
+        if not isinstance(model, Roofline) or model.backend not in BACKENDS.values():
+            raise ValueError(f"JaxEnv computes the analytic Roofline cost of the backends {sorted(BACKENDS)}, got "
+                             f"{model!r}")
         self.model = model
+        if fusion_passes is None:
+            fusion_passes = model.backend.absorb_depth(graph) + _SPARE_PASSES if model.backend.fuses else 0
+        self.fusion_passes = integer("fusion_passes", fusion_passes, 0)
         self.max_locations = integer("max_locations", max_locations, 1)
         self.max_location_size = integer("max_location_size", max_location_size, 2)
         self.max_steps = 0 if max_steps is None else integer("max_steps", max_steps, 1)
@@ -1050,12 +1289,13 @@ class JaxEnv:
         rank = np.zeros((capacity, self.max_outputs), np.int32)
         constant, origin = np.zeros(capacity, bool), np.full(capacity, -1, np.int32)
         slot = {node_id: k for k, node_id in enumerate(graph.order)}
+        rank = {node_id: k for k, node_id in enumerate(sorted(graph.nodes))}  # ids may be 64-bit content hashes
         for node_id, k in slot.items():
             node = graph.nodes[node_id]
             if (len(node.inputs) > self.max_inputs or len(node.shapes) > self.max_outputs
                     or any(len(s) > self.max_rank for s in node.shapes)):
                 raise ValueError(f"node {node.name or node_id} ({node.op}) exceeds the environment's sizes")
-            op[k], attrs[k], constant[k], origin[k] = OP_ID[node.op], self._attr_row(node), node.constant, node_id
+            op[k], attrs[k], constant[k], origin[k] = OP_ID[node.op], self._attr_row(node), node.constant, rank[node_id]
             num_inputs[k], num_outputs[k] = len(node.inputs), len(node.shapes)
             for position, ref in enumerate(node.inputs):
                 inputs[k, position], input_index[k, position] = slot[ref.node], ref.index
@@ -1112,6 +1352,7 @@ class JaxEnv:
         checked against the state's. Leaves take their names from the graph `g` was encoded from
         (`instance`, default the environment's graph)."""
         instance = self.graph if instance is None else instance
+        ids = sorted(instance.nodes)  # `origin` holds ranks in this order
         g = jax.tree.map(np.asarray, g)
         alive = np.flatnonzero(g.op >= 0)
         pending = {int(k): set(int(s) for s in g.inputs[k, :g.num_inputs[k]]) for k in alive}
@@ -1125,7 +1366,7 @@ class JaxEnv:
                 op = OP_TYPES[g.op[k]]
                 shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
                 if op in ("input", "weight"):
-                    name = instance.nodes[int(g.origin[k])].name
+                    name = instance.nodes[ids[g.origin[k]]].name
                     nodes[k] = Node(op, (), {}, shapes, op == "weight", name)
                     continue
                 refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
@@ -1136,14 +1377,24 @@ class JaxEnv:
                                      f"infers {node.shapes}, {node.constant}")
                 nodes[k] = node
         inputs = [k for k in sorted(nodes) if nodes[k].op == "input"]
-        inputs.sort(key=lambda k: instance.inputs.index(int(g.origin[k])))
+        inputs.sort(key=lambda k: instance.inputs.index(ids[g.origin[k]]))
         return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], instance.output_names)
 
     def params(self, graph: Graph | None = None) -> EnvParams:
-        """The `EnvParams` of `graph` (default: the environment's own graph)."""
-        return EnvParams(self.encode(self.graph if graph is None else graph), jnp.float32(self.model.peak_flops),
-                         jnp.float32(self.model.bandwidth), jnp.float32(self.model.overhead),
-                         jnp.int32(self.max_steps), jnp.float32(self.invalid_penalty))
+        """The `EnvParams` of `graph` (default: the environment's own graph). ValueError if the backend's fusions
+        in `graph` need more passes than `fusion_passes`."""
+        graph = self.graph if graph is None else graph
+        depth = self.model.backend.absorb_depth(graph)
+        if depth > self.fusion_passes:
+            raise ValueError(f"the {self.model.backend.name} fusions of this graph need {depth} passes, the "
+                             f"environment runs fusion_passes={self.fusion_passes}")
+        return EnvParams(self.encode(graph), jnp.float32(self.model.peak_flops), jnp.float32(self.model.bandwidth),
+                         jnp.float32(self.model.overhead), jnp.int32(nchwc_block()), jnp.int32(self.max_steps),
+                         jnp.float32(self.invalid_penalty))
+
+    def node_costs(self, g: GraphState, params: EnvParams) -> jax.Array:
+        """[C] float32 ms: `node_costs` under this environment's cost model."""
+        return node_costs(g, params, self.model.backend, self.fusion_passes)
 
     # ------------------------------------------------------------ environment
 
@@ -1201,12 +1452,12 @@ class JaxEnv:
         return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
 
     def _state(self, g: GraphState, params: EnvParams, initial_cost, steps) -> EnvState:
-        costs = node_costs(g, params)
+        costs = self.node_costs(g, params)
         return EnvState(g, costs, costs.sum(), initial_cost, steps, *self._locations(g))
 
     def reset(self, key: jax.Array, params: EnvParams) -> tuple[EnvState, Observation]:
         """The instance's initial state and observation (`key` is unused: resets are deterministic)."""
-        costs = node_costs(params.graph, params)
+        costs = self.node_costs(params.graph, params)
         state = self._state(params.graph, params, costs.sum(), jnp.int32(0))
         return state, self.observe(state)
 
@@ -1228,7 +1479,7 @@ class JaxEnv:
         edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
                              present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
         graph = _sweep(apply_edit(state.graph, edit))
-        costs = node_costs(graph, params)
+        costs = self.node_costs(graph, params)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
         xfer_mask, location_mask, location_nodes = self._locations(graph)

@@ -2,6 +2,7 @@
 for step on the graph (canonical forms), the xfer mask, the location sets, the node features, the reward and
 the cost; one compilation serves every step and every instance of the same sizes."""
 
+import dataclasses
 from collections import Counter
 
 import chex
@@ -10,10 +11,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgraph import Env, GraphBuilder, Roofline, cost
-from jaxgraph.backends import XLA
-from jaxgraph.jax_env import (JAX_RULE_FAMILIES, JAX_RULES, JaxEnv, _first_true, _lowest_free, canonical_form, node_costs,
-                              node_signatures)
+from jaxgraph import Env, Graph, GraphBuilder, MeasuredCost, Roofline, cost
+from jaxgraph.backends import ONNXRUNTIME, XLA
+from jaxgraph.cost import node_cost
+from jaxgraph.graph import Ref
+from jaxgraph.jax_env import (
+    JAX_RULE_FAMILIES,
+    JAX_RULES,
+    JaxEnv,
+    _first_true,
+    _lowest_free,
+    canonical_form,
+    node_costs,
+    node_signatures,
+)
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
@@ -139,7 +150,7 @@ def check_same(jenv, state, obs, instance, env, reference):
         np.testing.assert_allclose(np.asarray(obs.graph.nodes[by_signature[theirs[node_id]]]),
                                    reference.graph.nodes[slot], rtol=1e-5, atol=1e-6)
     assert float(state.cost) == pytest.approx(env.cost, rel=1e-5)
-    assert float(obs.graph.globals[0, 0]) == pytest.approx(cost(graph), rel=1e-5)
+    assert float(obs.graph.globals[0, 0]) == pytest.approx(cost(graph, jenv.model), rel=1e-5)
     assert int(np.asarray(obs.edge_mask).sum()) == sum(len(n.inputs) for n in env.graph.nodes.values())
     return ours, theirs
 
@@ -148,7 +159,7 @@ def replay(jenv, reset, step, instance, sequences, seed, stop=0.1):
     """Random action sequences from the jitted env's masks (the NO-OP with probability `stop`), replayed on Env;
     returns the steps taken."""
     env = Env(instance, max_locations=jenv.max_locations, rules=jenv.rules, node_capacity=jenv.node_capacity,
-              edge_capacity=jenv.edge_capacity)
+              edge_capacity=jenv.edge_capacity, cost_model=jenv.model)
     params = jenv.params(instance)
     rng = np.random.default_rng(seed)
     key = jax.random.key(seed)
@@ -285,7 +296,7 @@ def test_vmapped_steps_equal_single_steps(jitted):
         chex.assert_trees_all_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched[:5]), single[:5], rtol=1e-6)
 
 
-def test_bad_construction_raises():
+def test_bad_construction_raises(tmp_path):
     graph = toy_graph(2).graph
     unknown = make_rule("NoSuchFamily", "relu", 1, (), (0, 0), lambda graph, root: (), lambda patch, location: None)
     with pytest.raises(ValueError, match="no JAX implementation"):
@@ -293,7 +304,11 @@ def test_bad_construction_raises():
     with pytest.raises(ValueError, match="max_siblings=2"):
         JaxEnv(small_model("bert"), max_siblings=2).encode(small_model("bert"))
     with pytest.raises(ValueError, match="Roofline"):
-        JaxEnv(graph, cost_model=Roofline(backend=XLA))
+        JaxEnv(graph, cost_model=MeasuredCost(cache_dir=tmp_path))
+    with pytest.raises(ValueError, match="Roofline"):
+        JaxEnv(graph, cost_model=Roofline(backend=dataclasses.replace(XLA, name="custom")))
+    with pytest.raises(ValueError, match="need 5 passes.*fusion_passes=4"):
+        JaxEnv(small_model("resnet18"), cost_model=Roofline(backend=ONNXRUNTIME), fusion_passes=4).params()
     with pytest.raises(ValueError, match="does not fit"):
         JaxEnv(graph, node_capacity=10).encode(graph)
     with pytest.raises(ValueError, match="max_locations"):
@@ -358,3 +373,176 @@ def test_ppo_trains_end_to_end_in_one_jitted_program():
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(result))
     best = 1.0 - cost(toy.optimal_graph) / cost(toy.graph)
     assert (np.asarray(result.mean_return) <= best + 1e-5).all() and (np.asarray(result.episodes) > 0).all()
+
+
+# ---------------------------------------------------------------- the fused backends' cost (XLA, onnxruntime)
+
+
+def relu_chain(length: int):
+    """`length` relus in a row on one input."""
+    b = GraphBuilder()
+    y = b.input("x", (4, 4))
+    for _ in range(length):
+        y = b.add("relu", [y])
+    return b.build({"y": y})
+
+
+def fused_test_graphs():
+    """Every builder (small configurations), the merge and mixed graphs, the toy and six relus in a row, by name."""
+    graphs = {name: small_model(name) for name in [*SMALL, "bert", "mobilenet_v2"]}
+    return {**graphs, "merge": merge_graph(), "mixed": mixed_graph(), "toy": toy_graph(3).graph,
+            "relu_chain": relu_chain(6)}
+
+
+@pytest.fixture(scope="module", params=[XLA, ONNXRUNTIME], ids=lambda backend: backend.name)
+def fused(request):
+    """Per fused backend: one JaxEnv that every test graph fits (the largest builder's sizes, passes for the
+    deepest fusions), its `node_costs` jitted once, and the backend."""
+    backend = request.param
+    passes = max(backend.absorb_depth(graph) for graph in fused_test_graphs().values()) + 2
+    env = JaxEnv(small_model("inception_v3"), max_siblings=5, cost_model=Roofline(backend=backend),
+                 fusion_passes=passes)
+    return env, jax.jit(env.node_costs), backend
+
+
+def renumbered(graph):
+    """`graph` with node ids 0..n-1 in `graph.order` (rewrite-made ids are content hashes, too big for a slot's
+    int32 origin)."""
+    new_id = {node_id: k for k, node_id in enumerate(graph.order)}
+    nodes = {new_id[i]: dataclasses.replace(n, inputs=tuple(Ref(new_id[r.node], r.index) for r in n.inputs))
+             for i, n in graph.nodes.items()}
+    return Graph.from_nodes(nodes, [new_id[i] for i in graph.inputs],
+                            [Ref(new_id[r.node], r.index) for r in graph.outputs], graph.output_names)
+
+
+def check_costs(fused, graph, model):
+    """The jitted per-slot costs of `graph` (slot k holds node k of `graph.order`) are `node_cost`'s under `model`
+    (a Roofline of the fixture's backend), every other slot costs nothing, and the sum is `cost`; returns the sum."""
+    env, costs_of, _ = fused
+    params = env.params(graph)._replace(peak_flops=jnp.float32(model.peak_flops),
+                                        bandwidth=jnp.float32(model.bandwidth), overhead=jnp.float32(model.overhead))
+    costs = np.asarray(costs_of(params.graph, params))
+    expected = np.array([node_cost(model, graph, node_id) for node_id in graph.order], np.float32)
+    chex.assert_trees_all_close(costs[:len(graph)], expected, rtol=1e-5, atol=1e-9)
+    assert not costs[len(graph):].any()
+    assert float(costs.sum()) == pytest.approx(cost(graph, model), rel=1e-5)
+    return float(costs.sum())
+
+
+@pytest.mark.parametrize("name", list(fused_test_graphs()))
+def test_fused_node_costs_equal_host_cost_slot_by_slot(fused, name):
+    check_costs(fused, fused_test_graphs()[name], Roofline(backend=fused[2]))
+
+
+def test_fused_costs_and_rewards_after_random_rewrites(fused):
+    """Env (host) takes random rewrites under the fused cost; every graph it visits, encoded, has the host's
+    per-node costs and total, and successive totals differ by Env's reward."""
+    _, _, backend = fused
+    model = Roofline(backend=backend)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for graph in (mixed_graph(), merge_graph(), toy_graph(3).graph, small_model("taso_attention_stack")):
+        env = Env(graph, max_locations=32, cost_model=model)
+        for _ in range(3):
+            obs, total = env.reset(), check_costs(fused, graph, model)
+            for _ in range(6):
+                rewrites = np.flatnonzero(obs.xfer_mask[:-1])
+                if not len(rewrites):
+                    break
+                xfer = int(rng.choice(rewrites))
+                obs, reward, *_ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+                after = check_costs(fused, renumbered(env.graph), model)
+                assert total - after == pytest.approx(reward, rel=1e-4, abs=1e-6 * env.initial_cost)
+                total, checked = after, checked + 1
+    assert checked > 30
+
+
+# Roofline numbers of the hand-worked graphs: a kernel takes max(FLOPs / 5e8, bytes / 1e9) + 1 us
+HAND = dict(peak_flops=5e8, bandwidth=1e9, overhead=1e-6)
+
+
+def hand_ms(flops: float, traffic: float) -> float:
+    return 1e3 * (max(flops / HAND["peak_flops"], traffic / HAND["bandwidth"]) + HAND["overhead"])
+
+
+def check_by_hand(fused, graph, ops, expected):
+    """The jitted costs of the nodes of `ops` (in graph order) are `expected[backend name]`, worked out by hand."""
+    per_node = expected[fused[2].name]
+    assert check_costs(fused, graph, Roofline(backend=fused[2], **HAND)) == pytest.approx(sum(per_node), rel=1e-5)
+    assert [graph.nodes[i].op for i in graph.order if graph.nodes[i].op in ops] == list(ops)
+    assert [node_cost(Roofline(backend=fused[2], **HAND), graph, i) for i in graph.order
+            if graph.nodes[i].op in ops] == pytest.approx(per_node, rel=1e-9)
+
+
+def test_conv_batchnorm_relu_by_hand(fused):
+    """x [1, 2, 4, 4] -> 1x1 conv to 3 channels -> batch norm -> relu. onnxruntime runs one FusedConv (the batch
+    norm folds into weights and a bias step, the relu is its activation); XLA runs the conv, then the batch norm
+    and the relu fused in one loop."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    y = b.add("conv2d", [b.input("x", (1, 2, 4, 4)), b.weight("w", rng.random((3, 2, 1, 1), np.float32))])
+    y = b.add("batchnorm", [y, *(b.weight(k, rng.random(3, np.float32) + 0.5) for k in "gbmv")])
+    graph = b.build({"y": b.add("relu", [y])})
+    x, w, out, channels = 2 * 4 * 4, 3 * 2, 3 * 4 * 4, 3  # elements
+    conv_flops, conv_bytes = 2 * out * 2, 4 * (x + w + out)  # a multiply-add per output and input channel
+    # onnxruntime: conv + bias step (one op per output, reads 3 biases) + relu step (one op per output)
+    ort = hand_ms(conv_flops + out + out, conv_bytes + 4 * channels)
+    # XLA: the conv alone; the batch norm (2 ops per output, reads x, 4 x 3 parameters, writes) + relu (1 op)
+    xla_conv, xla_loop = hand_ms(conv_flops, conv_bytes), hand_ms(2 * out + out, 4 * (out + 4 * channels + out))
+    check_by_hand(fused, graph, ("conv2d", "batchnorm", "relu"),
+                  {"onnxruntime": [ort, 0.0, 0.0], "xla": [xla_conv, xla_loop, 0.0]})
+
+
+def test_add_layernorm_by_hand(fused):
+    """Two inputs [2, 8] added, then a LayerNorm over the last axis: onnxruntime's SkipLayerNormalization (one
+    kernel that also reads the second input), XLA two kernels (a LayerNorm is not elementwise)."""
+    b = GraphBuilder()
+    s = b.add("add", [b.input("x", (2, 8)), b.input("r", (2, 8))])
+    graph = b.build({"y": b.add("layernorm", [s, b.weight("g", np.ones(8, np.float32)),
+                                              b.weight("h", np.zeros(8, np.float32))])})
+    n = 16
+    add, norm = hand_ms(n, 4 * (n + n + n)), hand_ms(n, 4 * (n + 8 + 8 + n))
+    skip = hand_ms(n + n, 4 * (n + 8 + 8 + n) + 4 * n)  # + one op per output and the residual read
+    check_by_hand(fused, graph, ("add", "layernorm"), {"onnxruntime": [0.0, skip], "xla": [add, norm]})
+
+
+def test_xla_chain_restarts_after_four_by_hand(fused):
+    """Six relus in a row: XLA fuses the first five (a root and XLA_MAX_CHAIN more) and starts a new kernel at the
+    sixth; onnxruntime runs each alone (no convolution or MatMul to fuse into)."""
+    n = 16
+    alone = hand_ms(n, 4 * (n + n))
+    check_by_hand(fused, relu_chain(6), ("relu",) * 6,
+                  {"xla": [hand_ms(5 * n, 4 * (n + n)), 0, 0, 0, 0, alone], "onnxruntime": [alone] * 6})
+
+
+@pytest.mark.parametrize("backend, graph, depth", [(XLA, lambda: relu_chain(6), 5),
+                                                    (ONNXRUNTIME, lambda: small_model("resnet18"), 5)],
+                         ids=["xla-relu-chain", "onnxruntime-resnet18"])
+def test_fewer_passes_than_absorb_depth_are_not_enough(backend, graph, depth):
+    """The absorb passes are what makes the cost exact: each relu of the chain waits for its producer's answer (5
+    passes, worked out by hand), and ResNet-18's residual fusions wait for the layout of the block before. With one
+    pass fewer some slot's cost differs (compute-bound roofline, so every fused op counts)."""
+    graph = graph()
+    assert backend.absorb_depth(graph) == depth
+    env = JaxEnv(graph, cost_model=Roofline(backend=backend, bandwidth=1e30))
+    params = env.params()
+    exact, short = (np.asarray(jax.jit(node_costs, static_argnums=(2, 3))(params.graph, params, backend, passes))
+                    for passes in (depth, depth - 1))
+    expected = np.array([node_cost(env.model, graph, i) for i in graph.order], np.float32)
+    chex.assert_trees_all_close(exact[:len(graph)], expected, rtol=1e-5, atol=1e-9)
+    assert not np.allclose(short[:len(graph)], expected, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [XLA, ONNXRUNTIME], ids=lambda backend: backend.name)
+def test_jitted_env_equals_env_with_fused_cost(backend):
+    """Random rewrite sequences on the toy, the mixed graph, the attention stack and the merge graph under a fused
+    backend: JaxEnv's rewards, costs and node features equal Env's with the same cost model, step for step."""
+    instances = [(toy_graph(3).graph, 30), (mixed_graph(), 30), (small_model("taso_attention_stack"), 10),
+                 (merge_graph(), 20)]
+    passes = max(backend.absorb_depth(graph) for graph, _ in instances) + 2
+    jenv = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY,
+                  max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes)
+    reset, step = jax.jit(jenv.reset), jax.jit(jenv.step)
+    assert sum(replay(jenv, reset, step, graph, sequences, seed)
+               for seed, (graph, sequences) in enumerate(instances)) > 100
