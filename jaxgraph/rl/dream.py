@@ -5,7 +5,9 @@ the whole loop (dream rollouts of `num_envs` vmapped dreams, GAE, PPO epochs) is
 `jax.jit(train)` compiles once and `jax.vmap` over keys and temperatures runs a tau sweep times seeds
 as a single program (tau is a traced argument). Dreams start from `DreamStart` states (the encoded
 initial observations of real graphs), act with a `LatentPolicy` on [z, h] under the predicted masks,
-and are reset to a start state when they terminate or reach `horizon` steps.
+and are reset to a start state when they terminate or reach `horizon` steps. `make_dream_trainer` gives the
+same training in pieces (`init`, then `run` over chunks of update keys), to evaluate the controller between
+chunks.
 """
 
 from __future__ import annotations

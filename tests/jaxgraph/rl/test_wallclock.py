@@ -38,7 +38,7 @@ def test_clock_stops_at_the_target_or_the_cap_and_counts_compilation():
         run = clock.run()
     finally:
         clock.close()
-    assert 0 < run.compile_seconds <= run.seconds and run.evaluation_seconds >= 0.01
+    assert 0 < run.compile_seconds <= run.seconds - 0.01 and run.evaluation_seconds >= 0.01  # the sleep is no compile
     assert run.reached.env_steps == 20 and run.best_cost == 1.0 + 1e-7
     capped = Clock("capped", target=1.0, time_cap=1e-9)
     capped.close()
