@@ -250,15 +250,16 @@ def race(graph: Graph, config: StudyConfig, cost_model: CostModel, time_cap: flo
         raise ValueError(f"time_cap, chunk_epochs and chunk_updates must be positive, got {time_cap}, "
                          f"{chunk_epochs}, {chunk_updates}")
     taso = taso_search(graph, config.taso_alpha, config.taso_budget, rules, cost_model=cost_model)
+    options = {"jax_env": dict(chunk_epochs=chunk_epochs, jitted_evaluation=jitted_evaluation),
+               "world_model": dict(chunk_updates=chunk_updates)}
     runs = {}
-    for i, name in enumerate(trainers):
-        chunks = {"jax_env": dict(chunk_epochs=chunk_epochs, jitted_evaluation=jitted_evaluation),
-                  "world_model": dict(chunk_updates=chunk_updates)}
+    for name in trainers:
         jax.clear_caches()
         clock = Clock(name, taso.cost, time_cap, progress)
-        try:
-            runs[name] = clock.run(_TRAIN[name](graph, config, cost_model, rules, clock, jax.random.fold_in(key, i),
-                                                **chunks.get(name, {})))
+        try:  # each trainer's key depends on its name only, so a subset of trainers reruns the same runs
+            trainer_key = jax.random.fold_in(key, TRAINERS.index(name))
+            runs[name] = clock.run(_TRAIN[name](graph, config, cost_model, rules, clock, trainer_key,
+                                                **options.get(name, {})))
         finally:
             clock.close()
     return {"initial_cost": cost(graph, cost_model), "taso_cost": taso.cost, "taso_seconds": taso.seconds,
