@@ -64,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         graph = build_graph(config, "bert") if args.model == "bert" else load_onnx(IMPORTED, batch_one(IMPORTED))
         cost_model = Roofline(backend=BACKENDS[args.backend])
         if "jax_env" in trainers:
-            JaxEnv(graph, max_locations=config.agent.max_locations, cost_model=cost_model)  # refuses what it lacks
+            try:  # JaxEnv refuses a cost it does not compute; it cannot encode the imported graph's hashed node ids
+                JaxEnv(graph, max_locations=config.agent.max_locations, cost_model=cost_model).params()
+            except (ValueError, OverflowError) as error:
+                raise ValueError(f"JaxEnv cannot run this model and cost ({error}); leave jax_env out of "
+                                 f"--trainers") from error
         if args.time_cap <= 0 or args.chunk_updates < 1 or not set(trainers) <= set(TRAINERS) or not trainers:
             raise ValueError(f"need --time-cap > 0, --chunk-updates >= 1 and --trainers among {TRAINERS}")
     except (ValueError, FileNotFoundError) as error:

@@ -87,3 +87,18 @@ def test_jitted_trainer_races_to_the_toy_optimum():
     run = result["runs"]["jax_env"]
     check_run(run, cost(TOY.optimal_graph), 60.0)
     assert run.dream_steps == 0 and "PPO on JaxEnv" in wallclock_table(result, 60.0)
+
+
+def test_script_refuses_what_jax_env_cannot_run(capsys):
+    """benchmarks/ppo_wallclock.py: a cost JaxEnv does not compute is one line on stderr and exit status 2."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[3] / "benchmarks" / "ppo_wallclock.py"
+    spec = importlib.util.spec_from_file_location("ppo_wallclock", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--backend", "onnxruntime", "--trainers", "jax_env"]) == 2
+    assert script.main(["--trainers", "host_env,nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "JaxEnv cannot run" in err[0] and "--trainers among" in err[1]
