@@ -1,10 +1,13 @@
-"""Model-free PPO on the jitted environment as one pure function (PureJaxRL style).
+"""Model-free PPO on the jitted environment as one pure function (PureJaxRL style), and its evaluation.
 
 `make_train(config, env)(key)` trains the agents issue's `GraphPolicy` with its PPO update
 (`jaxgraph.rl.ppo.make_update`) on `config.num_envs` copies of a `JaxEnv` instance, rollouts and updates
 included, so `jax.jit(jax.vmap(make_train(config, env)))(keys)` trains one agent per key in one program.
 As in `jaxgraph.rl.train`, every epoch starts from the unmodified graph, rewards are normalised by the
-initial cost, and episodes that end are reset in place.
+initial cost, and episodes that end are reset in place. `make_trainer` gives the same run in pieces
+(`init`, then `run` over any number of epoch keys), so a caller can train in chunks of epochs and watch
+the agent between them; `make_evaluate` is `jaxgraph.rl.train.evaluate_agent` in the jitted environment
+(the most-likely-action episode and sampled episodes, vmapped in one program).
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgraph.jax_env import EnvParams, JaxEnv
 from jaxgraph.rl.configs import AgentConfig
+from jaxgraph.rl.episode import Episode
 from jaxgraph.rl.policy import GraphPolicy, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.rollout import graph_agent
@@ -30,11 +35,24 @@ class JaxTrainResult(NamedTuple):
     metrics: dict[str, jax.Array]  # PPO loss parts
 
 
-def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None) -> Callable[[jax.Array],
-                                                                                             JaxTrainResult]:
-    """`train(key) -> JaxTrainResult` on `params` (default `env.params()`); pure and jittable."""
+class JaxTrainer(NamedTuple):
+    """A training run in pieces: `init(key) -> TrainState` (fresh policy parameters and optimiser state) and
+    `run(state, epoch_keys) -> (state, JaxTrainResult)`, one epoch per key of `epoch_keys` [E] (pure and
+    jittable; one compilation per chunk length E)."""
+
+    init: Callable[[jax.Array], TrainState]
+    run: Callable[[TrainState, jax.Array], tuple[TrainState, JaxTrainResult]]
+
+
+def _episode_params(config: AgentConfig, env: JaxEnv, params: EnvParams | None) -> EnvParams:
     env_params = env.params() if params is None else params
-    env_params = env_params._replace(max_steps=jnp.int32(config.max_steps or 0))
+    return env_params._replace(max_steps=jnp.int32(config.max_steps or 0))
+
+
+def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None) -> JaxTrainer:
+    """The pieces of `make_train` on `params` (default `env.params()`): running `init` and then `run` on the
+    epoch keys in several chunks gives exactly the parameters of one `run` over all of them."""
+    env_params = _episode_params(config, env, params)
     policy = GraphPolicy(env.num_xfers, config.hidden, config.latent, config.message_steps)
     update = make_update(graph_agent(policy).evaluate, config.ppo)
     optimizer = make_optimizer(config.ppo)
@@ -48,12 +66,17 @@ def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None
     def value(policy_params, obs):
         return policy.apply(policy_params, obs, jnp.argmax).value
 
-    def train(key: jax.Array) -> JaxTrainResult:
-        key, init_key = jax.random.split(key)
-        first, first_obs = reset(jax.random.split(key, config.num_envs), env_params)
-        policy_params = policy.init(init_key, jax.tree.map(lambda x: x[0], first_obs), jnp.argmax)
+    def first_states():
+        return reset(jax.random.split(jax.random.key(0), config.num_envs), env_params)  # resets ignore the key
+
+    def init(key: jax.Array) -> TrainState:
+        _, first_obs = first_states()
+        policy_params = policy.init(key, jax.tree.map(lambda x: x[0], first_obs), jnp.argmax)
         with jax.numpy_dtype_promotion("standard"):
-            state = TrainState(policy_params, optimizer.init(policy_params))
+            return TrainState(policy_params, optimizer.init(policy_params))
+
+    def run(state: TrainState, epoch_keys: jax.Array) -> tuple[TrainState, JaxTrainResult]:
+        first, first_obs = first_states()
 
         def rollout_step(carry, key):
             env_state, obs, policy_params = carry
@@ -80,7 +103,78 @@ def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None
             mean_return = jnp.where(episodes > 0, trajectory.reward.sum() / finished, 0.0)
             return state, (mean_return, episodes, metrics)
 
-        state, (mean_return, episodes, metrics) = jax.lax.scan(epoch, state, jax.random.split(key, config.epochs))
-        return JaxTrainResult(state.params, mean_return, episodes, metrics)
+        state, (mean_return, episodes, metrics) = jax.lax.scan(epoch, state, epoch_keys)
+        return state, JaxTrainResult(state.params, mean_return, episodes, metrics)
+
+    return JaxTrainer(init, run)
+
+
+def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None) -> Callable[[jax.Array],
+                                                                                             JaxTrainResult]:
+    """`train(key) -> JaxTrainResult` on `params` (default `env.params()`); pure and jittable."""
+    trainer = make_trainer(config, env, params)
+
+    def train(key: jax.Array) -> JaxTrainResult:
+        key, init_key = jax.random.split(key)
+        return trainer.run(trainer.init(init_key), jax.random.split(key, config.epochs))[1]
 
     return train
+
+
+class JaxEpisodes(NamedTuple):
+    """Evaluation episodes in the jitted environment, leaves [E, ...], the most-likely-action episode first.
+    Entries past an episode's end repeat its last action and cost; `episodes` cuts them off."""
+
+    actions: jax.Array  # [E, T, 2] int32
+    costs: jax.Array  # [E, T + 1] float32: the initial state's cost, then the cost after each action
+    length: jax.Array  # [E] int32 actions the episode took (the NO-OP included)
+
+    @property
+    def best_cost(self) -> jax.Array:
+        """The cheapest state any of the episodes visited."""
+        return self.costs.min()
+
+    def episodes(self) -> list[Episode]:
+        """The episodes as host `Episode`s (what `jaxgraph.rl.episode.best_of` and the study read)."""
+        actions, costs, length = (np.asarray(x) for x in self)
+        return [Episode([(int(x), int(loc)) for x, loc in actions[e, :length[e]]],
+                        [float(c) for c in costs[e, :length[e] + 1]]) for e in range(len(length))]
+
+
+def make_evaluate(config: AgentConfig, env: JaxEnv, samples: int, params: EnvParams | None = None
+                  ) -> Callable[[Any, jax.Array], JaxEpisodes]:
+    """`evaluate(policy_params, key) -> JaxEpisodes`: `evaluate_agent`'s protocol in `env` (pure, jittable): the
+    policy's most-likely-action episode and `samples` episodes sampled with keys split from `key`, each until
+    it ends or takes `config.max_steps` actions (1000 when None), on `params` (default `env.params()`).
+    The agent returns the cheapest state the episodes visited (`best_cost`; `episodes()` and `best_of` give
+    the actions that reach it)."""
+    if samples < 0:
+        raise ValueError(f"samples must be >= 0, got {samples}")
+    env_params = _episode_params(config, env, params)
+    policy = GraphPolicy(env.num_xfers, config.hidden, config.latent, config.message_steps)
+    max_steps = config.max_steps or 1000
+
+    def episode(policy_params, likeliest: jax.Array, key: jax.Array):
+        state, obs = env.reset(key, env_params)
+
+        def body(carry, step_key):
+            state, obs, cost, done = carry
+            apply = lambda choose: policy.apply(policy_params, obs, choose)  # noqa: E731
+            action = jnp.where(likeliest, sample_action(None, apply)[0], sample_action(step_key, apply)[0])
+            next_state, next_obs, _, terminated, truncated, _ = env.step(step_key, state, action, env_params)
+            cost = jnp.where(done, cost, next_state.cost)
+            return (next_state, next_obs, cost, done | terminated | truncated), (action, cost, ~done)
+
+        _, (actions, costs, taken) = jax.lax.scan(body, (state, obs, state.cost, jnp.bool_(False)),
+                                                  jax.random.split(key, max_steps))
+        length = taken.sum().astype(jnp.int32)
+        last = actions[jnp.maximum(length - 1, 0)]
+        actions = jnp.where((jnp.arange(max_steps) < length)[:, None], actions, last)
+        return actions, jnp.concatenate([state.cost[None], costs]), length
+
+    def evaluate(policy_params, key: jax.Array) -> JaxEpisodes:
+        keys = jnp.concatenate([key[None], jax.random.split(key, samples)]) if samples else key[None]
+        likeliest = jnp.arange(samples + 1) == 0
+        return JaxEpisodes(*jax.vmap(episode, in_axes=(None, 0, 0))(policy_params, likeliest, keys))
+
+    return evaluate

@@ -5,7 +5,9 @@ the whole loop (dream rollouts of `num_envs` vmapped dreams, GAE, PPO epochs) is
 `jax.jit(train)` compiles once and `jax.vmap` over keys and temperatures runs a tau sweep times seeds
 as a single program (tau is a traced argument). Dreams start from `DreamStart` states (the encoded
 initial observations of real graphs), act with a `LatentPolicy` on [z, h] under the predicted masks,
-and are reset to a start state when they terminate or reach `horizon` steps.
+and are reset to a start state when they terminate or reach `horizon` steps. `make_dream_trainer` gives the
+same training in pieces (`init`, then `run` over chunks of update keys), to evaluate the controller between
+chunks.
 """
 
 from __future__ import annotations
@@ -131,8 +133,19 @@ def dream_step_seconds(config: DreamConfig, model: MDNRNN, world_model_params, s
     return seconds / config.rollout_steps
 
 
-def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
-    """`train(key, tau, world_model_params, start) -> DreamResult`, pure and jittable (see module doc)."""
+class DreamTrainer(NamedTuple):
+    """Dream training in pieces: `init(key, start) -> carry` (a fresh controller and optimiser state, and
+    `num_envs` dreams at their start states) and `run(carry, update_keys, tau, world_model_params, start) ->
+    (carry, metrics)`, one PPO update per key of `update_keys` [U] (pure and jittable; one compilation per
+    chunk length U)."""
+
+    init: Callable[[chex.PRNGKey, DreamStart], tuple[TrainState, DreamEnvState]]
+    run: Callable[..., tuple[tuple[TrainState, DreamEnvState], dict]]
+
+
+def make_dream_trainer(config: DreamConfig, model: MDNRNN) -> DreamTrainer:
+    """The pieces of `make_dream_train`: running `init` and then `run` on the update keys in several chunks
+    gives exactly the controller of one `run` over all of them."""
     policy, rollout = make_dream_rollout(config, model)
 
     def evaluate(params, obs: ControllerInput, action):
@@ -143,13 +156,14 @@ def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
     update = make_update(evaluate, config.ppo)
     optimizer = make_optimizer(config.ppo)
 
-    def train(key, tau, world_model_params, start: DreamStart) -> DreamResult:
-        chex.assert_rank(tau, 0)
-        init_key, key = jax.random.split(key)
+    def init(key, start: DreamStart) -> tuple[TrainState, DreamEnvState]:
         env = initial_env_state(config, model, start)
         first = controller_input(jax.tree.map(lambda x: x[0], env.dream))
-        params = policy.init(init_key, first.state, first.xfer_mask, first.location_mask, jnp.argmax)
-        state = TrainState(params, optimizer.init(params))
+        params = policy.init(key, first.state, first.xfer_mask, first.location_mask, jnp.argmax)
+        return TrainState(params, optimizer.init(params)), env
+
+    def run(carry, update_keys, tau, world_model_params, start: DreamStart):
+        chex.assert_rank(tau, 0)
 
         def one_update(carry, update_key):
             state, env = carry
@@ -162,7 +176,19 @@ def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
                        "mean_reward": jnp.mean(trajectory.reward)}
             return (state, env), metrics
 
-        (state, _), metrics = jax.lax.scan(one_update, (state, env), jax.random.split(key, config.updates))
+        return jax.lax.scan(one_update, carry, update_keys)
+
+    return DreamTrainer(init, run)
+
+
+def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
+    """`train(key, tau, world_model_params, start) -> DreamResult`, pure and jittable (see module doc)."""
+    trainer = make_dream_trainer(config, model)
+
+    def train(key, tau, world_model_params, start: DreamStart) -> DreamResult:
+        init_key, key = jax.random.split(key)
+        (state, _), metrics = trainer.run(trainer.init(init_key, start), jax.random.split(key, config.updates), tau,
+                                          world_model_params, start)
         return DreamResult(state.params, metrics)
 
     return train

@@ -26,7 +26,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import chex
 import jax
@@ -48,7 +48,7 @@ from jaxgraph.rl.policy import LatentPolicy
 from jaxgraph.rl.report import plot_results, results_table
 from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
-from jaxgraph.rules import RULES
+from jaxgraph.rules import RULES, Rule
 from jaxgraph.search import greedy, taso_search
 from jaxsched.timing import alternated_times
 
@@ -362,12 +362,12 @@ def _rules(actions: list) -> list[str]:
     return [RULES[x].name for x, _ in actions if x < len(RULES)]
 
 
-def reachable_optimum(graph: Graph, budget: int, cm) -> dict:
+def reachable_optimum(graph: Graph, budget: int, cm, rules: Sequence[Rule] = RULES) -> dict:
     """TASO's search without pruning (alpha 1e9): when it stops before `budget` expansions it has expanded every
     graph the rules reach (within the node capacity), so its best cost is the optimum no agent can beat."""
-    result = taso_search(graph, 1e9, budget, cost_model=cm, progress=False)
+    result = taso_search(graph, 1e9, budget, rules, cost_model=cm, progress=False)
     return {"cost": result.cost, "explored": result.explored, "exhausted": result.explored < budget,
-            "rules": [RULES[x].name for x, _ in result.history]}
+            "rules": [rules[x].name for x, _ in result.history]}
 
 
 def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm_params, start: DreamStart,

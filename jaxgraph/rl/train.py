@@ -27,6 +27,7 @@ from jaxgraph.rl.episode import Episode, evaluation_episodes, run_episode, split
 from jaxgraph.rl.policy import GraphPolicy
 from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
 from jaxgraph.rl.rollout import EnvPool, collect, graph_agent, stack
+from jaxgraph.rules import RULES, Rule
 from jaxsched.checkpoint import EpochCheckpointer
 
 
@@ -40,15 +41,22 @@ class AgentResult(NamedTuple):
 
 
 def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostModel | None = None,
-               workdir: str | Path | None = None, progress: bool = False) -> Callable[[Any], AgentResult]:
-    """Build `train(key) -> AgentResult`, training one agent on all `graphs` (cycled over the envs)."""
-    pool = EnvPool(graphs, config.num_envs, config.max_locations, config.max_steps, cost_model)
+               workdir: str | Path | None = None, progress: bool = False,
+               on_epoch: Callable[[AgentResult], bool] | None = None,
+               rules: Sequence[Rule] = RULES) -> Callable[[Any], AgentResult]:
+    """Build `train(key) -> AgentResult`, training one agent on all `graphs` (cycled over the envs) with
+    `rules` (default: all of `RULES`).
+
+    `on_epoch(agent so far) -> stop` is called after every epoch (and its checkpoint): a caller can evaluate
+    the agent as training goes and end it early by returning True (the result then holds the epochs run)."""
+    pool = EnvPool(graphs, config.num_envs, config.max_locations, config.max_steps, cost_model, rules)
     policy = GraphPolicy(pool.num_xfers, config.hidden, config.latent, config.message_steps)
     agent = graph_agent(policy)
     update = _jitted_update(policy, config.ppo)
     optimizer = make_optimizer(config.ppo)
     identity = {"config": {k: v for k, v in dataclasses.asdict(config).items() if k != "epochs"},
-                "graphs": [str(g.structure_hash) for g in graphs]}
+                "graphs": [str(g.structure_hash) for g in graphs],
+                **({} if tuple(rules) == tuple(RULES) else {"rules": [r.name for r in rules]})}
 
     def train(key) -> AgentResult:
         key, init_key = jax.random.split(key)
@@ -75,6 +83,8 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
                                 **{name: float(value) for name, value in metrics.items()}})
                 if checkpointer is not None:
                     checkpointer.save(epoch + 1, {"state": state, "key": jax.random.key_data(key)}, history)
+                if on_epoch is not None and on_epoch(AgentResult(policy, state.params, history, steps)):
+                    break
         finally:
             if checkpointer is not None:
                 checkpointer.close()
@@ -94,11 +104,13 @@ def _jitted_init(policy: GraphPolicy) -> Callable:
 
 
 def evaluate_agent(result: AgentResult, graph: Graph, config: AgentConfig, cost_model: CostModel | None = None,
-                   key: Any = None, samples: int = 0) -> list[Episode]:
+                   key: Any = None, samples: int = 0, rules: Sequence[Rule] = RULES) -> list[Episode]:
     """The trained agent's real-environment episodes on `graph` (which may be a graph it never saw: the policy
     is size-independent, only xfers and max_locations are fixed): the most-likely-action episode first, then
-    `samples` episodes sampled from the policy with `key`. `best_of` picks the graph to return."""
-    env = Env(graph, max_locations=config.max_locations, cost_model=cost_model, max_steps=config.max_steps)
+    `samples` episodes sampled from the policy with `key`, with the `rules` it was trained with. `best_of` picks
+    the graph to return."""
+    env = Env(graph, max_locations=config.max_locations, rules=rules, cost_model=cost_model,
+              max_steps=config.max_steps)
     agent, params, max_steps = graph_agent(result.policy), result.params, config.max_steps or 1000
 
     def run_one(episode_key):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgraph.rl import (DreamConfig, DreamStart, DreamState, LatentPolicy, PPOConfig, imagine, initial_env_state,
-                         make_dream_rollout, make_dream_train, sample_action)
+                         make_dream_rollout, make_dream_train, make_dream_trainer, sample_action)
 
 from .conftest import D, L, X, latent, masks
 
@@ -87,3 +87,21 @@ def test_dream_rollout_shapes_and_no_retrace(counter_world_model):
         xfer_masks = np.asarray(trajectory.obs.xfer_mask).reshape(-1, X + 1)
         assert xfer_masks[np.arange(len(actions)), actions[:, 0]].all()  # never a masked xfer in a dream
         assert float(episodes) > 0 and np.asarray(env.steps).max() < CONFIG.horizon
+
+
+def test_dream_training_in_chunks_equals_one_program(counter_world_model):
+    """`make_dream_trainer`'s pieces: four updates in two chunks of two end where `make_dream_train`'s one program
+    of four does (so a caller can evaluate the controller between chunks)."""
+    model, wm_params, _ = counter_world_model
+    config = DreamConfig(ppo=PPOConfig(minibatches=2), hidden=16, num_envs=8, rollout_steps=4, updates=4, horizon=8)
+    whole = jax.jit(make_dream_train(config, model))(jax.random.key(5), jnp.float32(1.0), wm_params, START)
+    trainer = make_dream_trainer(config, model)
+    init_key, key = jax.random.split(jax.random.key(5))
+    run = jax.jit(chex.assert_max_traces(trainer.run, n=1))
+    keys = jax.random.split(key, config.updates)
+    carry = jax.jit(trainer.init)(init_key, START)
+    carry, first = run(carry, keys[:2], jnp.float32(1.0), wm_params, START)
+    (state, _), rest = run(carry, keys[2:], jnp.float32(1.0), wm_params, START)
+    chex.assert_trees_all_close(state.params, whole.params, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate([first["mean_return"], rest["mean_return"]]),
+                               whole.metrics["mean_return"], rtol=1e-5, atol=1e-6)

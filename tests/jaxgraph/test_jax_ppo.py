@@ -1,0 +1,67 @@
+"""PPO on the jitted environment in pieces, and its jitted evaluation against the host evaluation
+(`jaxgraph.rl.train.evaluate_agent` in `Env`, the reference twin) and against the host cost of the graphs
+its recorded actions lead to."""
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+from jaxgraph import RULES, JaxEnv, cost
+from jaxgraph.jax_ppo import make_evaluate, make_trainer
+from jaxgraph.rl import AgentResult, GraphPolicy, best_of, evaluate_agent, tiny_agent, toy_graph
+
+TOY = toy_graph(2)
+CONFIG = tiny_agent()
+CONFIG = type(CONFIG)(**{**CONFIG.__dict__, "num_envs": 2, "rollout_steps": 2, "max_steps": 6})
+TOY_RULES = RULES[:2]  # FuseConvRelu and FuseConvBatchNorm (stride 1, SAME): the toy's rewrites; few rules compile fast
+
+
+@pytest.fixture(scope="module")
+def env():
+    return JaxEnv(TOY.graph, max_locations=CONFIG.max_locations, rules=TOY_RULES)
+
+
+@pytest.mark.slow
+def test_training_in_chunks_equals_one_run(env):
+    """About 100 s under load on 2 cores (two compilations of a PPO epoch on JaxEnv)."""
+    trainer = make_trainer(CONFIG, env)
+    run = jax.jit(chex.assert_max_traces(trainer.run, n=2))  # one trace per chunk length
+    keys = jax.random.split(jax.random.key(1), 2)
+    start = jax.jit(trainer.init)(jax.random.key(0))
+    whole, curves = run(start, keys)
+    chunked, first = run(start, keys[:1])
+    chunked, second = run(chunked, keys[1:])
+    chex.assert_trees_all_close(chunked.params, whole.params, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose([first.mean_return[0], second.mean_return[0]], curves.mean_return, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_jitted_evaluation_equals_host_evaluation(env):
+    """About 90 s under load on 2 cores (compiling the jitted episodes and step).
+    Random parameters: the most-likely-action episode takes the same rewrites at the same costs in both
+    environments (locations are numbered differently, so they are compared by cost); sampled episodes stay
+    within the toy's bounds; every recorded cost is the host cost of the graph its action prefix reaches."""
+    policy = GraphPolicy(env.num_xfers, CONFIG.hidden, CONFIG.latent, CONFIG.message_steps)
+    _, obs = env.reset(jax.random.key(0), env.params())
+    params = policy.init(jax.random.key(3), obs, lambda logits: logits.argmax())
+    samples = 3
+    result = jax.jit(make_evaluate(CONFIG, env, samples))(params, jax.random.key(4))
+    episodes = result.episodes()
+    assert len(episodes) == samples + 1
+    host = evaluate_agent(AgentResult(policy, params, [], 0), TOY.graph, CONFIG, rules=TOY_RULES)[0]
+    assert [x for x, _ in episodes[0].actions] == [x for x, _ in host.actions]
+    np.testing.assert_allclose(episodes[0].costs, host.costs, rtol=1e-5)
+    optimum, initial = cost(TOY.optimal_graph), cost(TOY.graph)
+    step = jax.jit(env.step)
+    for episode in episodes:
+        assert 1 <= episode.env_steps <= CONFIG.max_steps
+        assert episode.costs[0] == pytest.approx(initial, rel=1e-5)
+        assert min(episode.costs) >= optimum * (1 - 1e-5)
+        state, _ = env.reset(jax.random.key(0), env.params())
+        for action, recorded in zip(episode.actions, episode.costs[1:]):
+            state, *_ = step(jax.random.key(0), state, np.asarray(action, np.int32), env.params())
+            assert cost(env.decode(state.graph)) == pytest.approx(recorded, rel=1e-5)
+    assert float(result.best_cost) == pytest.approx(best_of(episodes).best_cost, rel=1e-6)
+    with pytest.raises(ValueError, match="samples"):
+        make_evaluate(CONFIG, env, -1)
