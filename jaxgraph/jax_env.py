@@ -1289,13 +1289,14 @@ class JaxEnv:
         rank = np.zeros((capacity, self.max_outputs), np.int32)
         constant, origin = np.zeros(capacity, bool), np.full(capacity, -1, np.int32)
         slot = {node_id: k for k, node_id in enumerate(graph.order)}
-        rank = {node_id: k for k, node_id in enumerate(sorted(graph.nodes))}  # ids may be 64-bit content hashes
+        id_rank = {node_id: k for k, node_id in enumerate(sorted(graph.nodes))}  # ids may be 64-bit hashes
         for node_id, k in slot.items():
             node = graph.nodes[node_id]
             if (len(node.inputs) > self.max_inputs or len(node.shapes) > self.max_outputs
                     or any(len(s) > self.max_rank for s in node.shapes)):
                 raise ValueError(f"node {node.name or node_id} ({node.op}) exceeds the environment's sizes")
-            op[k], attrs[k], constant[k], origin[k] = OP_ID[node.op], self._attr_row(node), node.constant, rank[node_id]
+            op[k], attrs[k], constant[k] = OP_ID[node.op], self._attr_row(node), node.constant
+            origin[k] = id_rank[node_id]
             num_inputs[k], num_outputs[k] = len(node.inputs), len(node.shapes)
             for position, ref in enumerate(node.inputs):
                 inputs[k, position], input_index[k, position] = slot[ref.node], ref.index

@@ -25,6 +25,8 @@ from jaxgraph.jax_env import (
     node_costs,
     node_signatures,
 )
+from jaxgraph.onnx_io import load_onnx
+from jaxgraph.rl.study import batch_one
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
@@ -341,10 +343,28 @@ def test_root_capacity_is_never_exceeded(concats, offered):
     assert Env(graph, rules=rules).reset().xfer_mask[merge]
 
 
+IMPORTED_BERT = "tests/data/bert-legacy-op17.onnx"  # exported by torch; node ids are 64-bit content hashes
+
+
+def imported_bert():
+    return load_onnx(IMPORTED_BERT, batch_one(IMPORTED_BERT))
+
+
+def test_imported_model_round_trip_and_cost():
+    """A real exported model, whose node ids do not fit int32, encodes, decodes and costs as its graph."""
+    graph = imported_bert()
+    assert max(graph.nodes) > np.iinfo(np.int32).max
+    env = JaxEnv(graph)
+    decoded = env.decode(env.encode(graph))
+    assert canonical_form(decoded) == canonical_form(graph)
+    params = env.params()
+    assert float(jax.jit(env.node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["squeezenet1_1", "resnet18", "inception_v3", "bert"])
+@pytest.mark.parametrize("name", ["squeezenet1_1", "resnet18", "inception_v3", "bert", "imported_bert"])
 def test_jitted_env_equals_env_on_builders(name):
-    graph = small_model(name)
+    graph = imported_bert() if name == "imported_bert" else small_model(name)
     jenv = JaxEnv(graph, max_locations=64)
     assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) >= 30
 
