@@ -1,6 +1,6 @@
 """JaxEnv throughput: steps/s of the jitted environment vmapped over many environments against Env (host).
 
-    flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64]
+    flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64] [--chunk 32]
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
     python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
 
@@ -10,7 +10,9 @@ episode ends, under the analytic `Roofline` cost of `--backend` (taso, xla or on
 takes a comma-separated list and profiles each).
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
-agent reads the masks from the state); the first call (compilation) is timed apart. Env: one environment
+agent reads the masks from the state); the first call (compilation) is timed apart. With `--chunk N`, also
+the same `num_envs` environments as groups of N vmapped ones run one after another (`lax.map`) in one
+program, so a group's state stays in the CPU's caches. Env: one environment
 stepped on the host for `--host-seconds`, half before and half after the jitted runs. Prints a markdown
 table (and `--json` writes the numbers).
 """
@@ -68,19 +70,24 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
     return rollout
 
 
-def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool
+def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
                          ) -> tuple[float, float]:
-    """(steps/s after compilation, seconds of the first call)."""
+    """(steps/s after compilation, seconds of the first call). With `chunk`, the `num_envs` environments run as
+    groups of `chunk` vmapped environments one after another (`lax.map`) in the same program: a group's state
+    stays in the CPU's caches for its whole rollout."""
     params = env.params()
-    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (num_envs, *leaf.shape)), params)
-    run = jax.jit(jax.vmap(make_rollout(env, num_steps, observe)))
-    keys = jax.random.split(jax.random.key(0), num_envs)
+    groups = num_envs // chunk if chunk else 1
+    shape = (groups, num_envs // groups) if chunk else (num_envs,)
+    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), params)
+    vmapped = jax.vmap(make_rollout(env, num_steps, observe))
+    run = jax.jit((lambda keys, p: jax.lax.map(lambda pair: vmapped(*pair), (keys, p))) if chunk else vmapped)
+    keys = jax.random.split(jax.random.key(0), num_envs).reshape(shape)
     start = time.perf_counter()
     run(keys, batched).block_until_ready()
     compile_seconds = time.perf_counter() - start
     times = []
     for r in range(repeats):
-        keys = jax.random.split(jax.random.key(r + 1), num_envs)
+        keys = jax.random.split(jax.random.key(r + 1), num_envs).reshape(shape)
         start = time.perf_counter()
         run(keys, batched).block_until_ready()
         times.append(time.perf_counter() - start)
@@ -157,14 +164,18 @@ def main() -> None:
                         help="cost backend(s) of the Roofline: taso, xla, onnxruntime (a list only with --profile)")
     parser.add_argument("--pieces", default=",".join(PIECES),
                         help=f"with --profile, which pieces of a step to time: {', '.join(PIECES)}")
+    parser.add_argument("--chunk", type=int, default=0,
+                        help="also time the environments as groups of this many, one group after another (lax.map)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
     backends = [b for b in args.backend.split(",") if b]
     pieces = tuple(p for p in args.pieces.split(",") if p)
     unknown = sorted((set(names) - set(MODELS)) | (set(backends) - set(BACKENDS)) | (set(pieces) - set(PIECES)))
-    if unknown or not backends or args.num_envs < 1 or args.steps < 1 or args.repeats < 1:
-        parser.exit(2, f"jax_env: unknown models, backends or pieces {unknown}, no backend, or non-positive sizes\n")
+    if unknown or not backends or min(args.num_envs, args.steps, args.repeats) < 1 or args.chunk < 0 or (
+            args.chunk and args.num_envs % args.chunk):
+        parser.exit(2, f"jax_env: unknown models, backends or pieces {unknown}, no backend, non-positive sizes, or "
+                       f"a chunk that does not divide --num-envs\n")
     if len(backends) > 1 and not args.profile:
         parser.exit(2, "jax_env: several backends only with --profile\n")
     models = [Roofline(backend=BACKENDS[b]) for b in backends]
@@ -182,9 +193,10 @@ def main() -> None:
                       + ", ".join(f"{k} {v:.0f}" for k, v in times.items()), flush=True)
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return
+    chunked = f" | JaxEnv steps/s, {args.num_envs // args.chunk} groups of {args.chunk} | ratio" if args.chunk else ""
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
-          "no observation | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"no observation | ratio{chunked} |")
+    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk))
     rows = []
     for name in names:
         graph = MODELS[name]()
@@ -194,11 +206,15 @@ def main() -> None:
         before = host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0])
         jitted, compile_seconds = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True)
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
+        grouped = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True, args.chunk)[0] \
+            if args.chunk else None
         host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
-                         jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare))
+                         jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare,
+                         jax_grouped_steps_per_s=grouped))
+        extra = f" {grouped:,.0f} | {grouped / host:.1f}x |" if args.chunk else ""
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "
-              f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |", flush=True)
+              f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |{extra}", flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.1f}; {args.num_envs} environments x {args.steps} steps, "
           f"median of {args.repeats}")
     if args.json:

@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgraph import Env, Graph, GraphBuilder, MeasuredCost, Roofline, cost
+from jaxgraph import Env, GraphBuilder, MeasuredCost, Roofline, cost
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import node_cost
-from jaxgraph.graph import Ref
 from jaxgraph.jax_env import (
     JAX_RULE_FAMILIES,
     JAX_RULES,
@@ -420,19 +419,10 @@ def fused(request):
     deepest fusions), its `node_costs` jitted once, and the backend."""
     backend = request.param
     passes = max(backend.absorb_depth(graph) for graph in fused_test_graphs().values()) + 2
-    env = JaxEnv(small_model("inception_v3"), max_siblings=5, cost_model=Roofline(backend=backend),
-                 fusion_passes=passes)
+    largest = small_model("inception_v3")
+    env = JaxEnv(largest, max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes,
+                 root_capacity=dict.fromkeys(ROOT_OPS, len(largest)))
     return env, jax.jit(env.node_costs), backend
-
-
-def renumbered(graph):
-    """`graph` with node ids 0..n-1 in `graph.order` (rewrite-made ids are content hashes, too big for a slot's
-    int32 origin)."""
-    new_id = {node_id: k for k, node_id in enumerate(graph.order)}
-    nodes = {new_id[i]: dataclasses.replace(n, inputs=tuple(Ref(new_id[r.node], r.index) for r in n.inputs))
-             for i, n in graph.nodes.items()}
-    return Graph.from_nodes(nodes, [new_id[i] for i in graph.inputs],
-                            [Ref(new_id[r.node], r.index) for r in graph.outputs], graph.output_names)
 
 
 def check_costs(fused, graph, model):
@@ -471,7 +461,7 @@ def test_fused_costs_and_rewards_after_random_rewrites(fused):
                     break
                 xfer = int(rng.choice(rewrites))
                 obs, reward, *_ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
-                after = check_costs(fused, renumbered(env.graph), model)
+                after = check_costs(fused, env.graph, model)
                 assert total - after == pytest.approx(reward, rel=1e-4, abs=1e-6 * env.initial_cost)
                 total, checked = after, checked + 1
     assert checked > 30
@@ -562,7 +552,8 @@ def test_jitted_env_equals_env_with_fused_cost(backend):
                  (merge_graph(), 20)]
     passes = max(backend.absorb_depth(graph) for graph, _ in instances) + 2
     jenv = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY,
-                  max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes)
+                  max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes,
+                  root_capacity=dict.fromkeys(ROOT_OPS, CAPACITY))
     reset, step = jax.jit(jenv.reset), jax.jit(jenv.step)
     assert sum(replay(jenv, reset, step, graph, sequences, seed)
                for seed, (graph, sequences) in enumerate(instances)) > 100
