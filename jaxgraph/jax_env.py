@@ -658,7 +658,7 @@ def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
     bias, bias_index = g.inputs[consumer, other], g.input_index[consumer, other]
     safe = jnp.minimum(bias, capacity - 1)
     add_shape = g.shapes[consumer, 0]
-    last = jnp.take_along_axis(add_shape, jnp.maximum(g.rank[consumer, 0] - 1, 0)[:, None], axis=1)[:, 0]
+    last = _last_dim(add_shape, g.rank[consumer, 0])
     ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
           & _same_shape(v, consumer, jnp.arange(capacity))
           & (g.rank[safe, bias_index] == 1) & (g.shapes[safe, bias_index, 0] == last))
@@ -1413,8 +1413,8 @@ class JaxEnv:
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = _view(g)
         lists = self._root_lists(g)
-        tables = {JAX_RULE_FAMILIES[f].root: None for f in self._families if JAX_RULE_FAMILIES[f].pairs}
-        tables = {op: _sibling_table(g, lists[op], self.max_siblings) for op in tables}
+        paired = dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families if JAX_RULE_FAMILIES[f].pairs)
+        tables = {op: _sibling_table(g, lists[op], self.max_siblings) for op in paired}
 
         def first(found_x, rows_x):
             index = _first_true(found_x[None], big_l)[0]
