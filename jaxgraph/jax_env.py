@@ -152,23 +152,39 @@ def _consumers(g: GraphState) -> tuple[jax.Array, jax.Array]:
     return uses[:capacity], is_output[:capacity]
 
 
-def _view(g: GraphState) -> _View:
+def _tensors(per_output: jax.Array, slot: jax.Array, index: jax.Array) -> jax.Array:
+    """`per_output[slot, index]` for a per-output array [C, O, ...] and in-range tensor ids (slot, index) [...]:
+    one gather of rows of the flattened [C * O, ...] array, several times cheaper under vmap on CPU than the
+    two-index gather (which XLA lowers to a batched gather)."""
+    capacity, width = per_output.shape[:2]
+    flat = per_output.reshape(capacity * width, *per_output.shape[2:])
+    return flat.at[slot * width + index].get(mode="promise_in_bounds")
+
+
+def _at_rows(g: GraphState, rows: jax.Array | None) -> GraphState:
+    """The per-slot arrays of `g` at slots `rows` [N] (all slots for None); the graph outputs as they are."""
+    return g if rows is None else GraphState(*(array[rows] for array in g[:-1]), g.outputs)
+
+
+def _view(g: GraphState, rows: jax.Array | None = None) -> _View:
+    """The view of every slot, or of the slots `rows` [N] (in-range) only: row i describes slot rows[i]."""
     capacity = g.op.shape[0]
-    alive = g.alive
-    valid = g.live_inputs
-    uses, is_output = _consumers(g)
-    producer = jnp.minimum(g.inputs, capacity - 1)
-    in_shape = g.shapes[producer, g.input_index]
-    in_rank = g.rank[producer, g.input_index]
-    shape = g.shapes[:, 0]
-    stride_h, stride_w = g.attrs[:, 1], g.attrs[:, 2]
-    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
+    sub = _at_rows(g, rows)
+    alive = sub.alive
+    valid = sub.live_inputs
+    uses, is_output = (a if rows is None else a[rows] for a in _consumers(g))
+    producer = jnp.minimum(sub.inputs, capacity - 1)
+    in_shape = _tensors(g.shapes, producer, sub.input_index)
+    in_rank = _tensors(g.rank, producer, sub.input_index)
+    shape = sub.shapes[:, 0]
+    stride_h, stride_w = sub.attrs[:, 1], sub.attrs[:, 2]
+    pads = sub.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
     x = in_shape[:, 0]
     same = (shape[:, 2] == -(-x[:, 2] // jnp.maximum(stride_h, 1))) & (
         shape[:, 3] == -(-x[:, 3] // jnp.maximum(stride_w, 1)))
     padding = jnp.where(~pads.any(axis=1), 1, jnp.where(same, 0, -1))
     return _View(alive, alive & (uses == 1) & ~is_output, producer, in_shape, in_rank,
-                 g.constant[producer] & valid, shape, g.rank[:, 0],
+                 g.constant[producer] & valid, shape, sub.rank[:, 0],
                  jnp.where(stride_h == stride_w, stride_h, -1), padding)
 
 
@@ -351,9 +367,10 @@ class _Patch:
                     fields[8], pairs[:, :2], pairs[:, 2:])
 
 
-def apply_edit(g: GraphState, edit: Edit) -> GraphState:
+def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
     """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
-    consumers (that existed before) of the replaced tensors. Orphans are left to `_sweep`."""
+    consumers (that existed before) of the replaced tensors. Orphans are left to `_sweep`. Returns the graph and
+    the slot each new node went to [MAX_NEW_NODES], C for the edit's absent nodes."""
     capacity = g.op.shape[0]
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
     slots = _lowest_free(keep, edit.op.shape[0])
@@ -386,7 +403,8 @@ def apply_edit(g: GraphState, edit: Edit) -> GraphState:
                       input_index=put(g.input_index, edit.input_index),
                       num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, edit.shapes),
                       rank=put(g.rank, edit.ranks), num_outputs=put(g.num_outputs, edit.num_outputs),
-                      constant=put(g.constant, edit.constant), origin=put(g.origin, jnp.full_like(edit.count, -1)))
+                      constant=put(g.constant, edit.constant),
+                      origin=put(g.origin, jnp.full_like(edit.count, -1))), target
 
 
 def _lowest_free(taken: jax.Array, count: int) -> jax.Array:
@@ -1106,12 +1124,17 @@ def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Arra
     return out * steps, 4.0 * (reads + jnp.where(residual | skip, out, 0.0))
 
 
-def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0) -> jax.Array:
+def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0,
+               rows: jax.Array | None = None) -> jax.Array:
     """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=backend)` for every slot: the time of the
     kernel it roots, 0 when it is absorbed into another node's kernel, free on the backend, constant, an input or
     a free slot. `backend` is TASO (no fusion), XLA or ONNXRUNTIME; the fused backends' absorb relation takes
-    `passes` vectorised passes (static), exact from `backend.absorb_depth(graph)` on."""
-    v = _view(g)
+    `passes` vectorised passes (static), exact from `backend.absorb_depth(graph)` on. With `rows` [N] (in-range
+    slots; TASO only, where a node's cost depends on itself and its input shapes alone): [N], those slots' costs."""
+    if rows is not None and backend is not TASO:
+        raise ValueError(f"node_costs of some rows only under the taso backend, got {backend.name!r}")
+    v = _view(g, rows)
+    g = _at_rows(g, rows)
     in_sizes, out_sizes = _sizes(g, v)
     flops, traffic = _node_work(g, v, in_sizes, out_sizes)
     root = jnp.full(g.op.shape, -1, jnp.int32)
@@ -1452,6 +1475,16 @@ class JaxEnv:
         xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
         return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
 
+    def _costs_after(self, g: GraphState, params: EnvParams, before: jax.Array, written: jax.Array) -> jax.Array:
+        """[C] the node costs of `g`, a rewrite of a graph whose costs were `before` that wrote the slots `written`
+        (C: none). Without fusion only those slots' costs change (`cost.affected`: a rewrite keeps the shapes of
+        the tensors it replaces): they alone are computed, the freed slots' zeroed. A fused backend's kernels reach
+        past them, so it recomputes every slot."""
+        if self.model.backend is not TASO:
+            return self.node_costs(g, params)
+        fresh = node_costs(g, params, TASO, rows=jnp.minimum(written, self.node_capacity - 1))
+        return jnp.where(g.alive, before, 0.0).at[written].set(fresh, mode="drop")
+
     def _state(self, g: GraphState, params: EnvParams, initial_cost, steps) -> EnvState:
         costs = self.node_costs(g, params)
         return EnvState(g, costs, costs.sum(), initial_cost, steps, *self._locations(g))
@@ -1479,8 +1512,9 @@ class JaxEnv:
         # an invalid action commits an empty edit (cheaper than selecting between two whole graphs)
         edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
                              present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
-        graph = _sweep(apply_edit(state.graph, edit))
-        costs = self.node_costs(graph, params)
+        graph, written = apply_edit(state.graph, edit)
+        graph = _sweep(graph)
+        costs = self._costs_after(graph, params, state.node_cost, written)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
         xfer_mask, location_mask, location_nodes = self._locations(graph)
@@ -1499,7 +1533,7 @@ class JaxEnv:
         receivers = jnp.where(edge_mask, jnp.repeat(jnp.arange(capacity), max_inputs), capacity).astype(jnp.int32)
         tensors = _tensor_features(g)  # [C, O, 5], gathered per edge: no log of the same tensor twice
         producer = jnp.minimum(g.inputs, capacity - 1).reshape(-1)
-        shape_features = tensors[producer, g.input_index.reshape(-1)]
+        shape_features = _tensors(tensors, producer, g.input_index.reshape(-1))
         position = jnp.tile(jnp.arange(max_inputs), capacity).astype(jnp.float32)
         edges = jnp.concatenate([shape_features, (position / 4.0)[:, None]], axis=1)
         edges = jnp.where(edge_mask[:, None], edges, 0.0)
