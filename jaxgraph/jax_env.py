@@ -174,8 +174,9 @@ def _view(g: GraphState, rows: jax.Array | None = None) -> _View:
     valid = sub.live_inputs
     uses, is_output = (a if rows is None else a[rows] for a in _consumers(g))
     producer = jnp.minimum(sub.inputs, capacity - 1)
-    in_shape = _tensors(g.shapes, producer, sub.input_index)
-    in_rank = _tensors(g.rank, producer, sub.input_index)
+    # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two)
+    in_shape, in_rank = (jnp.stack([_tensors(per_output, producer[:, k], sub.input_index[:, k])
+                                    for k in range(producer.shape[1])], axis=1) for per_output in (g.shapes, g.rank))
     shape = sub.shapes[:, 0]
     stride_h, stride_w = sub.attrs[:, 1], sub.attrs[:, 2]
     pads = sub.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
@@ -382,13 +383,13 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
     target, target_index = resolve(edit.new[:, 0]), edit.new[:, 1]
 
     def redirect(slot, index, live):
-        """Tensors (slot, index) [...] that a replacement names -> the replacing tensor."""
-        lead = (1,) * slot.ndim
-        match = ((slot[..., None] == edit.old[:, 0].reshape(*lead, -1))
-                 & (index[..., None] == edit.old[:, 1].reshape(*lead, -1)) & live[..., None])
-        which = jnp.argmax(match, axis=-1)
-        hit = match.any(axis=-1)
-        return jnp.where(hit, target[which], slot), jnp.where(hit, target_index[which], index)
+        """Tensors (slot, index) [...] that a replacement names -> the replacing tensor (the first replacement
+        naming it). One select per replacement, last to first: no [..., P] intermediate, no gather."""
+        new_slot, new_index = slot, index
+        for p in reversed(range(edit.old.shape[0])):
+            hit = (slot == edit.old[p, 0]) & (index == edit.old[p, 1]) & live
+            new_slot, new_index = jnp.where(hit, target[p], new_slot), jnp.where(hit, target_index[p], new_index)
+        return new_slot, new_index
 
     inputs, input_index = redirect(g.inputs, g.input_index, jnp.broadcast_to(keep[:, None], g.inputs.shape))
     out_slot, out_index = redirect(g.outputs[:, 0], g.outputs[:, 1], jnp.ones(g.outputs.shape[0], bool))
