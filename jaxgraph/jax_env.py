@@ -142,14 +142,23 @@ class _View(NamedTuple):
     rank: jax.Array  # [C]
     stride: jax.Array  # [C] common stride, -1 if they differ
     padding: jax.Array  # [C] index into ("SAME", "VALID"), -1 for neither
+    reads: jax.Array  # [C * O + 1] `_reads`
 
 
-def _consumers(g: GraphState) -> tuple[jax.Array, jax.Array]:
-    """Per slot: how many live inputs read its outputs [C] int32, and whether it holds a graph output [C] bool."""
+def _reads(g: GraphState) -> jax.Array:
+    """[C * O + 1] int32: how many live inputs read each tensor (slot * O + output index); the last entry counts
+    the unused input positions. One scatter-add serves every consumer count a step needs."""
+    capacity, width = g.op.shape[0], g.shapes.shape[1]
+    tensor = jnp.where(g.live_inputs, g.inputs * width + g.input_index, capacity * width)
+    return jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
+
+
+def _consumers(g: GraphState, reads: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per slot: how many live inputs read its outputs [C] int32 (from `_reads`), and whether it holds a graph
+    output [C] bool."""
     capacity = g.op.shape[0]
-    uses = jax.ops.segment_sum(g.live_inputs.reshape(-1).astype(jnp.int32), g.inputs.reshape(-1), capacity + 1)
     is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
-    return uses[:capacity], is_output[:capacity]
+    return reads[:-1].reshape(capacity, -1).sum(axis=1), is_output[:capacity]
 
 
 def _tensors(per_output: jax.Array, slot: jax.Array, index: jax.Array) -> jax.Array:
@@ -166,13 +175,15 @@ def _at_rows(g: GraphState, rows: jax.Array | None) -> GraphState:
     return g if rows is None else GraphState(*(array[rows] for array in g[:-1]), g.outputs)
 
 
-def _view(g: GraphState, rows: jax.Array | None = None) -> _View:
-    """The view of every slot, or of the slots `rows` [N] (in-range) only: row i describes slot rows[i]."""
+def _view(g: GraphState, rows: jax.Array | None = None, reads: jax.Array | None = None) -> _View:
+    """The view of every slot, or of the slots `rows` [N] (in-range) only: row i describes slot rows[i].
+    `reads`: `_reads(g)` where the caller has it."""
     capacity = g.op.shape[0]
     sub = _at_rows(g, rows)
     alive = sub.alive
     valid = sub.live_inputs
-    uses, is_output = (a if rows is None else a[rows] for a in _consumers(g))
+    reads = _reads(g) if reads is None else reads
+    uses, is_output = (a if rows is None else a[rows] for a in _consumers(g, reads))
     producer = jnp.minimum(sub.inputs, capacity - 1)
     # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two)
     in_shape, in_rank = (jnp.stack([_tensors(per_output, producer[:, k], sub.input_index[:, k])
@@ -186,7 +197,7 @@ def _view(g: GraphState, rows: jax.Array | None = None) -> _View:
     padding = jnp.where(~pads.any(axis=1), 1, jnp.where(same, 0, -1))
     return _View(alive, alive & (uses == 1) & ~is_output, producer, in_shape, in_rank,
                  g.constant[producer] & valid, shape, sub.rank[:, 0],
-                 jnp.where(stride_h == stride_w, stride_h, -1), padding)
+                 jnp.where(stride_h == stride_w, stride_h, -1), padding, reads)
 
 
 def _left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
@@ -447,20 +458,22 @@ def _clear(g: GraphState, dead: jax.Array) -> GraphState:
                       origin=jnp.where(dead, -1, g.origin))
 
 
-def _sweep(g: GraphState) -> GraphState:
-    """Remove nodes left without consumers (not inputs or graph outputs), repeatedly: `Patch.commit`'s cascade."""
+def _sweep(g: GraphState) -> tuple[GraphState, jax.Array]:
+    """Remove nodes left without consumers (not inputs or graph outputs), repeatedly: `Patch.commit`'s cascade.
+    Returns the graph and its `_reads`."""
 
     def orphans(g):
-        uses, is_output = _consumers(g)
-        return g.alive & (uses == 0) & ~is_output & (g.op != OP_ID["input"])
+        reads = _reads(g)
+        uses, is_output = _consumers(g, reads)
+        return g.alive & (uses == 0) & ~is_output & (g.op != OP_ID["input"]), reads
 
     def body(carry):
-        g, dead = carry
+        g, dead, _ = carry
         g = _clear(g, dead)
-        return g, orphans(g)
+        return g, *orphans(g)
 
-    g, _ = jax.lax.while_loop(lambda carry: carry[1].any(), body, (g, orphans(g)))
-    return g
+    g, _, reads = jax.lax.while_loop(lambda carry: carry[1].any(), body, (g, *orphans(g)))
+    return g, reads
 
 
 def _attrs_like(g: GraphState, slot: jax.Array, **fields: int) -> jax.Array:
@@ -714,11 +727,10 @@ def _build_merge_linears(g, loc):
     return patch.edit()
 
 
-def _tensor_facts(g: GraphState) -> tuple[jax.Array, jax.Array]:
-    """Per slot, for the tensor its input 0 reads: how many inputs read it, and whether it is a graph output."""
+def _tensor_facts(g: GraphState, reads: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per slot, for the tensor its input 0 reads: how many inputs read it (`reads` from `_reads`), and whether it
+    is a graph output."""
     capacity, width = g.op.shape[0], g.shapes.shape[1]
-    tensor = jnp.where(g.live_inputs, g.inputs * width + g.input_index, capacity * width)
-    reads = jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
     first = g.inputs[:, 0] * width + g.input_index[:, 0]
     output = ((g.outputs[None, :, 0] == g.inputs[:, :1]) & (g.outputs[None, :, 1] == g.input_index[:, :1])).any(1)
     return reads[jnp.minimum(first, capacity * width)], output
@@ -726,7 +738,7 @@ def _tensor_facts(g: GraphState) -> tuple[jax.Array, jax.Array]:
 
 def _match_split_of_split(g, v, r):
     inner = v.producer[r, 0]
-    reads, output = _tensor_facts(g)
+    reads, output = _tensor_facts(g, v.reads)
     rank = jnp.maximum(v.rank[r], 1)
     axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
     ok = ((g.op[inner] == OP_ID["split"]) & (reads[r] == 1) & ~output[r] & (axis[inner] % rank == axis[r] % rank)
@@ -1442,11 +1454,12 @@ class JaxEnv:
             lists[op] = jnp.where(part // capacity == i, part % capacity, capacity).astype(jnp.int32)
         return lists
 
-    def _locations(self, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state. Each family is
-        matched once at the slots of its root op, vmapped over the parameters of its rules."""
+    def _locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
+        `_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
+        parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
-        v = _view(g)
+        v = _view(g, reads=reads)
         lists = self._root_lists(g)
         paired = dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families if JAX_RULE_FAMILIES[f].pairs)
         tables = {op: _sibling_table(g, lists[op], self.max_siblings) for op in paired}
@@ -1525,11 +1538,11 @@ class JaxEnv:
         edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
                              present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
         graph, written = apply_edit(state.graph, edit)
-        graph = _sweep(graph)
+        graph, reads = _sweep(graph)
         costs = self._costs_after(graph, params, state.node_cost, written)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
-        xfer_mask, location_mask, location_nodes = self._locations(graph)
+        xfer_mask, location_mask, location_nodes = self._locations(graph, reads)
         new_state = EnvState(graph, costs, state.cost - jnp.where(valid, reward, 0.0), state.initial_cost, steps,
                              xfer_mask, location_mask, location_nodes)
         terminated = noop | ~xfer_mask[:-1].any()
