@@ -682,18 +682,16 @@ def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
     capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
     valid = g.live_inputs
     producer = jnp.where(valid, g.inputs, capacity).reshape(-1)
-    edge_slot = jnp.repeat(jnp.arange(capacity), max_inputs)
-    edge_position = jnp.tile(jnp.arange(max_inputs), capacity)
-    consumer = jnp.full(capacity + 1, capacity - 1).at[producer].set(edge_slot)[:capacity]  # unique where sole
-    position = jnp.zeros(capacity + 1, jnp.int32).at[producer].set(edge_position)[:capacity]
-    other = jnp.clip(1 - position, 0, 1)
-    bias, bias_index = g.inputs[consumer, other], g.input_index[consumer, other]
+    # one scatter of the edge's id (consumer slot * K + input position): unique where the producer is sole
+    edge = jnp.full(capacity + 1, capacity * max_inputs - 1).at[producer].set(jnp.arange(capacity * max_inputs))
+    consumer, position = edge[:capacity] // max_inputs, edge[:capacity] % max_inputs
+    other = consumer * max_inputs + jnp.clip(1 - position, 0, 1)  # the add's other input, as an edge id
+    bias, bias_index = g.inputs.reshape(-1)[other], g.input_index.reshape(-1)[other]
     safe = jnp.minimum(bias, capacity - 1)
-    add_shape = g.shapes[consumer, 0]
-    last = _last_dim(add_shape, g.rank[consumer, 0])
+    last = _last_dim(v.shape[consumer], v.rank[consumer])
     ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
           & _same_shape(v, consumer, jnp.arange(capacity))
-          & (g.rank[safe, bias_index] == 1) & (g.shapes[safe, bias_index, 0] == last))
+          & (_tensors(g.rank, safe, bias_index) == 1) & (_tensors(g.shapes[:, :, 0], safe, bias_index) == last))
     return ok, consumer
 
 
@@ -1184,8 +1182,8 @@ def _node_features(g: GraphState, costs: jax.Array, tensors: jax.Array) -> jax.A
     op = jnp.maximum(g.op, 0)
     # one-hot rows as a select, not a bool -> float convert: XLA's CPU loop for the select is about 2x faster
     one_hot = jnp.where(op[:, None] == jnp.arange(len(OP_TYPES))[None, :], 1.0, 0.0)
-    activation = jnp.where((g.attrs[:, :1] == jnp.arange(len(ACTIVATIONS))[None, :]) & jnp.asarray(_ACTIVATED)[op, None],
-                           1.0, 0.0)
+    activated = jnp.asarray(_ACTIVATED)[op, None]
+    activation = jnp.where((g.attrs[:, :1] == jnp.arange(len(ACTIVATIONS))[None, :]) & activated, 1.0, 0.0)
     rank = g.rank[:, 0]
     kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
     stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]

@@ -232,6 +232,22 @@ def test_encode_decode_round_trip_and_cost(name):
     assert float(jax.jit(node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
+def test_node_costs_of_some_rows_equal_host_node_cost():
+    """`node_costs(rows=...)` (what a TASO step computes for the slots it wrote) gives, row by row, the host's
+    `node_cost` of the node in that slot (slot k holds node k of `graph.order`), repeats and all; fused backends
+    refuse rows."""
+    graph = small_model("resnet18")
+    env = JaxEnv(graph)
+    params = env.params()
+    host = np.array([node_cost(env.model, graph, node_id) for node_id in graph.order], np.float32)
+    kernels, free = np.flatnonzero(host > 0), np.flatnonzero(host == 0)
+    rows = np.array([kernels[3], free[0], kernels[-1], kernels[len(kernels) // 2], kernels[3]])
+    ours = np.asarray(jax.jit(node_costs)(params.graph, params, rows=jnp.asarray(rows)))
+    chex.assert_trees_all_close(ours, host[rows], rtol=1e-5, atol=1e-9)
+    with pytest.raises(ValueError, match="taso"):
+        node_costs(params.graph, params, XLA, 4, rows=jnp.asarray(rows))
+
+
 def test_jitted_env_equals_env_step_for_step(jitted):
     """Hundreds of random sequences on four instances (the toy with its known optimum, the mixed graph that
     every single-node family matches, the TASO attention stack, the graph every merge and split family matches),
