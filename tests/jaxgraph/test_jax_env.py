@@ -406,11 +406,35 @@ def relu_chain(length: int):
     return b.build({"y": y})
 
 
+def constants_graph():
+    """Constants onnxruntime fuses and ones it leaves alone after a convolution and a MatMul: conv + scalar bias
+    (stays an Add), conv * scalar (folds), conv + [1] and + [1, 1, 1, 1] bias (stay), 2-D MatMul + scalar bias
+    (stays) and * scalar (FusedMatMul), 3-D MatMul + [1, 16] bias (stays) and + [16] (Gemm)."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+
+    def w(name, shape):
+        return b.weight(name, rng.uniform(0.5, 1.5, shape).astype(np.float32))
+
+    x, v, t = b.input("x", (1, 4, 6, 6)), b.input("v", (4, 8)), b.input("t", (2, 4, 8))
+    outputs = []
+    for k, (op, shape) in enumerate([("add", ()), ("mul", ()), ("add", (1,)), ("add", (1, 1, 1, 1))]):
+        y = b.add("conv2d", [x, w(f"w{k}", (8, 4, 3, 3))], pads=(1, 1, 1, 1))
+        outputs.append(b.add(op, [y, w(f"c{k}", shape)]))
+    for k, (source, op, shape) in enumerate([(v, "add", ()), (v, "mul", ()), (t, "add", (1, 16)), (t, "add", (16,))]):
+        y = b.add("matmul", [source, w(f"m{k}", (8, 16))])
+        outputs.append(b.add(op, [w(f"d{k}", shape), y]))
+    flat = [b.add("reshape", [y], shape=(1, int(np.prod(b.shape(y))))) for y in outputs]  # one output for JaxEnv
+    halves = [b.add("concat", flat[:4], axis=1), b.add("concat", flat[4:], axis=1)]  # at most 4 inputs a node
+    return b.build({"y": b.add("concat", halves, axis=1)})
+
+
 def fused_test_graphs():
-    """Every builder (small configurations), the merge and mixed graphs, the toy and six relus in a row, by name."""
+    """Every builder (small configurations), the merge, mixed and constants graphs, the toy and six relus in a row,
+    by name."""
     graphs = {name: small_model(name) for name in [*SMALL, "bert", "mobilenet_v2"]}
-    return {**graphs, "merge": merge_graph(), "mixed": mixed_graph(), "toy": toy_graph(3).graph,
-            "relu_chain": relu_chain(6)}
+    return {**graphs, "merge": merge_graph(), "mixed": mixed_graph(), "constants": constants_graph(),
+            "toy": toy_graph(3).graph, "relu_chain": relu_chain(6)}
 
 
 @pytest.fixture(scope="module", params=[XLA, ONNXRUNTIME], ids=lambda backend: backend.name)
