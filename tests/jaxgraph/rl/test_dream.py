@@ -1,13 +1,26 @@
 """Dream training: a tau sweep x seeds is one vmapped, jitted program that compiles once, and every member
 learns the counter world's optimal policy (4 x (xfer 0, location 1), return 0.8) from the fitted MDN-RNN."""
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.rl import (DreamConfig, DreamStart, DreamState, LatentPolicy, PPOConfig, imagine, initial_env_state,
-                         make_dream_rollout, make_dream_train, make_dream_trainer, sample_action)
+from jaxgraph.rl import (
+    DreamConfig,
+    DreamStart,
+    DreamState,
+    LatentPolicy,
+    PPOConfig,
+    imagine,
+    initial_env_state,
+    make_dream_rollout,
+    make_dream_train,
+    make_dream_trainer,
+    sample_action,
+)
 
 from .conftest import D, L, X, latent, masks
 
@@ -23,8 +36,8 @@ def true_counter_episode(model, wm_params, params):
     while k < 4 and len(actions) < 10:
         z = jnp.asarray(latent(k))
         xfer_mask, location_mask = masks(k)
-        action, _, _ = sample_action(None, lambda choose: policy.apply(
-            params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask, choose))
+        action, _, _ = sample_action(None, functools.partial(
+            policy.apply, params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask))
         carry, _ = model.apply(wm_params, carry, z, action)
         xfer, location = (int(a) for a in action)
         actions.append((xfer, location))

@@ -8,7 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxgraph import Env
-from jaxgraph.rl import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action, toy_graph
+from jaxgraph.rl import (
+    GraphPolicy,
+    LatentPolicy,
+    PolicyOutput,
+    entropy,
+    log_prob,
+    masked_logits,
+    sample_action,
+    toy_graph,
+)
 
 
 def random_masks(rng, num_xfers, num_locations):
