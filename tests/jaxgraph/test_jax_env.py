@@ -156,9 +156,10 @@ def check_same(jenv, state, obs, instance, env, reference):
     return ours, theirs
 
 
-def replay(jenv, reset, step, instance, sequences, seed, stop=0.1):
+def replay(jenv, reset, step, instance, sequences, seed, stop=0.1, coverage=None):
     """Random action sequences from the jitted env's masks (the NO-OP with probability `stop`), replayed on Env;
-    returns the steps taken."""
+    returns the steps taken. `coverage` (optional): a dict of sets "offered" and "applied" that gains the xfers
+    Env offered on the way and the ones the sequences took."""
     env = Env(instance, max_locations=jenv.max_locations, rules=jenv.rules, node_capacity=jenv.node_capacity,
               edge_capacity=jenv.edge_capacity, cost_model=jenv.model)
     params = jenv.params(instance)
@@ -173,6 +174,9 @@ def replay(jenv, reset, step, instance, sequences, seed, stop=0.1):
             ours, theirs = check_same(jenv, state, obs, instance, env, reference)
             rewrites = np.flatnonzero(np.asarray(obs.xfer_mask)[:-1])
             xfer = jenv.num_xfers if not len(rewrites) or rng.random() < stop else int(rng.choice(rewrites))
+            if coverage is not None:
+                coverage["offered"].update(np.flatnonzero(reference.xfer_mask[:-1]).tolist())
+                coverage["applied"].update([xfer] if xfer < jenv.num_xfers else [])
             if xfer == jenv.num_xfers:
                 location_id = env_location = 0
             else:
@@ -232,16 +236,34 @@ def test_encode_decode_round_trip_and_cost(name):
     assert float(jax.jit(node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
-def test_jitted_env_equals_env_step_for_step(jitted):
-    """Hundreds of random sequences on four instances (the toy with its known optimum, the mixed graph that
-    every single-node family matches, the TASO attention stack, the graph every merge and split family matches),
-    one compilation for all of them."""
+def replay_instances(jitted, scale):
+    """Random sequences on four instances (the toy with its known optimum, the mixed graph that every single-node
+    family matches, the TASO attention stack, the graph every merge and split family matches), `scale` times the
+    base counts, with one compilation for all of them; returns the steps taken and the xfer coverage."""
     jenv, reset, step = jitted
-    instances = [(toy_graph(3).graph, 60), (mixed_graph(), 60), (small_model("taso_attention_stack"), 30),
-                 (merge_graph(), 50)]
-    taken = sum(replay(jenv, reset, step, graph, sequences, seed)
+    # the attention stack offers no rewrite (each sequence is reset + NO-OP with the same key): one sequence
+    instances = [(toy_graph(3).graph, 20 * scale), (mixed_graph(), 20 * scale),
+                 (small_model("taso_attention_stack"), 1), (merge_graph(), 15 * scale)]
+    coverage = {"offered": set(), "applied": set()}
+    taken = sum(replay(jenv, reset, step, graph, sequences, seed, coverage=coverage)
                 for seed, (graph, sequences) in enumerate(instances))
-    assert taken > 400
+    return taken, coverage
+
+
+def test_jitted_env_equals_env_step_for_step(jitted):
+    """Over 300 steps in 56 sequences: every xfer that Env offers on the way is taken at least once (21 of the 28;
+    the stride-2 group merges and mul folds, two batch-norm folds (stride 1 VALID, stride 2 SAME) and the relu merge
+    without enlarging match nowhere in these graphs)."""
+    taken, coverage = replay_instances(jitted, 1)
+    assert taken > 300
+    assert coverage["applied"] == coverage["offered"] and len(coverage["applied"]) == 21
+
+
+@pytest.mark.slow
+def test_jitted_env_equals_env_step_for_step_on_more_sequences(jitted):
+    """Three times the sequences of `test_jitted_env_equals_env_step_for_step` (more interleavings of the rules)."""
+    taken, coverage = replay_instances(jitted, 3)
+    assert taken > 900 and coverage["applied"] == coverage["offered"]
 
 
 def test_toy_optimum_is_reached(jitted):
