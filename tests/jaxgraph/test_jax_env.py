@@ -29,7 +29,7 @@ from jaxgraph.rl.study import batch_one
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
-from .conftest import SMALL, small_model
+from .conftest import SMALL, jit, small_model
 
 
 def mixed_graph(seed: int = 0):
@@ -101,8 +101,8 @@ def jitted():
     """One JaxEnv (capacity 64) for every test graph, its reset and step jitted once and checked not to retrace."""
     env = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY, max_siblings=5,
                  root_capacity=dict.fromkeys(ROOT_OPS, CAPACITY))  # every test graph fits
-    reset = jax.jit(chex.assert_max_traces(env.reset, n=1))
-    step = jax.jit(chex.assert_max_traces(env.step, n=1))
+    reset = jit(chex.assert_max_traces(env.reset, n=1))
+    step = jit(chex.assert_max_traces(env.step, n=1))
     return env, reset, step
 
 
@@ -217,8 +217,8 @@ def test_first_locations_and_free_slots_equal_numpy(capacity):
     density = rng.choice([0.0, 0.02, 0.3, 1.0], size=300)
     found = rng.random((300, capacity)) < density[:, None]
     size = 24
-    first = np.asarray(jax.jit(_first_true, static_argnums=1)(jnp.asarray(found), size))
-    free = np.asarray(jax.jit(jax.vmap(lambda row: _lowest_free(row, 5)))(jnp.asarray(found)))
+    first = np.asarray(jit(_first_true, static_argnums=1)(jnp.asarray(found), size))
+    free = np.asarray(jit(jax.vmap(lambda row: _lowest_free(row, 5)))(jnp.asarray(found)))
     for row, ours, slots in zip(found, first, free):
         expected = np.flatnonzero(row)[:size]
         np.testing.assert_array_equal(ours, np.pad(expected, (0, size - len(expected)), constant_values=capacity))
@@ -233,7 +233,7 @@ def test_encode_decode_round_trip_and_cost(name):
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
     params = env.params()
-    assert float(jax.jit(node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
+    assert float(jit(node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
 def replay_instances(jitted, scale):
@@ -310,9 +310,9 @@ def test_vmapped_steps_equal_single_steps(jitted):
     graphs = [toy_graph(2).graph, mixed_graph(1), toy_graph(4, channels=4).graph, mixed_graph(2)]
     params = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[jenv.params(g) for g in graphs])
     keys = jax.random.split(jax.random.key(0), len(graphs))
-    states, obs = jax.jit(jax.vmap(jenv.reset))(keys, params)
+    states, obs = jit(jax.vmap(jenv.reset))(keys, params)
     actions = jnp.stack([jnp.array([int(np.flatnonzero(np.asarray(m)[:-1])[-1]), 0]) for m in obs.xfer_mask])
-    batched = jax.jit(jax.vmap(jenv.step))(keys, states, actions, params)
+    batched = jit(jax.vmap(jenv.step))(keys, states, actions, params)
     for i in range(len(graphs)):
         one = jax.tree.map(lambda leaf, i=i: leaf[i], params)
         single = step(keys[i], reset(keys[i], one)[0], actions[i], one)
@@ -358,7 +358,7 @@ def test_root_capacity_is_never_exceeded(concats, offered):
     rules = [r for r in RULES if r.family in ("MergeMatmuls", "SplitConcat")]
     merge = [r.family for r in rules].index("MergeMatmuls")
     jenv = JaxEnv(graph, rules=rules, root_capacity={"concat": concats})
-    state, obs = jax.jit(jenv.reset)(jax.random.key(0), jenv.params())
+    state, obs = jit(jenv.reset)(jax.random.key(0), jenv.params())
     assert bool(obs.location_mask[merge].any())
     assert bool(obs.xfer_mask[merge]) == offered
     assert Env(graph, rules=rules).reset().xfer_mask[merge]
@@ -379,7 +379,7 @@ def test_imported_model_round_trip_and_cost():
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
     params = env.params()
-    assert float(jax.jit(env.node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
+    assert float(jit(env.node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
 @pytest.mark.slow
@@ -387,14 +387,14 @@ def test_imported_model_round_trip_and_cost():
 def test_jitted_env_equals_env_on_builders(name):
     graph = imported_bert() if name == "imported_bert" else small_model(name)
     jenv = JaxEnv(graph, max_locations=64)
-    assert replay(jenv, jax.jit(jenv.reset), jax.jit(jenv.step), graph, 30, 0) >= 30
+    assert replay(jenv, jit(jenv.reset), jit(jenv.step), graph, 30, 0) >= 30
 
 
 @pytest.mark.slow
 def test_jitted_env_equals_env_on_merge_graphs():
     """More sequences on the merge graph (three seeds of its weights: same structure)."""
     jitted_env = JaxEnv(merge_graph(), max_locations=32)
-    reset, step = jax.jit(jitted_env.reset), jax.jit(jitted_env.step)
+    reset, step = jit(jitted_env.reset), jit(jitted_env.step)
     assert sum(replay(jitted_env, reset, step, merge_graph(seed), 200, seed) for seed in range(3)) > 600
 
 
@@ -409,7 +409,7 @@ def test_ppo_trains_end_to_end_in_one_jitted_program():
     config = tiny_agent()
     config = type(config)(**{**config.__dict__, "epochs": 3, "num_envs": 4, "rollout_steps": 4})
     env = JaxEnv(toy.graph, max_locations=config.max_locations)
-    result = jax.jit(jax.vmap(make_train(config, env)))(jax.random.split(jax.random.key(0), 2))
+    result = jit(jax.vmap(make_train(config, env)))(jax.random.split(jax.random.key(0), 2))
     chex.assert_shape(result.mean_return, (2, 3))
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree.leaves(result))
     best = 1.0 - cost(toy.optimal_graph) / cost(toy.graph)
@@ -468,7 +468,7 @@ def fused(request):
     largest = small_model("inception_v3")
     env = JaxEnv(largest, max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes,
                  root_capacity=dict.fromkeys(ROOT_OPS, len(largest)))
-    return env, jax.jit(env.node_costs), backend
+    return env, jit(env.node_costs), backend
 
 
 def check_costs(fused, graph, model):
@@ -582,7 +582,7 @@ def test_fewer_passes_than_absorb_depth_are_not_enough(backend, graph, depth):
     assert backend.absorb_depth(graph) == depth
     env = JaxEnv(graph, cost_model=Roofline(backend=backend, bandwidth=1e30))
     params = env.params()
-    exact, short = (np.asarray(jax.jit(node_costs, static_argnums=(2, 3))(params.graph, params, backend, passes))
+    exact, short = (np.asarray(jit(node_costs, static_argnums=(2, 3))(params.graph, params, backend, passes))
                     for passes in (depth, depth - 1))
     expected = np.array([node_cost(env.model, graph, i) for i in graph.order], np.float32)
     chex.assert_trees_all_close(exact[:len(graph)], expected, rtol=1e-5, atol=1e-9)
@@ -600,6 +600,6 @@ def test_jitted_env_equals_env_with_fused_cost(backend):
     jenv = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY,
                   max_siblings=5, cost_model=Roofline(backend=backend), fusion_passes=passes,
                   root_capacity=dict.fromkeys(ROOT_OPS, CAPACITY))
-    reset, step = jax.jit(jenv.reset), jax.jit(jenv.step)
+    reset, step = jit(jenv.reset), jit(jenv.step)
     assert sum(replay(jenv, reset, step, graph, sequences, seed)
                for seed, (graph, sequences) in enumerate(instances)) > 100

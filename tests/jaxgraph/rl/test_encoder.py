@@ -6,14 +6,14 @@ import numpy as np
 from jaxgraph import Env
 from jaxgraph.rl import GraphEncoder, toy_graph
 
-from ..conftest import small_model
+from ..conftest import jit, small_model
 
 
 def jitted(encoder, key, obs):
     """The encoder's parameters for `obs`'s sizes, and `encode(params, obs) -> (node embeddings, z)` jitted once
     (an eager apply of the GNN takes seconds)."""
-    params = jax.jit(encoder.init)(key, obs.graph, obs.node_mask, obs.edge_mask)
-    apply = jax.jit(encoder.apply)
+    params = jit(encoder.init)(key, obs.graph, obs.node_mask, obs.edge_mask)
+    apply = jit(encoder.apply)
     return params, lambda params, obs: apply(params, obs.graph, obs.node_mask, obs.edge_mask)
 
 

@@ -23,6 +23,8 @@ from jaxgraph.rl import (
     toy_graph,
 )
 
+from ..conftest import jit
+
 TOY = toy_graph(3)
 
 
@@ -69,7 +71,7 @@ def test_update_compiles_once(trained):
     config, result = trained
     pool = EnvPool([TOY.graph, toy_graph(2).graph], 4, config.max_locations, config.max_steps)
     agent = graph_agent(result.policy)
-    update = jax.jit(chex.assert_max_traces(make_update(agent.evaluate, config.ppo), n=1))
+    update = jit(chex.assert_max_traces(make_update(agent.evaluate, config.ppo), n=1))
     state = TrainState(result.params, make_optimizer(config.ppo).init(result.params))
     for seed in range(3):
         trajectory, stats = collect(pool, agent, state.params, jax.random.key(seed), 4)
