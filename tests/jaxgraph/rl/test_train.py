@@ -50,10 +50,10 @@ def test_tiny_ppo_finds_the_known_optimum(trained):
 
 
 def test_resume_after_a_kill_reproduces_the_uninterrupted_run(trained, tmp_path):
-    """A run killed after epoch 2 of 3 left checkpoints up to 2 (an uninterrupted run's directory minus its last
-    step); rerunning resumes from 2 and ends exactly where the uninterrupted run did. The fixture's configuration
-    but for the epochs (which a run's identity leaves out), so the fixture's compiled programs serve."""
-    config = dataclasses.replace(trained[0], epochs=3)
+    """A run killed after epoch 1 of 2 left the checkpoint of epoch 1 (an uninterrupted run's directory minus its
+    last step); rerunning resumes from 1 and ends exactly where the uninterrupted run did. The fixture's
+    configuration but for the epochs (which a run's identity leaves out), so the fixture's compiled programs serve."""
+    config = dataclasses.replace(trained[0], epochs=2)
     workdir = tmp_path / "full"
     uninterrupted = make_train(config, [TOY.graph], workdir=workdir)(jax.random.key(0))
     killed = tmp_path / "ckpt"
