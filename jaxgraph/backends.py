@@ -192,9 +192,13 @@ def _block_from_cpu_flags() -> int:
         return 8
 
 
-def _per_channel(shape: Shape, channels: int) -> bool:
-    full = (1,) * (4 - len(shape)) + tuple(shape)
-    return len(full) == 4 and full[0] == 1 and full[1] in (1, channels) and full[2:] == (1, 1)
+def _folds_into_conv(shape: Shape, channels: int, kind: str) -> bool:
+    """Does onnxruntime fold a constant of `shape` into a convolution of `channels` outputs (ConvMulFusion,
+    ConvAddFusion)? Only a [1, C, 1, 1] or [C, 1, 1] constant, or a scalar factor: a [1], [1, 1, 1, 1] or
+    scalar bias stays a separate Add (checked against onnxruntime 1.32 in tests/jaxgraph/test_cost.py)."""
+    if not shape:
+        return kind == "scale"
+    return tuple(shape) in ((1, channels, 1, 1), (channels, 1, 1))
 
 
 def _ort_link(graph: Graph, node: Node) -> list[tuple[Ref, str]]:
@@ -217,14 +221,14 @@ def _ort_fits(graph: Graph, node: Node, root: Node, kind: str) -> bool:
     other = [r for r in node.inputs if graph.nodes[r.node].constant]
     if root.op == "conv2d":
         if kind in ("scale", "bias"):
-            return _per_channel(graph.shape(other[0]), root.shape[1]) and node.shape == root.shape
+            return _folds_into_conv(graph.shape(other[0]), root.shape[1], kind) and node.shape == root.shape
         return True
     if kind == "scale":  # FusedMatMul's alpha
         return math.prod(graph.shape(other[0])) == 1 and node.shape == root.shape
-    weight = graph.nodes[root.inputs[1].node]  # Gemm: MatMul with a 2-D constant weight, then a vector bias
-    bias = graph.shape(other[0])
+    weight = graph.nodes[root.inputs[1].node]  # Gemm: MatMul with a 2-D constant weight, then a vector bias:
+    bias = graph.shape(other[0])  # [N], or [1, N] after a 2-D MatMul (never a scalar; onnxruntime keeps the Add)
     return (weight.constant and len(weight.shapes[root.inputs[1].index]) == 2 and node.shape == root.shape
-            and math.prod(bias) == bias[-1] == root.shape[-1])
+            and (len(bias) == 1 or len(bias) == len(root.shape) == 2) and math.prod(bias) == bias[-1] == root.shape[-1])
 
 
 def _ort_nchwc(graph: Graph, ref: Ref, absorbed) -> bool:

@@ -1037,11 +1037,14 @@ def _ort_fits(g: GraphState, v: _View, links: jax.Array) -> tuple[jax.Array, jax
     for side in (0, 1):
         kind = links[:, side]
         same = (v.rank == v.in_rank[:, side]) & (v.shape == v.in_shape[:, side]).all(axis=1)  # as the producer
-        constant = v.in_shape[:, 1 - side]
+        constant, rank = v.in_shape[:, 1 - side], v.in_rank[:, 1 - side]
         size = jnp.prod(constant, axis=-1)
-        vector = (size == _last_dim(constant, v.in_rank[:, 1 - side])) & (size == _last_dim(v.shape, v.rank))
+        vector = ((size == _last_dim(constant, rank)) & (size == _last_dim(v.shape, v.rank))
+                  & ((rank == 1) | ((rank == 2) & (v.rank == 2))))
         scale_bias = (kind == _SCALE) | (kind == _BIAS)
-        conv.append(~scale_bias | (same & _per_channel(v, slice(None), side, v.shape[:, 1], exact=False)))
+        folds = (_per_channel(v, slice(None), side, v.shape[:, 1], exact=True) & (rank >= 3)) | (
+            (kind == _SCALE) & (rank == 0))  # [1, C, 1, 1], [C, 1, 1], or a scalar factor
+        conv.append(~scale_bias | (same & folds))
         matmul.append(same & (((kind == _SCALE) & (size == 1)) | ((kind == _BIAS) & vector)))
     return jnp.stack(conv, axis=1), jnp.stack(matmul, axis=1)
 

@@ -2,23 +2,52 @@
 and PPO controllers trained inside it."""
 
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig, tiny_agent
-from jaxgraph.rl.dream import (ControllerInput, DreamEnvState, DreamResult, DreamStart, DreamTrainer,
-                               controller_episode, controller_input, initial_env_state, make_dream_rollout,
-                               make_dream_train, make_dream_trainer)
+from jaxgraph.rl.dream import (
+    ControllerInput,
+    DreamEnvState,
+    DreamResult,
+    DreamStart,
+    DreamTrainer,
+    controller_episode,
+    controller_input,
+    initial_env_state,
+    make_dream_rollout,
+    make_dream_train,
+    make_dream_trainer,
+)
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes, run_episode
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action
-from jaxgraph.rl.ppo import (TrainState, Trajectory, clipped_policy_loss, gae, make_optimizer, make_update,
-                             ppo_loss, value_loss)
+from jaxgraph.rl.ppo import (
+    TrainState,
+    Trajectory,
+    clipped_policy_loss,
+    gae,
+    make_optimizer,
+    make_update,
+    ppo_loss,
+    value_loss,
+)
 from jaxgraph.rl.report import judge_targets, plot_results, results_table
 from jaxgraph.rl.rollout import EnvPool, GraphAgent, RolloutStats, collect, graph_agent, stack
 from jaxgraph.rl.study import StudyConfig, fit_world_model, make_encoder, random_sequences, run_study, study_config
 from jaxgraph.rl.toy import ToyInstance, toy_graph
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
 from jaxgraph.rl.wallclock import TRAINERS, Clock, Evaluation, TrainerRun, race, wallclock_table
-from jaxgraph.rl.world_model import (MDNRNN, DreamState, LatentSequence, Prediction, imagine, make_world_model_update,
-                                     mixture_log_likelihood, observe, predicted_masks, sample_component,
-                                     sample_latent, world_model_loss)
+from jaxgraph.rl.world_model import (
+    MDNRNN,
+    DreamState,
+    LatentSequence,
+    Prediction,
+    imagine,
+    make_world_model_update,
+    mixture_log_likelihood,
+    observe,
+    predicted_masks,
+    sample_component,
+    sample_latent,
+    world_model_loss,
+)
 
 __all__ = [
     "ControllerInput", "DreamEnvState", "DreamResult", "DreamStart", "controller_episode", "controller_input",

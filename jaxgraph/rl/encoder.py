@@ -67,13 +67,13 @@ class GraphEncoder(nn.Module):
         for _ in range(self.message_steps):
             edge_mlp, node_mlp, global_mlp = MLP((h, h)), MLP((h, h)), MLP((h, h))
 
-            def update_edge(edges, sent, received, globals_):
+            def update_edge(edges, sent, received, globals_, edge_mlp=edge_mlp):
                 return edge_mlp(jnp.concatenate([edges, sent, received, globals_], -1)) * edge_w
 
-            def update_node(nodes, sent, received, globals_):
+            def update_node(nodes, sent, received, globals_, node_mlp=node_mlp):
                 return node_mlp(jnp.concatenate([nodes, sent, received, globals_], -1)) * node_w
 
-            def update_global(nodes, edges, globals_):
+            def update_global(nodes, edges, globals_, global_mlp=global_mlp):
                 return global_mlp(jnp.concatenate([nodes / node_count, edges / edge_count, globals_], -1))
 
             network = jraph.GraphNetwork(update_edge_fn=update_edge, update_node_fn=update_node,

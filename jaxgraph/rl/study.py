@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 import os
 import time
 from dataclasses import dataclass
@@ -230,7 +231,8 @@ def fit_world_model(model: MDNRNN, data: LatentSequence, epochs: int, batch: int
         order = np.asarray(jax.random.permutation(sub, count))
         nll = []
         for i in range(0, count, batch):
-            params, opt_state, metrics = update(params, opt_state, jax.tree.map(lambda x: x[order[i:i + batch]], data))
+            minibatch = jax.tree.map(operator.itemgetter(order[i:i + batch]), data)
+            params, opt_state, metrics = update(params, opt_state, minibatch)
             nll.append(float(metrics["latent_nll"]))
         curve.append(-float(np.mean(nll)))
     return params, curve
@@ -278,8 +280,9 @@ def evaluate_controllers(env: Env, encode: Callable, model: MDNRNN, wm_params, p
                          params_batch: Any, count: int) -> list[Episode]:
     """The most-likely-action episode of each of `count` dream-trained controllers (leaves [count, ...]) in the
     real Env."""
-    return [controller_episode(env, encode, model, wm_params, policy, jax.tree.map(lambda x: x[i], params_batch),
-                               max_steps=env.max_steps or 1000) for i in range(count)]
+    return [controller_episode(env, encode, model, wm_params, policy,
+                               jax.tree.map(operator.itemgetter(i), params_batch), max_steps=env.max_steps or 1000)
+            for i in range(count)]
 
 
 def agent_row(episodes: list[Episode], training_steps: int) -> dict:
@@ -465,7 +468,8 @@ def run_study(config: StudyConfig, out: str | Path, seed: int = 0, progress: boo
     rows = {}
     for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
         file = out / "models" / f"{name.replace(':', '_')}.json"
-        rows[name] = _stage(file, lambda: run_model(config, name, graph, out, jax.random.fold_in(key, i), progress))
+        rows[name] = _stage(file, functools.partial(run_model, config, name, graph, out, jax.random.fold_in(key, i),
+                                                    progress))
     multi = _stage(out / "held_out.json",
                    lambda: held_out(config, graphs, out, jax.random.fold_in(key, 10_000), progress))
     results = {"machine": machine(), "config": dataclasses.asdict(config), "models": rows, "held_out": multi,

@@ -1,14 +1,28 @@
 """Dream training: a tau sweep x seeds is one vmapped, jitted program that compiles once, and every member
 learns the counter world's optimal policy (4 x (xfer 0, location 1), return 0.8) from the fitted MDN-RNN."""
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.rl import (DreamConfig, DreamStart, DreamState, LatentPolicy, PPOConfig, imagine, initial_env_state,
-                         make_dream_rollout, make_dream_train, make_dream_trainer, sample_action)
+from jaxgraph.rl import (
+    DreamConfig,
+    DreamStart,
+    DreamState,
+    LatentPolicy,
+    PPOConfig,
+    imagine,
+    initial_env_state,
+    make_dream_rollout,
+    make_dream_train,
+    make_dream_trainer,
+    sample_action,
+)
 
+from ..conftest import jit
 from .conftest import D, L, X, latent, masks
 
 CONFIG = DreamConfig(ppo=PPOConfig(learning_rate=3e-3, minibatches=4), hidden=32, num_envs=64, rollout_steps=8,
@@ -23,8 +37,8 @@ def true_counter_episode(model, wm_params, params):
     while k < 4 and len(actions) < 10:
         z = jnp.asarray(latent(k))
         xfer_mask, location_mask = masks(k)
-        action, _, _ = sample_action(None, lambda choose: policy.apply(
-            params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask, choose))
+        action, _, _ = sample_action(None, functools.partial(
+            policy.apply, params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask))
         carry, _ = model.apply(wm_params, carry, z, action)
         xfer, location = (int(a) for a in action)
         actions.append((xfer, location))
@@ -49,12 +63,12 @@ def dream_value_of_the_optimum(model, wm_params, key, tau):
 
 def test_tau_sweep_times_seeds_is_one_program_that_learns_the_optimum(counter_world_model):
     model, wm_params, _ = counter_world_model
-    value, done = jax.jit(jax.vmap(lambda k: dream_value_of_the_optimum(model, wm_params, k, jnp.float32(1.0))))(
+    value, done = jit(jax.vmap(lambda k: dream_value_of_the_optimum(model, wm_params, k, jnp.float32(1.0))))(
         jax.random.split(jax.random.key(2), 32))
     assert np.asarray(done).all()
     np.testing.assert_allclose(np.asarray(value), 0.8, atol=0.01)  # the dreams pay the true optimum
     train = make_dream_train(CONFIG, model)
-    sweep = jax.jit(jax.vmap(jax.vmap(chex.assert_max_traces(train, n=1), in_axes=(0, None, None, None)),
+    sweep = jit(jax.vmap(jax.vmap(chex.assert_max_traces(train, n=1), in_axes=(0, None, None, None)),
                              in_axes=(None, 0, None, None)))
     taus = jnp.array([0.1, 1.0, 3.0])
     result = sweep(jax.random.split(jax.random.key(0), 2), taus, wm_params, START)
@@ -74,10 +88,10 @@ def test_dream_rollout_shapes_and_no_retrace(counter_world_model):
     policy, rollout = make_dream_rollout(CONFIG, model)
     env = initial_env_state(CONFIG, model, START)
     first = jax.tree.map(lambda x: x[0], env.dream)
-    params = jax.jit(lambda key, state, xfer_mask, location_mask: policy.init(
+    params = jit(lambda key, state, xfer_mask, location_mask: policy.init(
         key, state, xfer_mask, location_mask, jnp.argmax))(jax.random.key(0), jnp.concatenate(
             [first.z, first.carry[1]]), first.xfer_mask, first.location_mask)
-    run = jax.jit(chex.assert_max_traces(rollout, n=1))
+    run = jit(chex.assert_max_traces(rollout, n=1))
     for seed, tau in [(0, 1.0), (1, 0.5)]:
         env, trajectory, (return_sum, episodes) = run(params, wm_params, env, jax.random.key(seed), jnp.float32(tau),
                                                       START)
@@ -94,12 +108,12 @@ def test_dream_training_in_chunks_equals_one_program(counter_world_model):
     of four does (so a caller can evaluate the controller between chunks)."""
     model, wm_params, _ = counter_world_model
     config = DreamConfig(ppo=PPOConfig(minibatches=2), hidden=16, num_envs=8, rollout_steps=4, updates=4, horizon=8)
-    whole = jax.jit(make_dream_train(config, model))(jax.random.key(5), jnp.float32(1.0), wm_params, START)
+    whole = jit(make_dream_train(config, model))(jax.random.key(5), jnp.float32(1.0), wm_params, START)
     trainer = make_dream_trainer(config, model)
     init_key, key = jax.random.split(jax.random.key(5))
-    run = jax.jit(chex.assert_max_traces(trainer.run, n=1))
+    run = jit(chex.assert_max_traces(trainer.run, n=1))
     keys = jax.random.split(key, config.updates)
-    carry = jax.jit(trainer.init)(init_key, START)
+    carry = jit(trainer.init)(init_key, START)
     carry, first = run(carry, keys[:2], jnp.float32(1.0), wm_params, START)
     (state, _), rest = run(carry, keys[2:], jnp.float32(1.0), wm_params, START)
     chex.assert_trees_all_close(state.params, whole.params, rtol=1e-5, atol=1e-6)

@@ -1,25 +1,27 @@
 """The graph encoder: padding never reaches the readout z, and z does not depend on capacity."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxgraph import Env
 from jaxgraph.rl import GraphEncoder, toy_graph
 
-from ..conftest import small_model
+from ..conftest import jit, small_model
 
 
-def encode(encoder, params, obs):
-    return encoder.apply(params, jax.tree.map(jnp.asarray, obs.graph), jnp.asarray(obs.node_mask),
-                         jnp.asarray(obs.edge_mask))
+def jitted(encoder, key, obs):
+    """The encoder's parameters for `obs`'s sizes, and `encode(params, obs) -> (node embeddings, z)` jitted once
+    (an eager apply of the GNN takes seconds)."""
+    params = jit(encoder.init)(key, obs.graph, obs.node_mask, obs.edge_mask)
+    apply = jit(encoder.apply)
+    return params, lambda params, obs: apply(params, obs.graph, obs.node_mask, obs.edge_mask)
 
 
 def test_padded_slots_never_reach_the_readout():
     obs = Env(small_model("squeezenet1_1"), max_locations=4).reset()
     encoder = GraphEncoder(hidden=16, latent=8, message_steps=2)
-    params = encoder.init(jax.random.key(0), jax.tree.map(jnp.asarray, obs.graph), obs.node_mask, obs.edge_mask)
-    nodes, z = encode(encoder, params, obs)
+    params, encode = jitted(encoder, jax.random.key(0), obs)
+    nodes, z = encode(params, obs)
     rng = np.random.default_rng(0)
     g = obs.graph
     free_nodes, free_edges = ~obs.node_mask, ~obs.edge_mask
@@ -30,13 +32,13 @@ def test_padded_slots_never_reach_the_readout():
         # padded edges re-pointed at real nodes: their messages are masked, so this changes nothing either
         senders=np.where(free_edges, rng.integers(0, len(g.nodes), len(free_edges)), g.senders).astype(np.int32),
         receivers=np.where(free_edges, rng.integers(0, len(g.nodes), len(free_edges)), g.receivers).astype(np.int32))
-    nodes2, z2 = encode(encoder, params, obs._replace(graph=garbage))
+    nodes2, z2 = encode(params, obs._replace(graph=garbage))
     np.testing.assert_allclose(z2, z, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(nodes2, nodes, rtol=1e-5, atol=1e-5)
     assert np.all(np.asarray(nodes)[free_nodes] == 0.0)  # padded node embeddings are exactly zero
     # a real change does move z (the test can fail)
     changed = g._replace(nodes=g.nodes + obs.node_mask[:, None].astype(np.float32))
-    assert not np.allclose(encode(encoder, params, obs._replace(graph=changed))[1], z, atol=1e-3)
+    assert not np.allclose(encode(params, obs._replace(graph=changed))[1], z, atol=1e-3)
 
 
 def test_readout_does_not_depend_on_capacity():
@@ -45,10 +47,9 @@ def test_readout_does_not_depend_on_capacity():
     large = Env(graph, node_capacity=3 * len(graph), edge_capacity=120, max_locations=4).reset()
     large = large._replace(graph=large.graph._replace(globals=small.graph.globals))  # the fill fraction differs
     encoder = GraphEncoder(hidden=16, latent=8)
-    params = encoder.init(jax.random.key(1), jax.tree.map(jnp.asarray, small.graph), small.node_mask,
-                          small.edge_mask)
-    nodes_s, z_s = encode(encoder, params, small)
-    nodes_l, z_l = encode(encoder, params, large)
+    params, encode = jitted(encoder, jax.random.key(1), small)
+    nodes_s, z_s = encode(params, small)
+    nodes_l, z_l = encode(params, large)
     np.testing.assert_allclose(z_l, z_s, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(nodes_l)[:len(graph)], np.asarray(nodes_s)[:len(graph)],
                                rtol=1e-5, atol=1e-5)

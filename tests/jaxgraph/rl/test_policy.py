@@ -8,7 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jaxgraph import Env
-from jaxgraph.rl import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action, toy_graph
+from jaxgraph.rl import (
+    GraphPolicy,
+    LatentPolicy,
+    PolicyOutput,
+    entropy,
+    log_prob,
+    masked_logits,
+    sample_action,
+    toy_graph,
+)
+
+from ..conftest import jit
 
 
 def random_masks(rng, num_xfers, num_locations):
@@ -33,7 +44,7 @@ def location_logits(raw_locations, location_mask, xfer):
     return masked_logits(raw_locations[row], jnp.where(xfer < NUM_XFERS, location_mask[row], False))
 
 
-@jax.jit
+@jit
 def sample_many(key, xfer_logits, raw_locations, location_mask):
     def apply(choose):
         xfer = choose(xfer_logits)
@@ -42,7 +53,7 @@ def sample_many(key, xfer_logits, raw_locations, location_mask):
     return jax.vmap(lambda k: sample_action(k, apply))(jax.random.split(key, 64))[:2]
 
 
-@jax.jit
+@jit
 def log_prob_and_entropy(xfer_logits, raw_locations, location_mask, xfer, location):
     logits = location_logits(raw_locations, location_mask, xfer)
     return log_prob(xfer_logits, logits, xfer, location), entropy(xfer_logits, logits, xfer)
@@ -67,7 +78,8 @@ def test_masked_hierarchical_distribution(seed):
     total, ref_entropy = 0.0, -np.sum(np.exp(ref_x[xfer_mask]) * ref_x[xfer_mask])
     for xfer in np.flatnonzero(xfer_mask):
         locs = [0] if xfer == num_xfers else np.flatnonzero(location_mask[xfer])
-        ref_l = None if xfer == num_xfers else np_log_softmax(np.where(location_mask[xfer], raw_locations[xfer], -np.inf))
+        ref_l = (None if xfer == num_xfers
+                 else np_log_softmax(np.where(location_mask[xfer], raw_locations[xfer], -np.inf)))
         for location in locs:
             lp, h = log_prob_and_entropy(xfer_logits, raw_locations, location_mask, xfer, location)
             lp = float(lp)
@@ -83,9 +95,9 @@ def test_graph_policy_never_samples_a_masked_action():
     env = Env(toy_graph(3).graph, max_locations=4)
     obs = jax.tree.map(jnp.asarray, env.reset())
     policy = GraphPolicy(num_xfers=env.num_xfers, hidden=16, latent=8)
-    params = policy.init(jax.random.key(0), obs, jnp.argmax)
+    params = jit(lambda key, obs: policy.init(key, obs, jnp.argmax))(jax.random.key(0), obs)  # eager: seconds
 
-    @jax.jit
+    @jit
     def sample(key, xfer_mask, location_mask):
         masked = obs._replace(xfer_mask=xfer_mask, location_mask=location_mask)
         return jax.vmap(lambda k: sample_action(k, lambda choose: policy.apply(params, masked, choose)))(
@@ -108,8 +120,8 @@ def test_latent_policy_respects_masks():
     rng = np.random.default_rng(1)
     xfer_mask, location_mask = random_masks(rng, num_xfers, num_locations)
     state = jnp.asarray(rng.normal(size=12), jnp.float32)
-    params = policy.init(jax.random.key(0), state, xfer_mask, location_mask, jnp.argmax)
-    actions, _, _ = jax.jit(jax.vmap(lambda k: sample_action(
+    params = jit(lambda key: policy.init(key, state, xfer_mask, location_mask, jnp.argmax))(jax.random.key(0))
+    actions, _, _ = jit(jax.vmap(lambda k: sample_action(
         k, lambda choose: policy.apply(params, state, xfer_mask, location_mask, choose))))(
         jax.random.split(jax.random.key(2), 256))
     for xfer, location in np.asarray(actions):

@@ -9,8 +9,7 @@ import pytest
 
 from experiments import graphopt_rl
 from jaxgraph import Env, cost
-from jaxgraph.rl import study
-from jaxgraph.rl import StudyConfig, judge_targets, random_sequences, study_config
+from jaxgraph.rl import StudyConfig, judge_targets, random_sequences, study, study_config
 from jaxgraph.rl.toy import toy_graph
 
 
