@@ -185,7 +185,8 @@ def _view(g: GraphState, rows: jax.Array | None = None, reads: jax.Array | None 
     reads = _reads(g) if reads is None else reads
     uses, is_output = (a if rows is None else a[rows] for a in _consumers(g, reads))
     producer = jnp.minimum(sub.inputs, capacity - 1)
-    # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two)
+    # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two; they slice
+    # a position before taking rows, `v.in_shape[:, k][rows]`, or the whole stack is built)
     in_shape, in_rank = (jnp.stack([_tensors(per_output, producer[:, k], sub.input_index[:, k])
                                     for k in range(producer.shape[1])], axis=1) for per_output in (g.shapes, g.rank))
     shape = sub.shapes[:, 0]
@@ -231,10 +232,10 @@ def _match_conv_batchnorm(g, v, r, *, stride, padding):
 def _per_channel(v: _View, r: jax.Array | slice, side: int, channels: jax.Array, exact: bool) -> jax.Array:
     """Input `1 - side` of slots `r` (`slice(None)`: every slot) is a [1, channels, 1, 1]-broadcastable constant
     (scalar allowed unless `exact`)."""
-    rank = v.in_rank[r, 1 - side]
-    full = _left4(v.in_shape[r, 1 - side], rank)
+    rank = v.in_rank[:, 1 - side][r]
+    full = _left4(v.in_shape[:, 1 - side][r], rank)
     second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
-    return (v.in_const[r, 1 - side] & (rank <= 4) & (full[:, 0] == 1) & second
+    return (v.in_const[:, 1 - side][r] & (rank <= 4) & (full[:, 0] == 1) & second
             & (full[:, 2] == 1) & (full[:, 3] == 1))
 
 
@@ -255,7 +256,7 @@ def _match_conv_mul(g, v, r, *, stride, padding):
 def _match_associate_matmul(g, v, r):
     inner = v.producer[r, 0]
     ok = ((g.op[inner] == OP_ID["matmul"]) & (g.attrs[inner, 0] == 0) & v.sole[inner]
-          & (v.in_rank[inner, 1] == 2) & (v.in_rank[r, 1] == 2))
+          & (v.in_rank[:, 1][inner] == 2) & (v.in_rank[:, 1][r] == 2))
     return ok, [inner]
 
 
@@ -859,7 +860,7 @@ def _match_merge_convs_into_add(g, v, r):
     pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
     ok = ((g.num_inputs[r] == 2) & (a != b) & _mergeable(g, v, a, b, 0)
           & (pads[a] == pads[b]).all(axis=1) & _same_shape(v, a, b) & _same_shape(v, a, r)
-          & (kernel[a] == kernel[b]).all(axis=1) & (v.in_shape[a, 0, 2:4] == v.in_shape[b, 0, 2:4]).all(axis=1)
+          & (kernel[a] == kernel[b]).all(axis=1) & (v.in_shape[:, 0, 2:4][a] == v.in_shape[:, 0, 2:4][b]).all(axis=1)
           & v.sole[a] & v.sole[b])
     return ok, [a, b]
 
