@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                         "action one (default: the study's 8; 0 asks the policy itself to reach the target)")
     parser.add_argument("--jitted-evaluation", action="store_true", help="evaluate the JaxEnv-trained policy in "
                         "JaxEnv (jax_ppo.make_evaluate, a second large compilation) instead of in Env")
+    parser.add_argument("--ppo-envs", type=int, help="environments per PPO epoch, both PPO trainers (default: the "
+                        "study's 8); the jitted environment's advantage is many environments in one program")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args(argv)
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.eval_samples is not None:
             config = dataclasses.replace(config, eval_samples=args.eval_samples)  # validates it
+        if args.ppo_envs is not None:
+            config = dataclasses.replace(config, agent=dataclasses.replace(config.agent, num_envs=args.ppo_envs))
         if args.model == "imported" and not os.path.isfile(IMPORTED):
             raise FileNotFoundError(f"{IMPORTED} not found (run from the repository root)")
         graph = build_graph(config, "bert") if args.model == "bert" else load_onnx(IMPORTED, batch_one(IMPORTED))
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"{machine()}; model {args.model} ({graph.num_ops} ops), cost Roofline(backend={args.backend}), "
+          f"{config.agent.num_envs} environments x {config.agent.rollout_steps} steps per PPO epoch, "
           f"time cap {args.time_cap:g} s per trainer, seed {args.seed}; each evaluation: the most-likely-action "
           f"episode + {config.eval_samples} sampled, in {'JaxEnv' if args.jitted_evaluation else 'Env'} for the "
           f"jitted trainer, every epoch (PPO) or {args.chunk_updates} dream updates\n", flush=True)
@@ -92,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, run in result["runs"].items()}
         with open(args.json, "w") as file:
             json.dump({**result, "runs": runs, "time_cap": args.time_cap, "model": args.model,
-                       "backend": args.backend, "eval_samples": config.eval_samples, "machine": machine()}, file,
-                      indent=1)
+                       "backend": args.backend, "ppo_envs": config.agent.num_envs,
+                       "eval_samples": config.eval_samples, "machine": machine()}, file, indent=1)
     return 0
 
 

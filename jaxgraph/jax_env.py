@@ -27,8 +27,9 @@ Differences from `Env`, all deliberate:
   SplitOfSplit whose merged split would have more than O outputs is masked out. Each root op's list holds at
   most `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not
   offered.
-- Slots: a new node takes the lowest free slot; edges live at slot x `max_inputs` + position, so the
-  observation has `node_capacity x max_inputs` edge rows (Env allocates edges from a free list).
+- Slots: a new node takes the lowest free slot; a node's inputs live in its slot (`max_inputs` of them). The
+  observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
+  input position), where Env allocates its rows from a free list (the same edges, in another row order).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
   the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
 - A rewrite that would recreate a node identical to an existing rewrite-made node makes a second copy
@@ -1172,28 +1173,28 @@ def _log2(x: jax.Array) -> jax.Array:
     return jnp.log2(1.0 + x.astype(jnp.float32))
 
 
-def _tensor_features(g: GraphState) -> jax.Array:
-    """[C, O, 5]: log2 of the first four dims (0 past the rank) and log2(size) / 8 of every output tensor,
-    shared by the node features (output 0) and the edge features (the tensor an edge carries)."""
-    dims = jnp.where(jnp.arange(4)[None, None, :] < g.rank[:, :, None], _log2(g.shapes[:, :, :4]), 0.0)  # R >= 4
-    size = jnp.prod(g.shapes.astype(jnp.float32), axis=2)
-    return jnp.concatenate([dims, (_log2(size) / 8.0)[:, :, None]], axis=2)
+def _shape_features(shape: jax.Array, rank: jax.Array) -> jax.Array:
+    """[N, 5] from shapes [N, R] (R >= 4) and ranks [N]: log2 of the first four dims (0 past the rank) and
+    log2(size) / 8, the tensor part of `Env`'s node and edge features."""
+    dims = jnp.where(jnp.arange(4)[None, :] < rank[:, None], _log2(shape[:, :4]), 0.0)
+    size = jnp.prod(shape.astype(jnp.float32), axis=1)
+    return jnp.concatenate([dims, (_log2(size) / 8.0)[:, None]], axis=1)
 
 
-def _node_features(g: GraphState, costs: jax.Array, tensors: jax.Array) -> jax.Array:
-    """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot (`tensors` from `_tensor_features`);
-    free slots and the dummy are zero."""
+def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
+    """[C + 1, NODE_FEATURES]: `jaxgraph.env.node_features` of every slot; free slots and the dummy are zero."""
     op = jnp.maximum(g.op, 0)
     # one-hot rows as a select, not a bool -> float convert: XLA's CPU loop for the select is about 2x faster
     one_hot = jnp.where(op[:, None] == jnp.arange(len(OP_TYPES))[None, :], 1.0, 0.0)
     activated = jnp.asarray(_ACTIVATED)[op, None]
     activation = jnp.where((g.attrs[:, :1] == jnp.arange(len(ACTIVATIONS))[None, :]) & activated, 1.0, 0.0)
     rank = g.rank[:, 0]
+    tensor = _shape_features(g.shapes[:, 0], rank)
     kernel = g.attrs[:, 8:10].astype(jnp.float32) * jnp.asarray(_KERNELED, jnp.float32)[op, None]
     stride = g.attrs[:, 1:3].astype(jnp.float32) * jnp.asarray(_STRIDED, jnp.float32)[op, None]
     rows = jnp.concatenate([
-        one_hot, activation, g.constant[:, None].astype(jnp.float32), tensors[:, 0, :4],
-        (rank.astype(jnp.float32) / 4.0)[:, None], tensors[:, 0, 4:],
+        one_hot, activation, g.constant[:, None].astype(jnp.float32), tensor[:, :4],
+        (rank.astype(jnp.float32) / 4.0)[:, None], tensor[:, 4:],
         (g.num_outputs.astype(jnp.float32) / 4.0)[:, None], kernel, stride, _log2(1e3 * costs)[:, None]], axis=1)
     rows = jnp.where(g.alive[:, None], rows, 0.0)
     return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
@@ -1311,6 +1312,9 @@ class JaxEnv:
         if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
             raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
                              f"capacity {capacity} with {self.num_outputs} outputs")
+        edges = sum(len(node.inputs) for node in graph.nodes.values())
+        if edges > self.edge_capacity:
+            raise ValueError(f"graph with {edges} edges does not fit edge capacity {self.edge_capacity}")
         if _max_siblings(graph) > self.max_siblings:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")
@@ -1553,23 +1557,27 @@ class JaxEnv:
         return new_state, self.observe(new_state), reward.astype(jnp.float32), terminated, truncated, info
 
     def observe(self, state: EnvState) -> Observation:
-        """The `Observation` of a state: `Env`'s layout, with edge rows at slot x K + input position."""
+        """The `Observation` of a state: `Env`'s layout and sizes. The live inputs fill the first edge rows, in order
+        of (receiving slot, input position); the other `edge_capacity` rows are padding (the dummy node to itself)."""
         g, capacity, max_inputs = state.graph, self.node_capacity, self.max_inputs
-        edge_mask = g.live_inputs.reshape(-1)
-        senders = jnp.where(edge_mask, g.inputs.reshape(-1), capacity).astype(jnp.int32)
-        receivers = jnp.where(edge_mask, jnp.repeat(jnp.arange(capacity), max_inputs), capacity).astype(jnp.int32)
-        tensors = _tensor_features(g)  # [C, O, 5], gathered per edge: no log of the same tensor twice
-        producer = jnp.minimum(g.inputs, capacity - 1).reshape(-1)
-        shape_features = _tensors(tensors, producer, g.input_index.reshape(-1))
-        position = jnp.tile(jnp.arange(max_inputs), capacity).astype(jnp.float32)
-        edges = jnp.concatenate([shape_features, (position / 4.0)[:, None]], axis=1)
+        # compacted, not a row per (slot, input position): the agent's GNN pays per edge row
+        index = _first_true(g.live_inputs.reshape(1, -1), self.edge_capacity)[0]
+        edge_mask = index < capacity * max_inputs
+        index = jnp.where(edge_mask, index, 0)
+        receivers, position = index // max_inputs, index % max_inputs
+        senders = g.inputs.reshape(-1)[index]
+        # the logs of the tensors the edges carry, not of every output of every slot (C x O, several times more)
+        producer, output = jnp.minimum(senders, capacity - 1), g.input_index.reshape(-1)[index]
+        shape_features = _shape_features(_tensors(g.shapes, producer, output), _tensors(g.rank, producer, output))
+        edges = jnp.concatenate([shape_features, (position.astype(jnp.float32) / 4.0)[:, None]], axis=1)
         edges = jnp.where(edge_mask[:, None], edges, 0.0)
         globals_ = jnp.stack([state.cost, state.initial_cost, state.cost / state.initial_cost,
                               g.alive.sum().astype(jnp.float32) / capacity]).astype(jnp.float32)[None]
-        graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost, tensors), edges=edges, senders=senders,
-                                  receivers=receivers, globals=globals_,
-                                  n_node=jnp.array([capacity + 1], jnp.int32),
-                                  n_edge=jnp.array([capacity * max_inputs], jnp.int32))
+        graph = jraph.GraphsTuple(nodes=_node_features(g, state.node_cost), edges=edges,
+                                  senders=jnp.where(edge_mask, senders, capacity).astype(jnp.int32),
+                                  receivers=jnp.where(edge_mask, receivers, capacity).astype(jnp.int32),
+                                  globals=globals_, n_node=jnp.array([capacity + 1], jnp.int32),
+                                  n_edge=jnp.array([self.edge_capacity], jnp.int32))
         node_mask = jnp.concatenate([g.alive, jnp.zeros(1, bool)])
         return Observation(graph, node_mask, edge_mask, state.xfer_mask, state.location_mask, state.location_nodes)
 

@@ -173,7 +173,8 @@ def train_jax_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rule
                                                       cost_model, key, config.eval_samples, rules)
     state, steps = jax.jit(trainer.init)(next(keys)), 0
     while True:
-        state, _ = run(state, jax.random.split(next(keys), chunk_epochs))
+        # blocked here, or the evaluation's first read of the parameters would wait for the epochs (async dispatch)
+        state, _ = jax.block_until_ready(run(state, jax.random.split(next(keys), chunk_epochs)))
         steps += chunk_epochs * agent.num_envs * agent.rollout_steps
         with clock.evaluating():
             episodes = evaluate(state.params, next(keys))
@@ -221,7 +222,8 @@ def train_world_model(graph: Graph, config: StudyConfig, cost_model: CostModel, 
     policy = LatentPolicy(env.num_xfers, agent.max_locations, config.dream.hidden)
     steps, dream_steps = config.wm_sequences * config.wm_length, 0
     while True:
-        carry, _ = run(carry, jax.random.split(next(keys), chunk_updates), jnp.float32(1.0), wm_params, start)
+        carry, _ = jax.block_until_ready(run(carry, jax.random.split(next(keys), chunk_updates), jnp.float32(1.0),
+                                             wm_params, start))
         dream_steps += chunk_updates * config.dream.num_envs * config.dream.rollout_steps
         params = carry[0].params
         with clock.evaluating():

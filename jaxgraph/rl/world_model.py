@@ -70,16 +70,17 @@ class MDNRNN(nn.Module):
     def __call__(self, carry: tuple[chex.Array, chex.Array], z: chex.Array,
                  action: chex.Array) -> tuple[tuple[chex.Array, chex.Array], Prediction]:
         chex.assert_shape([z, action], [(self.latent,), (2,)])
-        k, d, x, l = self.config.mixtures, self.latent, self.num_xfers, self.max_locations
-        inputs = jnp.concatenate([z, jax.nn.one_hot(action[0], x + 1), jax.nn.one_hot(action[1], l)])
+        k, d, xfers, locations = self.config.mixtures, self.latent, self.num_xfers, self.max_locations
+        inputs = jnp.concatenate([z, jax.nn.one_hot(action[0], xfers + 1), jax.nn.one_hot(action[1], locations)])
         carry, h = nn.OptimizedLSTMCell(self.config.hidden)(carry, inputs)
         h = nn.silu(nn.Dense(self.config.hidden)(jnp.concatenate([h, inputs])))  # heads see the step's inputs too
         mdn = nn.Dense(k * (1 + 2 * d))(h)
         logits, means, log_stds = mdn[:k], mdn[k:k + k * d].reshape(k, d), mdn[k + k * d:].reshape(k, d)
         log_stds = self.config.min_log_std + jax.nn.softplus(log_stds - self.config.min_log_std)
         reward, terminal = nn.Dense(2)(h)
-        masks = nn.Dense(x + 1 + x * l)(h)
-        return carry, Prediction(logits, means, log_stds, reward, terminal, masks[:x + 1], masks[x + 1:].reshape(x, l))
+        masks = nn.Dense(xfers + 1 + xfers * locations)(h)
+        return carry, Prediction(logits, means, log_stds, reward, terminal, masks[:xfers + 1],
+                                 masks[xfers + 1:].reshape(xfers, locations))
 
     def initial_carry(self) -> tuple[chex.Array, chex.Array]:
         """Zero LSTM state (the start of every episode)."""

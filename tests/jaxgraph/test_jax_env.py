@@ -152,8 +152,20 @@ def check_same(jenv, state, obs, instance, env, reference):
                                    reference.graph.nodes[slot], rtol=1e-5, atol=1e-6)
     assert float(state.cost) == pytest.approx(env.cost, rel=1e-5)
     assert float(obs.graph.globals[0, 0]) == pytest.approx(cost(graph, jenv.model), rel=1e-5)
-    assert int(np.asarray(obs.edge_mask).sum()) == sum(len(n.inputs) for n in env.graph.nodes.values())
+    env_signature = {slot: theirs[node_id] for node_id, slot in env.node_slots.items()}
+    assert edge_rows(obs, ours) == edge_rows(reference, env_signature)
+    assert sum(edge_rows(obs, ours).values()) == sum(len(n.inputs) for n in env.graph.nodes.values())
     return ours, theirs
+
+
+def edge_rows(obs, signature):
+    """The live edge rows of an observation as a multiset of (sender, receiver, features), nodes by signature
+    (`signature`: slot -> signature): equal for observations of the same graph, whatever their row order."""
+    mask = np.asarray(obs.edge_mask)
+    senders, receivers, edges = (np.asarray(a)[mask] for a in (obs.graph.senders, obs.graph.receivers,
+                                                               obs.graph.edges))
+    return Counter((signature[int(s)], signature[int(r)], tuple(np.round(e, 4).tolist()))
+                   for s, r, e in zip(senders, receivers, edges))
 
 
 def replay(jenv, reset, step, instance, sequences, seed, stop=0.1, coverage=None):
@@ -351,6 +363,8 @@ def test_bad_construction_raises(tmp_path):
         JaxEnv(small_model("resnet18"), cost_model=Roofline(backend=ONNXRUNTIME), fusion_passes=4).params()
     with pytest.raises(ValueError, match="does not fit"):
         JaxEnv(graph, node_capacity=10).encode(graph)
+    with pytest.raises(ValueError, match="edges does not fit edge capacity 3"):
+        JaxEnv(graph, edge_capacity=3).encode(graph)
     with pytest.raises(ValueError, match="max_locations"):
         JaxEnv(graph, max_locations=0)
     with pytest.raises(ValueError, match="root none of the rules"):

@@ -4,6 +4,7 @@ import jax
 import numpy as np
 
 from jaxgraph import Env
+from jaxgraph.jax_env import JaxEnv
 from jaxgraph.rl import GraphEncoder, toy_graph
 
 from ..conftest import jit, small_model
@@ -53,3 +54,30 @@ def test_readout_does_not_depend_on_capacity():
     np.testing.assert_allclose(z_l, z_s, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(nodes_l)[:len(graph)], np.asarray(nodes_s)[:len(graph)],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_jitted_env_observation_encodes_as_env_observation():
+    """JaxEnv's observation has Env's sizes and, on a fresh graph, Env's edge rows; the encoder (vmapped, as the PPO
+    trainers call it) does not see the order of the rows, in which the two environments differ after rewrites."""
+    graph = small_model("squeezenet1_1")
+    env = Env(graph, max_locations=4)
+    jenv = JaxEnv(graph, max_locations=4, node_capacity=env.node_capacity, edge_capacity=env.edge_capacity)
+    obs = env.reset()
+    _, jitted_obs = jax.jit(jenv.reset)(jax.random.key(0), jenv.params())
+    assert jax.tree.map(np.shape, jitted_obs.graph) == jax.tree.map(np.shape, obs.graph)
+    for mine, theirs in [(jitted_obs.graph.senders, obs.graph.senders), (jitted_obs.graph.receivers,
+                                                                         obs.graph.receivers),
+                         (jitted_obs.edge_mask, obs.edge_mask)]:
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_allclose(jitted_obs.graph.edges, obs.graph.edges, rtol=1e-6, atol=1e-6)
+    order = np.random.default_rng(0).permutation(len(obs.edge_mask))
+    shuffled = jitted_obs.graph._replace(**{name: np.asarray(getattr(jitted_obs.graph, name))[order]
+                                            for name in ("edges", "senders", "receivers")})
+    encoder = GraphEncoder(hidden=16, latent=8, message_steps=2)
+    params = jit(encoder.init)(jax.random.key(2), obs.graph, obs.node_mask, obs.edge_mask)
+    encode = jit(jax.vmap(lambda graph, node_mask, edge_mask: encoder.apply(params, graph, node_mask, edge_mask)))
+    both = jax.tree.map(lambda a, b: np.stack([np.asarray(a), np.asarray(b)]), obs[:3],
+                        (shuffled, jitted_obs.node_mask, np.asarray(jitted_obs.edge_mask)[order]))
+    nodes, z = encode(*both)
+    np.testing.assert_allclose(z[1], z[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(nodes[1], nodes[0], rtol=1e-4, atol=1e-5)
