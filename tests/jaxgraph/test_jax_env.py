@@ -422,6 +422,14 @@ def test_jitted_env_equals_env_on_builders(name):
 
 
 @pytest.mark.slow
+def test_jitted_env_equals_env_on_imported_bert_with_fused_cost():
+    """The real exported BERT under the onnxruntime cost, with the sizes the PPO race uses (16 locations, 24 steps)."""
+    graph = imported_bert()
+    jenv = JaxEnv(graph, max_locations=16, cost_model=Roofline(backend=ONNXRUNTIME), max_steps=24)
+    assert replay(jenv, jit(jenv.reset), jit(jenv.step), graph, 40, 0) >= 100
+
+
+@pytest.mark.slow
 def test_jitted_env_equals_env_on_merge_graphs():
     """More sequences on the merge graph (three seeds of its weights: same structure)."""
     jitted_env = JaxEnv(merge_graph(), max_locations=32)
