@@ -63,7 +63,7 @@ def test_jitted_env_observation_encodes_as_env_observation():
     env = Env(graph, max_locations=4)
     jenv = JaxEnv(graph, max_locations=4, node_capacity=env.node_capacity, edge_capacity=env.edge_capacity)
     obs = env.reset()
-    _, jitted_obs = jax.jit(jenv.reset)(jax.random.key(0), jenv.params())
+    _, jitted_obs = jit(jenv.reset)(jax.random.key(0), jenv.params())
     assert jax.tree.map(np.shape, jitted_obs.graph) == jax.tree.map(np.shape, obs.graph)
     for mine, theirs in [(jitted_obs.graph.senders, obs.graph.senders), (jitted_obs.graph.receivers,
                                                                          obs.graph.receivers),
