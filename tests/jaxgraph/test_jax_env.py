@@ -153,8 +153,9 @@ def check_same(jenv, state, obs, instance, env, reference):
     assert float(state.cost) == pytest.approx(env.cost, rel=1e-5)
     assert float(obs.graph.globals[0, 0]) == pytest.approx(cost(graph, jenv.model), rel=1e-5)
     env_signature = {slot: theirs[node_id] for node_id, slot in env.node_slots.items()}
-    assert edge_rows(obs, ours) == edge_rows(reference, env_signature)
-    assert sum(edge_rows(obs, ours).values()) == sum(len(n.inputs) for n in env.graph.nodes.values())
+    edges = edge_rows(obs, ours)
+    assert edges == edge_rows(reference, env_signature)
+    assert sum(edges.values()) == sum(len(n.inputs) for n in env.graph.nodes.values())
     return ours, theirs
 
 
