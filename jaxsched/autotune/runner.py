@@ -95,7 +95,8 @@ class ProcessRunner:
 
     def run(self) -> RunResult:
         """Runs every submitted job (and those submitted meanwhile) to the end; returns the trace
-        and the results. Raises RuntimeError naming the job and stage when a stage fails."""
+        and the results. Raises RuntimeError naming the job and stage when a stage fails. Workers are
+        spawned, so a script calls this under `if __name__ == "__main__":`."""
         scheduler = Scheduler([self.machine], self.policy)
         workers: list[_Worker] = []  # by scheduler index once submitted
         starting: list[_Worker] = []
@@ -175,7 +176,11 @@ class ProcessRunner:
         try:
             got, payload = worker.conn.recv()
         except EOFError:
+            worker.process.join(timeout=5)
             got, payload = "error", f"worker process exited with code {worker.process.exitcode}"
+            if kind == "ready":  # the usual cause: a spawned worker re-ran an unguarded script that calls `run`
+                payload += ("; workers are spawned and import the main module again, so a script must call "
+                            "`ProcessRunner.run` under `if __name__ == \"__main__\":`")
         if got == "error":
             where = f" in stage {STAGES[start.stage]!r} of round {start.round}" if start else ""
             raise RuntimeError(f"job {worker.job.name!r} failed{where}:\n{payload}")

@@ -2,6 +2,8 @@
 others run; failures name the job and stage."""
 
 import os
+import subprocess
+import sys
 import threading
 
 import jax
@@ -103,3 +105,21 @@ def test_failing_stage_names_job_and_stage():
     runner.submit(FailingJob("fragile", 1))
     with pytest.raises(RuntimeError, match=r"(?s)job 'fragile' failed in stage 'profile' of round 0.*device fell over"):
         runner.run()
+
+
+def test_unguarded_script_is_told_to_guard_its_main(tmp_path):
+    # a spawned worker imports the main module again, so a script that calls `run` at top level starts its
+    # workers from inside a worker, and each dies before it is ready
+    script = tmp_path / "unguarded.py"
+    script.write_text("import numpy as np\n"
+                      "from jaxsched.autotune import Machine, MockJob, make_policy\n"
+                      "from jaxsched.autotune.runner import ProcessRunner\n"
+                      "runner = ProcessRunner(Machine(1, 1), make_policy('load_aware'))\n"
+                      "runner.submit(MockJob('m', 0.01 * np.ones((1, 4))))\n"
+                      "runner.run()\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 1
+    message = done.stderr.strip().splitlines()[-2:]  # the runner's RuntimeError: job, then the worker's fate
+    assert message[0] == "RuntimeError: job 'm' failed:" and 'if __name__ == "__main__":' in message[1]
