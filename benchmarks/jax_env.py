@@ -2,6 +2,7 @@
 
     flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64] \
         [--chunk 32]
+    python benchmarks/jax_env.py --floor --models resnet18,bert   # and the floor a faster matching cannot pass
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
     python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
 
@@ -13,7 +14,10 @@ JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program s
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. With `--chunk N`, also
 the same `num_envs` environments as groups of N vmapped ones run one after another (`lax.map`) in one
-program, so a group's state stays in the CPU's caches. Env: one environment
+program, so a group's state stays in the CPU's caches. With `--floor`, also the floor of a step: the same graph in a
+`JaxEnv` whose only rule (SplitOfSplit) matches nowhere, so every step is the NO-OP with nothing to match or build;
+the state, cost, observation, commit of an empty edit and reset are all still paid. No faster matching can take a
+step below it. Env: one environment
 stepped on the host for `--host-seconds`, half before and half after the jitted runs. Prints a markdown
 table (and `--json` writes the numbers).
 """
@@ -151,6 +155,19 @@ def host_steps_per_second(graph, max_locations: int, seconds: float, cost_model:
     return steps / (time.perf_counter() - start)
 
 
+FLOOR_FAMILY = "SplitOfSplit"  # rooted at split, an op none of the builders has: its root list is one slot
+
+
+def floor_env(graph, max_locations: int, cost_model: Roofline) -> JaxEnv:
+    """`graph` in a JaxEnv whose one rule family matches nowhere: every step is the NO-OP (SystemExit otherwise)."""
+    env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model,
+                 rules=[rule for rule in JAX_RULES if rule.family == FLOOR_FAMILY])
+    _, obs = jax.jit(env.reset)(jax.random.key(0), env.params())
+    if np.asarray(obs.xfer_mask)[:-1].any():
+        raise SystemExit(f"jax_env: {FLOOR_FAMILY} matches in this graph, so it cannot measure the floor")
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
@@ -167,6 +184,8 @@ def main() -> None:
                         help=f"with --profile, which pieces of a step to time: {', '.join(PIECES)}")
     parser.add_argument("--chunk", type=int, default=0,
                         help="also time the environments as groups of this many, one group after another (lax.map)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time the floor of a step: the NO-OP with nothing to match or build (`floor_env`)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -195,9 +214,10 @@ def main() -> None:
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return
     chunked = f" | JaxEnv steps/s, {args.num_envs // args.chunk} groups of {args.chunk} | ratio" if args.chunk else ""
+    floored = " | floor steps/s | ratio | floor steps/s, no observation | ratio" if args.floor else ""
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
-          f"no observation | ratio{chunked} |")
-    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk))
+          f"no observation | ratio{chunked}{floored} |")
+    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk) + "---|---|---|---|" * args.floor)
     rows = []
     for name in names:
         graph = MODELS[name]()
@@ -209,11 +229,16 @@ def main() -> None:
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
         grouped = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True, args.chunk)[0] \
             if args.chunk else None
+        floor = floor_env(graph, args.max_locations, models[0]) if args.floor else None
+        floors = [jax_steps_per_second(floor, args.num_envs, args.steps, args.repeats, observe)[0]
+                  for observe in (True, False)] if floor else [None, None]
         host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare,
-                         jax_grouped_steps_per_s=grouped))
+                         jax_grouped_steps_per_s=grouped, floor_steps_per_s=floors[0],
+                         floor_state_only_steps_per_s=floors[1]))
         extra = f" {grouped:,.0f} | {grouped / host:.1f}x |" if args.chunk else ""
+        extra += "".join(f" {rate:,.0f} | {rate / host:.1f}x |" for rate in floors) if args.floor else ""
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "
               f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |{extra}", flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.1f}; {args.num_envs} environments x {args.steps} steps, "
