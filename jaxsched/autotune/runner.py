@@ -179,8 +179,8 @@ class ProcessRunner:
             worker.process.join(timeout=5)
             got, payload = "error", f"worker process exited with code {worker.process.exitcode}"
             if kind == "ready":  # the usual cause: a spawned worker re-ran an unguarded script that calls `run`
-                payload += ("; workers are spawned and import the main module again, so a script must call "
-                            "`ProcessRunner.run` under `if __name__ == \"__main__\":`")
+                payload += (" before it was ready; workers are spawned and import the main module again, so a "
+                            "script must call `ProcessRunner.run` under `if __name__ == \"__main__\":`")
         if got == "error":
             where = f" in stage {STAGES[start.stage]!r} of round {start.round}" if start else ""
             raise RuntimeError(f"job {worker.job.name!r} failed{where}:\n{payload}")

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -117,9 +118,9 @@ def test_unguarded_script_is_told_to_guard_its_main(tmp_path):
                       "runner = ProcessRunner(Machine(1, 1), make_policy('load_aware'))\n"
                       "runner.submit(MockJob('m', 0.01 * np.ones((1, 4))))\n"
                       "runner.run()\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"})
+                          env={**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu"})
     assert done.returncode == 1
     message = done.stderr.strip().splitlines()[-2:]  # the runner's RuntimeError: job, then the worker's fate
     assert message[0] == "RuntimeError: job 'm' failed:" and 'if __name__ == "__main__":' in message[1]
