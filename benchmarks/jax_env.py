@@ -159,12 +159,12 @@ FLOOR_FAMILY = "SplitOfSplit"  # rooted at split, an op none of the builders has
 
 
 def floor_env(graph, max_locations: int, cost_model: Roofline) -> JaxEnv:
-    """`graph` in a JaxEnv whose one rule family matches nowhere: every step is the NO-OP (SystemExit otherwise)."""
+    """`graph` in a JaxEnv whose one rule family matches nowhere: every step is the NO-OP (ValueError otherwise)."""
     env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model,
                  rules=[rule for rule in JAX_RULES if rule.family == FLOOR_FAMILY])
     _, obs = jax.jit(env.reset)(jax.random.key(0), env.params())
     if np.asarray(obs.xfer_mask)[:-1].any():
-        raise SystemExit(f"jax_env: {FLOOR_FAMILY} matches in this graph, so it cannot measure the floor")
+        raise ValueError(f"{FLOOR_FAMILY} matches in this graph, so it cannot measure the floor")
     return env
 
 
@@ -229,7 +229,10 @@ def main() -> None:
         bare, _ = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, False)
         grouped = jax_steps_per_second(env, args.num_envs, args.steps, args.repeats, True, args.chunk)[0] \
             if args.chunk else None
-        floor = floor_env(graph, args.max_locations, models[0]) if args.floor else None
+        try:
+            floor = floor_env(graph, args.max_locations, models[0]) if args.floor else None
+        except ValueError as error:
+            parser.exit(2, f"jax_env: {name}: {error}\n")
         floors = [jax_steps_per_second(floor, args.num_envs, args.steps, args.repeats, observe)[0]
                   for observe in (True, False)] if floor else [None, None]
         host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
