@@ -52,3 +52,20 @@ def whole_run(tiny_digits, population_members):
 def trained_population(tiny_digits, population_members):
     """Both members trained for TINY.epochs epochs in one vmapped program (no checkpoints)."""
     return jq.run_sweep(TINY, population_members, dataset=tiny_digits, progress=False)
+
+
+def fit_killed_after_epoch_two(workdir, dataset, members) -> list[int]:
+    """Start `jq.fit(TINY, ...)` of `members` in `workdir` and kill it (KeyboardInterrupt) after its second epoch's
+    checkpoint; returns the epochs it reached, to which a resumed run's `on_epoch_end` can append."""
+    keys, regimes = jq.member_inputs(members)
+    seen = []
+
+    def kill_after_epoch_two(epoch, metrics):
+        seen.append(epoch)
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        jq.fit(TINY, keys, regimes, workdir=workdir, dataset=dataset, progress=False,
+               on_epoch_end=kill_after_epoch_two)
+    return seen

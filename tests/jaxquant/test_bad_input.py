@@ -12,7 +12,7 @@ import pytest
 
 import jaxquant as jq
 from jaxquant.data import CIFAR10_FILES
-from tests.jaxquant.conftest import TINY
+from tests.jaxquant.conftest import TINY, fit_killed_after_epoch_two
 
 NAN, INF = float("nan"), float("inf")
 
@@ -134,16 +134,7 @@ def test_resume_past_a_truncated_latest_step_equals_an_uninterrupted_run(
     tmp_path, tiny_digits, population_members, trained_population
 ):
     keys, regimes = jq.member_inputs(population_members)
-    seen = []
-
-    def kill_after_epoch_two(epoch, metrics):
-        seen.append(epoch)
-        if epoch == 2:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False,
-               on_epoch_end=kill_after_epoch_two)
+    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members)
     truncated = 0
     for path in (tmp_path / "2" / "tree").rglob("*"):
         if path.is_file() and path.stat().st_size > 16:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxquant as jq
-from tests.jaxquant.conftest import TINY
+from tests.jaxquant.conftest import TINY, fit_killed_after_epoch_two
 
 
 def test_paper_learning_rate_schedule_scaled_to_run_length():
@@ -54,16 +54,7 @@ def test_population_member_equals_a_separate_run(tiny_digits, population_members
 
 def test_resume_after_a_kill_equals_an_uninterrupted_run(tmp_path, tiny_digits, population_members, trained_population):
     keys, regimes = jq.member_inputs(population_members)
-    seen = []
-
-    def kill_after_epoch_two(epoch, metrics):
-        seen.append(epoch)
-        if epoch == 2:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False,
-               on_epoch_end=kill_after_epoch_two)
+    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members)
     resumed = jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False,
                      on_epoch_end=lambda epoch, metrics: seen.append(epoch))
     assert seen == [1, 2, 3, 4]  # epochs 3 and 4 are the only ones trained after the restart
