@@ -4,6 +4,7 @@ its recorded actions lead to."""
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -54,14 +55,20 @@ def test_jitted_evaluation_equals_host_evaluation(env):
     np.testing.assert_allclose(episodes[0].costs, host.costs, rtol=1e-5)
     optimum, initial = cost(TOY.optimal_graph), cost(TOY.graph)
     step = jax.jit(env.step)
+    capped = env.params()._replace(max_steps=jnp.int32(CONFIG.max_steps))  # the evaluation's truncation
     for episode in episodes:
-        assert 1 <= episode.env_steps <= CONFIG.max_steps
         assert episode.costs[0] == pytest.approx(initial, rel=1e-5)
         assert min(episode.costs) >= optimum * (1 - 1e-5)
-        state, _ = env.reset(jax.random.key(0), env.params())
+        state, _ = env.reset(jax.random.key(0), capped)
+        ends = []
         for action, recorded in zip(episode.actions, episode.costs[1:]):
-            state, *_ = step(jax.random.key(0), state, np.asarray(action, np.int32), env.params())
+            state, _, _, terminated, truncated, _ = step(jax.random.key(0), state, np.asarray(action, np.int32),
+                                                         capped)
+            ends.append(bool(terminated | truncated))
             assert cost(env.decode(state.graph)) == pytest.approx(recorded, rel=1e-5)
+        # the replayed environment ends the episode at its last recorded action and at no earlier one
+        assert ends == [False] * (episode.env_steps - 1) + [True]
+        assert episode.env_steps <= CONFIG.max_steps
     assert float(result.best_cost) == pytest.approx(best_of(episodes).best_cost, rel=1e-6)
     with pytest.raises(ValueError, match="samples"):
         make_evaluate(CONFIG, env, -1)
