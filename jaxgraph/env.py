@@ -95,7 +95,7 @@ class _Slots:
         self.senders = np.full(edge_capacity, node_capacity, np.int32)
         self.receivers = np.full(edge_capacity, node_capacity, np.int32)
         self.edge_mask = np.zeros(edge_capacity, bool)
-        if len(graph) > node_capacity or sum(len(n.inputs) for n in graph.nodes.values()) > edge_capacity:
+        if len(graph) > node_capacity or graph.num_edges > edge_capacity:
             raise ValueError(f"graph with {len(graph)} nodes does not fit node/edge capacity "
                              f"{node_capacity}/{edge_capacity}")
         for node_id in graph.order:
@@ -177,9 +177,9 @@ class Env:
         self.max_locations = integer("max_locations", max_locations, 1)
         self.max_location_size = integer("max_location_size", max_location_size, 1)
         self.max_steps = None if max_steps is None else integer("max_steps", max_steps, 1)
-        edges = sum(len(n.inputs) for n in graph.nodes.values())
         self.node_capacity = 2 * len(graph) if node_capacity is None else integer("node_capacity", node_capacity, 1)
-        self.edge_capacity = 2 * edges if edge_capacity is None else integer("edge_capacity", edge_capacity, 1)
+        self.edge_capacity = (2 * graph.num_edges if edge_capacity is None
+                              else integer("edge_capacity", edge_capacity, 1))
         self.initial_graph = graph
         self.initial_cost = cost(graph, self.model)
         self._initial_index = LocationIndex.build(self.rules, graph)

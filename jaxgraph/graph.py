@@ -180,6 +180,11 @@ class Graph:
         return sum(1 for n in self.nodes.values() if not n.constant and n.op != "input")
 
     @cached_property
+    def num_edges(self) -> int:
+        """Inputs of all nodes (a node that reads one tensor twice counts two): the edge rows an environment needs."""
+        return sum(len(n.inputs) for n in self.nodes.values())
+
+    @cached_property
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes.values():

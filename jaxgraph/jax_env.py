@@ -1256,9 +1256,9 @@ class JaxEnv:
         self.max_location_size = integer("max_location_size", max_location_size, 2)
         self.max_steps = 0 if max_steps is None else integer("max_steps", max_steps, 1)
         self.invalid_penalty = number("invalid_penalty", invalid_penalty, 0.0)
-        edges = sum(len(n.inputs) for n in graph.nodes.values())
         self.node_capacity = 2 * len(graph) if node_capacity is None else integer("node_capacity", node_capacity, 1)
-        self.edge_capacity = 2 * edges if edge_capacity is None else integer("edge_capacity", edge_capacity, 1)
+        self.edge_capacity = (2 * graph.num_edges if edge_capacity is None
+                              else integer("edge_capacity", edge_capacity, 1))
         nodes = graph.nodes.values()
         self.max_inputs = max(5, max(len(n.inputs) for n in nodes))
         self.max_siblings = (max(4, _max_siblings(graph)) if max_siblings is None
@@ -1312,9 +1312,8 @@ class JaxEnv:
         if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
             raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
                              f"capacity {capacity} with {self.num_outputs} outputs")
-        edges = sum(len(node.inputs) for node in graph.nodes.values())
-        if edges > self.edge_capacity:
-            raise ValueError(f"graph with {edges} edges does not fit edge capacity {self.edge_capacity}")
+        if graph.num_edges > self.edge_capacity:
+            raise ValueError(f"graph with {graph.num_edges} edges does not fit edge capacity {self.edge_capacity}")
         if _max_siblings(graph) > self.max_siblings:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")

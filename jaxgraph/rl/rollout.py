@@ -37,7 +37,7 @@ class EnvPool:
         if not graphs or num_envs < 1:
             raise ValueError(f"need at least one graph and one environment, got {len(graphs)} and {num_envs}")
         node_capacity = max(2 * len(g) for g in graphs)
-        edge_capacity = max(2 * sum(len(n.inputs) for n in g.nodes.values()) for g in graphs)
+        edge_capacity = max(2 * g.num_edges for g in graphs)
         self.envs = [Env(graphs[i % len(graphs)], max_locations=max_locations, rules=rules, cost_model=cost_model,
                          node_capacity=node_capacity, edge_capacity=edge_capacity, max_steps=max_steps)
                      for i in range(num_envs)]

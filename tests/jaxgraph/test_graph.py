@@ -25,6 +25,10 @@ def test_builder_shapes_uses_and_interface():
     assert graph.input_shapes == {"x": (1, 2, 5, 5)}
     assert graph.uses(c1.node) == ((r.node, 0),)
     assert graph.num_ops == 3 and graph.op_counts == {"conv2d": 2, "relu": 1}
+    assert graph.num_edges == 5  # conv (x, w1), relu (c1), conv (r, w2)
+    twice = GraphBuilder()
+    x2 = twice.input("x", (2, 2))
+    assert twice.build({"y": twice.add("add", [x2, x2], "a")}).num_edges == 2  # one tensor read twice: two edges
     assert graph.nodes[w1.node].constant and not graph.nodes[c1.node].constant
     assert graph.order.index(c1.node) < graph.order.index(r.node) < graph.order.index(c2.node)
     assert graph.by_op["conv2d"] == (c1.node, c2.node)
