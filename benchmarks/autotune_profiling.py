@@ -1,4 +1,4 @@
-"""Where the autotuner's profiling error comes from, and which profiling protocol to use (issue 13).
+"""Where the autotuner's profiling error comes from, and which profiling protocol to use.
 
     python -m benchmarks.autotune_profiling            # about 3 minutes on 2 cores; prints three tables
     python -m benchmarks.autotune_profiling --turns 3  # more turns, tighter numbers
@@ -7,7 +7,7 @@ One core plays the device (`local_machine()`), as in `python -m experiments.auto
 
 1. Threads: a real `ProcessRunner` run of a one-round tuning job records, in its profile stage, the
    cores every thread of its worker may use (XLA's thread pool included).
-2. Clocks and conditions: four configurations (the ones the last study chose) are profiled by two
+2. Clocks and conditions: four configurations (ones a study of the default job mix chose) are profiled by two
    worker processes in turns: a tuning-style worker (started pinned to the CPU core, pinned to the
    device core before profiling, executables deserialized) and an alone-style one (pinned to the
    device core before JAX starts, as the re-measurement alone is). On the wall clock and on the
@@ -56,7 +56,7 @@ CONFIGS = (
     (("matmul", 256), {"tm": 128, "tk": 256}),
     (("xla_options", 256), {"opt_level": 1, "vector_width": 256, "fast_math": 0}),
 )
-OLD_PROTOCOL = (5, 0.1)  # repeats, min_repeat_s of the last study
+OLD_PROTOCOL = (5, 0.1)  # repeats, min_repeat_s: the dearest protocol, the reference
 PROTOCOLS = ((5, 0.1), (5, 0.02), (3, 0.02), (3, 0.005), (1, 0.005))
 CHOSEN_PROTOCOL = (5, 0.02)  # the study's default
 SELECTION_COPIES = (1, 4, 16)

@@ -1,13 +1,13 @@
 """Dream throughput: batched dream steps per second (world model imagining + controller acting, vmapped).
 
-    flock /tmp/bench.lock python benchmarks/dream.py [--config tiny] [--batches 1024,2048,4096] [--json out.json]
+    python benchmarks/dream.py [--config tiny] [--batches 1024,2048,4096] [--json out.json]
 
 One lockstep step of N dreams is what a dream-training rollout does per step: the controller (LatentPolicy on
 [z, h]) samples an action under the predicted masks and values the next state, the MDN-RNN advances every dream
 (LSTM, mixture sample at tau 1, reward, terminal and masks), finished dreams restart. The networks have the
 study config's sizes (`jaxgraph.rl.study_config`: the world model, controller, latent and action space of the
 BERT run) with freshly initialised parameters: the time of a step does not depend on the parameter values.
-The issue's target: >= 100,000 steps/s on a CPU, >= 1,000,000 on a GPU.
+The target: >= 100,000 steps/s on a CPU, >= 1,000,000 on a GPU.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """jaxgraph benchmark: real models optimized for onnxruntime, never slower, cost ranking, and TASO search.
 
-    flock /tmp/bench.lock python benchmarks/graphopt.py [--quick] [--models zoo:squeezenet,tests/data/m.onnx,bert]
+    python benchmarks/graphopt.py [--quick] [--models zoo:squeezenet,tests/data/m.onnx,bert]
 
 A model is `zoo:NAME` (the onnx wheel's light zoo models with seeded random weights, `jaxgraph.onnx_models`), the
 path of an ONNX file (the torch exports in tests/data), or a builder name (`jaxgraph.MODELS`, batch 1).

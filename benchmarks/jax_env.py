@@ -1,6 +1,6 @@
 """JaxEnv throughput: steps/s of the jitted environment vmapped over many environments against Env (host).
 
-    flock /tmp/bench.lock python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64] \
+    python benchmarks/jax_env.py [--models resnet18,bert] [--num-envs 256] [--steps 64] \
         [--chunk 32]
     python benchmarks/jax_env.py --floor --models resnet18,bert   # and the floor a faster matching cannot pass
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time

@@ -1,7 +1,7 @@
 """PPO on JaxEnv: compile time and seconds per epoch of the one jitted training program, against the number of
 environments.
 
-    flock /tmp/bench.lock python benchmarks/jax_ppo_epoch.py [--num-envs 8,256] [--backend onnxruntime]
+    python benchmarks/jax_ppo_epoch.py [--num-envs 8,256] [--backend onnxruntime]
 
 The graph, rules and agent are the end-to-end race's (`benchmarks/ppo_wallclock.py`): the tiny study's BERT, all 28
 rules, `study_config("tiny").agent` with `num_envs` replaced. For each size: the seconds to trace and lower

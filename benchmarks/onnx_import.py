@@ -1,6 +1,6 @@
 """jaxgraph on models nobody here wrote: does each load, optimize, save, and still compute the same?
 
-    flock /tmp/bench.lock python benchmarks/onnx_import.py [--zoo squeezenet,resnet50] [--no-torch]
+    python benchmarks/onnx_import.py [--zoo squeezenet,resnet50] [--no-torch]
 
 For the nine light model-zoo CNNs in the onnx wheel (seeded random weights) and the torch exports in
 tests/data, it loads the file (`load_onnx`), runs `greedy` (TASO's roofline cost), writes the result

@@ -1,6 +1,6 @@
 """Probe: what onnxruntime's contrib `com.microsoft.Attention` would buy on the BERT builder under ORT_ENABLE_ALL.
 
-    flock /tmp/bench.lock python benchmarks/ort_attention.py [--layers 2] [--repeats 20]
+    python benchmarks/ort_attention.py [--layers 2] [--repeats 20]
 
 onnxruntime's own optimizer (ORT_ENABLE_ALL) turns the exported `jaxgraph.bert` into Gemm, FusedMatMul,
 SkipLayerNormalization and Gelu kernels but leaves the attention block as Reshape/Transpose/MatMul/Softmax;

@@ -1,6 +1,6 @@
 """End-to-end wall-clock to TASO's cost on BERT: PPO on the jitted env vs PPO on the host env vs the world model.
 
-    flock /tmp/bench.lock python benchmarks/ppo_wallclock.py [--time-cap 130] [--model bert] [--json out.json]
+    python benchmarks/ppo_wallclock.py [--time-cap 130] [--model bert] [--json out.json]
 
 The graph is the tiny study's BERT (`--model bert`: the `bert` builder at 16 tokens, hidden 64, 2 heads, 2 layers,
 intermediate 128) or the imported `tests/data/bert-legacy-op17.onnx` (`--model imported`). The target is TASO's

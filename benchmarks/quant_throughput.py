@@ -1,6 +1,6 @@
 """Training throughput (images/s) of quantization-aware training, per quantizer.
 
-    flock /tmp/bench.lock python benchmarks/quant_throughput.py            # CPU: digits, small ResNet
+    python benchmarks/quant_throughput.py                                  # CPU: digits, small ResNet
     python benchmarks/quant_throughput.py --config resnet20 --cifar-dir PATH   # GPU: ResNet-20, CIFAR-10
 
 Times whole jitted epochs (`Trainer.run_epoch`: augmentation, forward, backward, Adam, projection

@@ -1,6 +1,6 @@
-"""Per-file test durations, to see where the CI suite's time goes (and compare before/after a change).
+"""Per-file test durations, to see where the CI suite's time goes (and compare two versions of the tests).
 
-    python -m benchmarks.suite_durations                             # the files the testtrim stop changed
+    python -m benchmarks.suite_durations                             # by default the slowest jaxgraph test files
     python -m benchmarks.suite_durations tests                       # the whole CI selection (about 12 min)
     python -m benchmarks.suite_durations --from-junit before.xml     # sum a run already made
 

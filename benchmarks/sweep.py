@@ -1,12 +1,12 @@
 """Sweep efficiency: K configurations in one vmapped program against K sequential runs.
 
-    flock /tmp/bench.lock python benchmarks/sweep.py                    # CPU: digits, small ResNet
+    python benchmarks/sweep.py                                          # CPU: digits, small ResNet
     python benchmarks/sweep.py --config resnet20 --cifar-dir PATH       # GPU: ResNet-20 on CIFAR-10
 
 Both sides run `jaxquant.make_train` for the same number of steps: the vmapped side as
 `jit(vmap(train))(keys, regimes)` over K members with different Δ regimes and seeds, the
 sequential side as K calls of one compiled `jit(train)`. Compilation is timed separately and
-excluded from the run times. The issue's GPU target: the vmapped sweep takes <= 3x one run.
+excluded from the run times. The GPU target: the vmapped sweep takes <= 3x one run.
 """
 
 from __future__ import annotations

@@ -148,7 +148,8 @@ def report_markdown(study: Study, table: list[dict], groups: dict[str, list[dict
 
 
 def check_targets(table: list[dict], compression: dict | None) -> list[str]:
-    """The issue's digits targets, each marked met or missed with the measured numbers."""
+    """The digits targets (log-regime sparsity, entropy, accuracy against FP and binary; ANS size against the
+    entropy bound), each marked met or missed with the measured numbers."""
     by_name = {row["name"]: row for row in table}
     log, fp, binary = by_name.get("Ours (log regime)"), by_name.get("FP"), by_name.get("Binary")
     lines = []

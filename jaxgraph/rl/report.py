@@ -1,5 +1,5 @@
 """The agents' study as tables and plots: `results_table(results) -> markdown`, `plot_results(results, out)`
-(thesis Fig. 5.3, 5.5, 5.7 analogs), and `judge_targets(results)`, the issue's targets each with its numbers and
+(thesis Fig. 5.3, 5.5, 5.7 analogs), and `judge_targets(results)`, the study's targets each with its numbers and
 met or missed."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ METHOD_NAMES = {"greedy": "greedy", "taso": "TASO", "model_free": "model-free", 
 
 
 def judge_targets(results: dict) -> list[tuple[str, bool, str]]:
-    """(target, met, numbers) for each target of the issue that the results can judge."""
+    """(target, met, numbers) for each target of the study (model-free vs TASO, an agent beating TASO on BERT, the
+    held-out graph, dream throughput) that the results can judge."""
     rows = results["models"]
     out = []
     gaps = {name: r["methods"]["model_free"]["cost"] / r["methods"]["taso"]["cost"] - 1.0 for name, r in rows.items()}

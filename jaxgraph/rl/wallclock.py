@@ -1,4 +1,4 @@
-"""Wall-clock to a target cost (issue 14): PPO on the jitted environment, PPO on the host environment and the
+"""Wall-clock to a target cost: PPO on the jitted environment, PPO on the host environment and the
 world-model agent, each trained until its evaluated graph is as cheap as TASO's search.
 
 `race(graph, config, ...)` sets the target (TASO's search on the same graph, rules and cost model) and runs the

@@ -92,7 +92,7 @@ CONFIGS = {
         ),
         rounds=8,
         batch=8,
-        min_repeat_s=0.1,  # round 1's protocol: the shorter one was chosen on the CPU clock, not on an accelerator
+        min_repeat_s=0.1,  # the dearest protocol: 0.02 s was chosen on the CPU clock, not on an accelerator
         clock="wall",  # an accelerator's time is not the host process's CPU time
     ),
 }

@@ -1,5 +1,5 @@
 """Bad input gets a named ValueError (with the file's path where there is one), never a silent
-wrong answer or an exception from inside another library (issue 10)."""
+wrong answer or an exception from inside another library."""
 
 import dataclasses
 import pickle
