@@ -76,6 +76,13 @@ class Workload:
         x, w = jax.random.normal(key, (2, self.size, self.size), jnp.float32)
         return x, w * (1.0 / float(np.sqrt(self.size)))
 
+    def memory_bytes(self) -> int:
+        """Bytes of the program's arguments and result, from their shapes (nothing is allocated): a
+        lower bound on what profiling a configuration needs, to refuse at submission what cannot fit."""
+        args = jax.eval_shape(self.inputs)
+        out = jax.eval_shape(self.function(self.space()[0]), *args)
+        return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves((args, out)))
+
     def function(self, config: dict[str, int]):
         """The program for `config`, as a function of `inputs()`."""
         if self.kind == "matmul":
