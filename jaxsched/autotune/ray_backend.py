@@ -83,8 +83,8 @@ class _SchedulerActor:
 
     def run(self, jobs: Sequence[Job]) -> tuple[list[tuple], dict[str, Any], dict[str, str]]:
         ray = _ray()
-        stage_task = ray.remote(_run_stage).options(max_retries=0)  # retries are the scheduler's
-        result_task = ray.remote(_result).options(num_cpus=0, max_retries=0)
+        stage_task = ray.remote(max_retries=0)(_run_stage)  # retries are the scheduler's
+        result_task = ray.remote(num_cpus=0, max_retries=0)(_result)
         scheduler = Scheduler(self.machines, make_policy(self.policy))
         order = sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, j))
         job_refs, states, round_start, retries_left, submitted = [], [], [], [], 0

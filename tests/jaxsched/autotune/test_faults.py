@@ -71,6 +71,7 @@ def test_each_fault_fails_its_job_only(tmp_path):
         assert records.progress("hungry", Hungry("hungry", 2).definition()) is None
 
 
+@pytest.mark.slow
 def test_dead_worker_gets_one_replacement(tmp_path):
     jobs = [Tally("g0", 3), Dying("dying", 3, marker=tmp_path / "died-once")]
     runner = ProcessRunner(machine(), make_policy("load_aware"), retries=1)
