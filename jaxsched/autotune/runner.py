@@ -175,6 +175,7 @@ class ProcessRunner:
         free = {CPU: list(self.machine.cpu_ids or ()), "device": list(self.machine.device_ids or ())}
         running: dict[Any, tuple[StageStart, float, list[int]]] = {}  # conn -> (stage, start, cores)
         rows = []
+        ended: list[tuple[_Slot, Any]] = []  # rounds ended since the last dispatch, and the states after them
         begin = time.perf_counter()
         try:
             while True:
@@ -197,6 +198,9 @@ class ProcessRunner:
                     except OSError:  # died since its last reply: `wait` returns its end of file at once
                         pass
                     running[slots[start.job].conn] = (start, time.perf_counter() - begin, cores)
+                for slot, state in ended:  # kept after the dispatch: the stages run meanwhile
+                    self._round_done(slot, state, on_round)
+                ended = []
                 if not running and not starting and not waiting and self._submissions.empty():
                     break
                 timeout = 0.02 if starting or not self._submissions.empty() else None
@@ -214,7 +218,7 @@ class ProcessRunner:
                     if got == "done":
                         rows.append((start.job, start.round, start.stage, 0, start.kind, start.amount, started, finish))
                         if start.stage == LAST_STAGE:
-                            self._round_done(slot, payload, on_round)
+                            ended.append((slot, payload))
                         scheduler.finish(start, finish, finish - started)
                         continue
                     where = f"stage {STAGES[start.stage]!r} of round {start.round}: {payload}"
