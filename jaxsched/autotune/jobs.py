@@ -9,6 +9,7 @@ passed between Ray tasks on different processes (the thesis's stateless client, 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from typing import Any, NamedTuple, Sequence
@@ -58,6 +59,15 @@ class Job:
         """The state before the first stage."""
         return None
 
+    def check(self, machine: Machine) -> None:
+        """Raises ValueError for parameters `machine` cannot run, found without running anything (nothing
+        by default; a tuning job checks that its workload's arrays fit in the machine's memory)."""
+
+    def definition(self) -> str:
+        """What makes this job the job it is, as text: a run resumed from the record database refuses a
+        job of the same name with another definition."""
+        return f"{type(self).__qualname__}(rounds={self.rounds}, demands={self.demands})"
+
     def prepare(self) -> None:
         """One-time setup of a long-lived runner process before the job starts (nothing by default)."""
 
@@ -93,6 +103,10 @@ class MockJob(Job):
         super().__init__(name, durations.shape[0], demands, arrival, machine)
         durations.setflags(write=False)
         self.durations = durations
+
+    def definition(self) -> str:
+        """The base definition and a digest of the durations."""
+        return f"{super().definition()} durations {hashlib.sha256(self.durations.tobytes()).hexdigest()[:16]}"
 
     def run_stage(self, stage: int, round_: int, state: Any) -> Any:
         """Sleeps for the stage's duration (a stage that waits, using no CPU)."""
@@ -149,7 +163,8 @@ def mock_jobs(
 
 def check_placement(job: Job, machine: int, machines: Sequence[Machine]) -> None:
     """Raises ValueError naming the job when `machines[machine]` does not exist or cannot run one of
-    its stages (a device stage on a machine without devices, more cores than the machine has)."""
+    its stages (a device stage on a machine without devices, more cores than the machine has, or what
+    `job.check` finds)."""
     if not 0 <= machine < len(machines):
         raise ValueError(f"job {job.name!r}: machine {machine} does not exist ({len(machines)} machines)")
     for name, (kind, amount) in zip(STAGES, job.demands):
@@ -160,6 +175,7 @@ def check_placement(job: Job, machine: int, machines: Sequence[Machine]) -> None
             raise ValueError(
                 f"job {job.name!r}: stage {name!r} needs {amount} {kind} units, machine {machine} has {capacity}"
             )
+    job.check(machines[machine])
 
 
 def assign_machines(jobs: Sequence[Job], machines: Sequence[Machine]) -> np.ndarray:
@@ -179,20 +195,24 @@ def assign_machines(jobs: Sequence[Job], machines: Sequence[Machine]) -> np.ndar
 
 
 class Progress:
-    """The state machine of one job: `round`, `stage` and `phase` (waiting, ready, running, done).
+    """The state machine of one job: `round`, `stage` and `phase` (waiting, ready, running, done, failed).
 
     Legal moves: `arrive` (waiting -> ready), `start` (ready -> running), `finish` (running -> ready
-    at the next stage, or done after the last stage of the last round). Anything else is a
-    scheduler bug and raises RuntimeError.
+    at the next stage, or done after the last stage of the last round), `fail` (running or waiting ->
+    failed: the job is over) and `interrupt` (running -> waiting at the first stage of the round: its
+    worker died and a replacement resumes from the state at the round's start). Anything else is a
+    scheduler bug and raises RuntimeError. A job resumed after `first_round` finished rounds starts there.
     """
 
-    WAITING, READY, RUNNING, DONE = "waiting", "ready", "running", "done"
+    WAITING, READY, RUNNING, DONE, FAILED = "waiting", "ready", "running", "done", "failed"
 
-    def __init__(self, rounds: int):
+    def __init__(self, rounds: int, first_round: int = 0):
+        if not 0 <= first_round <= rounds:
+            raise ValueError(f"first_round must be in [0, {rounds}], got {first_round!r}")
         self.rounds = rounds
-        self.round = 0
+        self.round = first_round
         self.stage = 0
-        self.phase = Progress.WAITING
+        self.phase = Progress.WAITING if first_round < rounds else Progress.DONE
 
     def _move(self, source: str, target: str) -> None:
         if self.phase != source:
@@ -217,3 +237,14 @@ class Progress:
             self.stage, self.round = 0, self.round + 1
             if self.round == self.rounds:
                 self.phase = Progress.DONE
+
+    def fail(self) -> None:
+        """The running stage failed, or the job's worker died before it was ready: the job is over."""
+        if self.phase not in (Progress.RUNNING, Progress.WAITING):
+            raise RuntimeError(f"job cannot fail: it is {self.phase} (round {self.round}, stage {self.stage})")
+        self.phase = Progress.FAILED
+
+    def interrupt(self) -> None:
+        """The running stage's worker died: the round starts again once a replacement is ready."""
+        self._move(Progress.RUNNING, Progress.WAITING)
+        self.stage = 0

@@ -42,19 +42,23 @@ class Machine:
     """One server: `cpu_cores` cores for CPU stages and `devices` exclusive devices.
 
     `cpu_ids` and `device_ids` name the OS cores the process runner pins stages to (None: not
-    pinned, as in the simulator and on Ray, where Ray's resources do the accounting).
+    pinned, as in the simulator and on Ray, where Ray's resources do the accounting). `memory_bytes`
+    is the memory a job may use (None: unknown); `submit` refuses a job whose arrays cannot fit.
     """
 
     cpu_cores: int
     devices: int
     cpu_ids: tuple[int, ...] | None = None
     device_ids: tuple[int, ...] | None = None
+    memory_bytes: int | None = None
 
     def __post_init__(self):
         for name in ("cpu_cores", "devices"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"Machine.{name} must be a non-negative integer, got {value!r}")
+        if self.memory_bytes is not None and (not isinstance(self.memory_bytes, int) or self.memory_bytes < 1):
+            raise ValueError(f"Machine.memory_bytes must be a positive integer or None, got {self.memory_bytes!r}")
         if self.cpu_cores + self.devices == 0:
             raise ValueError("Machine needs at least one CPU core or device")
         for name, count in (("cpu_ids", self.cpu_cores), ("device_ids", self.devices)):
@@ -83,7 +87,8 @@ class Machine:
 
 
 def local_machine(device_cores: int = 1) -> Machine:
-    """This computer, with its last `device_cores` usable cores playing devices (CPU-only machines).
+    """This computer, with its last `device_cores` usable cores playing devices (CPU-only machines),
+    and its physical memory.
 
     Raises ValueError when fewer than `device_cores + 1` cores are usable.
     """
@@ -93,7 +98,8 @@ def local_machine(device_cores: int = 1) -> Machine:
             f"local_machine: {len(cores)} usable cores cannot give {device_cores} device cores plus a CPU core"
         )
     cpu_ids, device_ids = tuple(cores[: len(cores) - device_cores]), tuple(cores[len(cores) - device_cores :])
-    return Machine(len(cpu_ids), len(device_ids), cpu_ids, device_ids)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
+    return Machine(len(cpu_ids), len(device_ids), cpu_ids, device_ids, memory)
 
 
 def pin_to_cores(cores: tuple[int, ...]) -> None:

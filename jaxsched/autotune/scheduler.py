@@ -49,24 +49,31 @@ class Scheduler:
         self._seq = 0
         self._names: set[str] = set()
 
-    def submit(self, job: Job, now: float) -> int:
-        """Registers `job`, arrived at `now`; returns its index. Raises ValueError for a job whose
-        stages its machine cannot run (see `check_placement`)."""
+    def submit(self, job: Job, now: float, first_round: int = 0) -> int:
+        """Registers `job`, arrived at `now`; returns its index. A job resumed after `first_round`
+        finished rounds starts there (all finished: it is done at once). Raises ValueError for a job
+        whose stages its machine cannot run (see `check_placement`) or a name already submitted."""
         index = len(self.jobs)
         machine = index % len(self.machines) if job.machine is None else job.machine
         check_placement(job, machine, self.machines)
         if job.name in self._names:
             raise ValueError(f"job names must be unique, {job.name!r} was submitted twice")
+        progress = Progress(job.rounds, first_round)
         self._names.add(job.name)
         self.jobs.append(job)
         self.machine_of.append(machine)
-        self.progress.append(Progress(job.rounds))
+        self.progress.append(progress)
         self.submitted.append(now)
-        self.unfinished += 1
         self.policy.register(index, job.demands)
-        self.progress[index].arrive()
-        self._enqueue(index, now)
+        if progress.phase != Progress.DONE:
+            self.unfinished += 1
+            self.resume(index, now)
         return index
+
+    def resume(self, job: int, now: float) -> None:
+        """Job `job` (waiting: submitted, or interrupted and its replacement worker now ready) is ready."""
+        self.progress[job].arrive()
+        self._enqueue(job, now)
 
     def _pool(self, job: int) -> tuple[int, str]:
         return self.machine_of[job], self.jobs[job].demands[self.progress[job].stage].kind
@@ -114,14 +121,18 @@ class Scheduler:
                 started.append(self._start(job))
         return started
 
-    def finish(self, start: StageStart, now: float, seconds: float) -> bool:
-        """Records that `start` ended at `now` after running `seconds`; returns whether its job is done."""
+    def _release(self, start: StageStart) -> Progress:
         state = self.progress[start.job]
         if (state.phase, state.round, state.stage) != (Progress.RUNNING, start.round, start.stage):
-            raise RuntimeError(f"finish of a stage that is not running: {start}")
+            raise RuntimeError(f"end of a stage that is not running: {start}")
         self.free[start.machine, start.kind] += start.amount
         self.running_on[start.machine] -= 1
         self._dirty.add((start.machine, start.kind))
+        return state
+
+    def finish(self, start: StageStart, now: float, seconds: float) -> bool:
+        """Records that `start` ended at `now` after running `seconds`; returns whether its job is done."""
+        state = self._release(start)
         self.policy.observe(start.job, start.stage, seconds)
         state.finish()
         if state.phase == Progress.DONE:
@@ -129,3 +140,15 @@ class Scheduler:
             return True
         self._enqueue(start.job, now)
         return False
+
+    def fail(self, job: int, start: StageStart | None = None) -> None:
+        """Job `job` failed, in its running stage `start` (whose resource is freed) or while waiting for
+        a replacement worker: it is never dispatched again, and every other job goes on."""
+        state = self._release(start) if start is not None else self.progress[job]
+        state.fail()
+        self.unfinished -= 1
+
+    def interrupt(self, start: StageStart) -> None:
+        """The worker running `start` died: its resource is freed and the job waits, at the first stage
+        of the round, for `resume` once a replacement worker holds the state of the round's start."""
+        self._release(start).interrupt()

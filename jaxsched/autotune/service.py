@@ -3,7 +3,8 @@
 A submission first consults the tuning-record database: when the best known time of the workload
 on this machine already meets the submitter's target, the answer comes back at once, untuned.
 Otherwise a `TuningJob` is created, warm-started from the records of similar workloads, and handed
-to the runner, which may already be running other jobs. Every measurement goes back into the database.
+to the runner, which may already be running other jobs. Every measurement goes into the database as
+its round finishes, so a job that fails later (out of memory, a dead worker) keeps what it measured.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from jaxsched.autotune.workloads import Workload
 
 
 class Answer(NamedTuple):
-    """The service's answer for one submission: best configuration and time, and whether it was tuned
-    now (False: answered from the records)."""
+    """The service's answer for one submission: best configuration and time, whether it was tuned
+    now (False: answered from the records), and why tuning failed ("" when it did not; when it did, the
+    configuration is the best the records hold for the workload, or empty with `seconds` NaN)."""
 
     workload: str
     config: dict[str, int]
     seconds: float
     tuned: bool
+    failure: str = ""
 
 
 class TuningService:
@@ -52,7 +55,8 @@ class TuningService:
     def submit(self, workload: Workload, rounds: int, target_seconds: float | None = None) -> str:
         """Requests a tuned configuration of `workload`; returns the ticket under which `run` answers.
 
-        With `target_seconds`, a known configuration at least that fast is answered at once.
+        With `target_seconds`, a known configuration at least that fast is answered at once. Raises
+        ValueError at once for a job the runner refuses (see `ProcessRunner.submit`).
         """
         if target_seconds is not None and not target_seconds > 0:
             raise ValueError(f"target_seconds must be positive, got {target_seconds!r}")
@@ -69,17 +73,26 @@ class TuningService:
                 warm_start=self.records.warm_start(workload, self.machine),
                 **self.job_options,
             )
+            self.runner.submit(job)
             self.jobs[ticket] = job
-        self.runner.submit(job)
         return ticket
 
     def run(self) -> dict[str, Answer]:
-        """Tunes every submitted workload that needs it, stores the measurements, returns all answers."""
+        """Tunes every submitted workload that needs it, storing each round's measurements as it ends;
+        returns all answers, failed tickets with their cause."""
         if self.jobs:
-            results = self.runner.run().results
-            for ticket, result in results.items():
+            run = self.runner.run(on_round=self._store_round)
+            for ticket, result in run.results.items():
                 workload = self.jobs[ticket].workload
-                for config, seconds in result.measured:
-                    self.records.add(workload, config, seconds, self.machine)
                 self.answers[ticket] = Answer(workload.name, result.best_config, result.best_seconds, tuned=True)
+            for ticket, cause in run.failures.items():
+                workload = self.jobs[ticket].workload
+                best = self.records.best(workload, self.machine)
+                config, seconds = (best.config, best.seconds) if best else ({}, float("nan"))
+                self.answers[ticket] = Answer(workload.name, config, seconds, tuned=True, failure=cause)
         return dict(self.answers)
+
+    def _store_round(self, job: TuningJob, round_: int, before, after) -> None:
+        """Adds the measurements a round of `job` made (those in `after` and not in `before`)."""
+        for index, seconds in after.measured[len(before.measured) if before is not None else 0 :]:
+            self.records.add(job.workload, job.space[index], seconds, self.machine)

@@ -27,7 +27,7 @@ from jax.experimental import serialize_executable
 
 from jaxsched.autotune import cost_model
 from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
-from jaxsched.autotune.resources import Demand
+from jaxsched.autotune.resources import Demand, Machine
 from jaxsched.autotune.workloads import Workload
 from jaxsched.timing import CLOCKS, alternated_times, check_timing
 
@@ -98,6 +98,24 @@ class TuningJob(Job):
                 )
             warm_start = (warm_x, warm_y)
         self.warm_start = warm_start
+
+    def check(self, machine: Machine) -> None:
+        """Raises ValueError when the workload's arguments and result alone exceed `machine`'s memory
+        (a profile that would run out of memory), found from shapes without allocating."""
+        if machine.memory_bytes is not None and self.workload.memory_bytes() > machine.memory_bytes:
+            raise ValueError(
+                f"job {self.name!r}: workload {self.workload.name!r} needs at least {self.workload.memory_bytes()} "
+                f"bytes for its arguments and result, the machine has {machine.memory_bytes}"
+            )
+
+    def definition(self) -> str:
+        """The workload and every knob that changes what the job measures (not the warm start, which
+        grows with the record database)."""
+        knobs = (self.batch, self.repeats, self.min_repeat_s, self.clock, self.kappa, self.epsilon, self.fit_steps)
+        return (
+            f"{super().definition()} {self.workload.name} batch/repeats/min_repeat_s/clock/kappa/epsilon/"
+            f"fit_steps/seed {knobs + (self.seed,)}"
+        )
 
     def init_state(self) -> TuningState:
         """No measurements, no model."""

@@ -16,6 +16,7 @@ model) for the learned cost model.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Any
 
@@ -76,6 +77,12 @@ class Workload:
         x, w = jax.random.normal(key, (2, self.size, self.size), jnp.float32)
         return x, w * (1.0 / float(np.sqrt(self.size)))
 
+    def memory_bytes(self) -> int:
+        """Bytes of the program's arguments and result, from their shapes (nothing is allocated): a
+        lower bound on what profiling a configuration needs, to refuse at submission what cannot fit.
+        Worked out once per workload (tracing takes tens of milliseconds)."""
+        return _memory_bytes(self)
+
     def function(self, config: dict[str, int]):
         """The program for `config`, as a function of `inputs()`."""
         if self.kind == "matmul":
@@ -98,6 +105,13 @@ class Workload:
         """Lowers and compiles `config` (the build stage's work)."""
         lowered = jax.jit(self.function(config)).lower(*self.inputs())
         return lowered.compile(compiler_options=self.compiler_options(config) or None)
+
+
+@functools.cache
+def _memory_bytes(workload: Workload) -> int:
+    args = jax.eval_shape(workload.inputs)
+    out = jax.eval_shape(workload.function(workload.space()[0]), *args)
+    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves((args, out)))
 
 
 def _blocked_matmul(n: int, tm: int, tk: int):

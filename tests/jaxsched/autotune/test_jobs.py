@@ -104,3 +104,25 @@ def test_fitted_distributions_match_scipy_lognormal_mle():
     assert [job.durations.shape for job in jobs] == [(5, 4)] * 3
     assert 0 < jobs[0].arrival < jobs[1].arrival < jobs[2].arrival
     assert jobs[0].demands == DEFAULT_DEMANDS
+
+
+def test_failed_interrupted_and_resumed_progress():
+    state = Progress(3, first_round=1)
+    state.arrive(), state.start(), state.finish(), state.start()
+    state.interrupt()  # its worker died in stage 1 of round 1: the round starts again
+    assert (state.phase, state.round, state.stage) == (Progress.WAITING, 1, 0)
+    state.arrive(), state.start()
+    state.fail()
+    assert state.phase == Progress.FAILED
+    with pytest.raises(RuntimeError, match="job cannot fail: it is failed"):
+        state.fail()
+    assert Progress(3, first_round=3).phase == Progress.DONE
+    with pytest.raises(ValueError, match=r"first_round must be in \[0, 3\], got 4"):
+        Progress(3, first_round=4)
+    scheduler = Scheduler([Machine(1, 1)], make_policy("load_aware"))
+    scheduler.submit(MockJob("done", [[1, 1, 1, 1]]), 0.0, first_round=1)
+    scheduler.submit(MockJob("fails", [[1, 1, 1, 1]]), 0.0)
+    (start,) = scheduler.dispatch()
+    assert start.job == 1 and scheduler.unfinished == 1
+    scheduler.fail(1, start)
+    assert scheduler.unfinished == 0 and scheduler.free[0, "cpu"] == 1 and scheduler.dispatch() == []

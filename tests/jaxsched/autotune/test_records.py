@@ -72,11 +72,26 @@ def test_known_best_meeting_the_target_is_answered_without_tuning(tmp_path):
         service = TuningService(records, ProcessRunner(Machine(1, 1), make_policy("load_aware")), "box")
         met = service.submit(MATMUL, rounds=1, target_seconds=1.5e-3)
         assert service.jobs == {}
-        assert service.run()[met] == (MATMUL.name, {"tm": 32, "tk": 32}, 1e-3, False)
+        assert service.run()[met] == (MATMUL.name, {"tm": 32, "tk": 32}, 1e-3, False, "")
         missed = service.submit(MATMUL, rounds=1, target_seconds=0.5e-3)  # faster than anything known
         assert list(service.jobs) == [missed] and service.jobs[missed].warm_start[0].shape == (25, 4)
         with pytest.raises(ValueError, match="target_seconds must be positive"):
             service.submit(MATMUL, rounds=1, target_seconds=0.0)
+
+
+def test_workload_beyond_the_machines_memory_is_refused_at_submit(tmp_path):
+    with TuningRecords(tmp_path / "r.sqlite") as records:
+        small = Machine(1, 1, memory_bytes=2**30)
+        service = TuningService(records, ProcessRunner(small, make_policy("load_aware")), "box")
+        big = Workload("matmul", 2**14)  # arguments and result: 3 * 2**28 float32 = 3 GiB
+        assert big.memory_bytes() == 3 * 2**30
+        needs = r"job 'matmul-16384#0': workload 'matmul-16384' needs at least 3221225472 bytes"
+        with pytest.raises(ValueError, match=needs):
+            service.submit(big, rounds=1)
+        assert service.jobs == {}
+        service.submit(Workload("matmul", 2**13), rounds=1)  # 768 MiB fits
+        with pytest.raises(ValueError, match="memory_bytes must be a positive integer or None"):
+            Machine(1, 1, memory_bytes=0)
 
 
 @pytest.mark.slow
