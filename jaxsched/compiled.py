@@ -23,6 +23,7 @@ environment compiles (about 10 s of CPU).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 
 import numba
@@ -58,10 +59,15 @@ def _over_cores(kernel, count: int, *arrays) -> None:
     if len(cuts) == 2:
         kernel(0, count, *arrays)
         return
-    with concurrent.futures.ThreadPoolExecutor(len(cuts) - 1) as pool:
-        jobs = [pool.submit(kernel, lo, hi, *arrays) for lo, hi in zip(cuts[:-1], cuts[1:])]
-        for job in jobs:
-            job.result()
+    jobs = [_pool().submit(kernel, lo, hi, *arrays) for lo, hi in zip(cuts[:-1], cuts[1:])]
+    for job in jobs:
+        job.result()
+
+
+@functools.cache
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """One thread per core, started on first use and kept (starting threads costs more than a small batch)."""
+    return concurrent.futures.ThreadPoolExecutor(_cores(), thread_name_prefix="jaxsched-compiled")
 
 
 @_jit
@@ -214,8 +220,9 @@ def _upward_rank_order(topo, mean_comp, out_ptr, out_dst, edge_value):
 
 
 @_jit
-def _heft_kernel(comp, mean_comp, topo, out_ptr, out_dst, edge_value, in_ptr, in_src, in_data, arrival,
-                 inverse_bandwidth):
+def heft_kernel(comp, mean_comp, topo, out_ptr, out_dst, edge_value, in_ptr, in_src, in_data, arrival,
+                inverse_bandwidth):
+    """(proc, start, finish) of HEFT on one problem given as the arrays of `heft_inputs` (compiled)."""
     num_tasks, num_procs = comp.shape
     order = _upward_rank_order(topo, mean_comp, out_ptr, out_dst, edge_value)
     proc, start, finish = np.zeros(num_tasks, np.int64), np.zeros(num_tasks), np.zeros(num_tasks)
@@ -248,7 +255,7 @@ def heft_inputs(problem: Problem) -> tuple[np.ndarray, ...]:
 def heft_numba(problem: Problem) -> Schedule:
     """`jaxsched.heft(problem)` compiled: the same schedule, to the last bit."""
     check_problem(problem)
-    proc, start, finish = _heft_kernel(*heft_inputs(problem))
+    proc, start, finish = heft_kernel(*heft_inputs(problem))
     return Schedule(proc=proc, start=start, finish=finish)
 
 
@@ -270,8 +277,8 @@ def heft_batch_numba(batch: ProblemBatch) -> ScheduleArrays:
     size, padded_tasks, _ = comp.shape
     pred = np.asarray(batch.pred)
     real_edge = pred != padded_tasks  # [B, T, K]; every instance's incoming edges, one CSR over the batch
-    pred_ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(real_edge.sum(axis=2))])
-    pred_ptr = np.lib.stride_tricks.sliding_window_view(pred_ptr, padded_tasks + 1)[::padded_tasks]  # [B, T + 1]
+    flat_ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(real_edge.sum(axis=2))])
+    pred_ptr = flat_ptr[np.arange(size)[:, None] * padded_tasks + np.arange(padded_tasks + 1)]  # [B, T + 1]
     proc = np.zeros((size, padded_tasks), np.int64)
     start, finish = np.zeros((size, padded_tasks)), np.zeros((size, padded_tasks))
     _over_cores(
