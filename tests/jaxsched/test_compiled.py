@@ -79,12 +79,21 @@ def test_heft_batch_numba_equals_numpy_heft_and_jax_heft_batch():
         assert not out.start[i, t:].any()
 
 
-def test_heft_batch_numba_on_topcuoglu_dags_of_mixed_sizes():
-    problems = [random_dag(n, p, ccr=c, seed=n) for n, p, c in ((20, 4, 0.5), (60, 8, 5.0), (100, 16, 1.0))]
-    out = heft_batch_numba(pad_problems(problems, dtype=np.float64))
+def test_heft_batch_numba_on_topcuoglu_dags_equals_numpy_and_jax():
+    """Mixed sizes, CCR and heterogeneity in one padded batch, with the published example; integer costs,
+    so the float32 JAX `heft_batch` is exact too."""
+    settings = ((20, 4, 0.1, 0.1), (60, 8, 5.0, 1.0), (100, 16, 1.0, 0.5), (80, 3, 10.0, 2.0))
+    problems = [topcuoglu_example()] + [
+        random_dag(n, p, ccr=ccr, beta=beta, integer=True, seed=n) for n, p, ccr, beta in settings
+    ]
+    shape = jaxsched.Shape.of(problems)
+    out = heft_batch_numba(pad_problems(problems, shape, dtype=np.float64))
+    jax_out = heft_batch(pad_problems(problems, shape))
     for i, problem in enumerate(problems):
         t = problem.num_tasks
         _assert_same(heft(problem), out.proc[i, :t], out.start[i, :t], out.finish[i, :t])
+        _assert_same(heft(problem), np.asarray(jax_out.proc[i, :t]), np.asarray(jax_out.start[i, :t]),
+                     np.asarray(jax_out.finish[i, :t]))
 
 
 def test_simulate_population_equals_numpy_simulate():
