@@ -71,31 +71,45 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 @_jit
-def insertion_start(row_start, row_finish, count, ready, duration, finish_by):
-    """Start of a task (`ready`, `duration` > 0) in the first idle gap of one processor that fits it,
+def _first_not_below(busy_start, proc, count, value):
+    """First k < count with busy_start[proc, k] >= value (count if none): binary search on one row."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if busy_start[proc, mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def insertion_start(busy_start, busy_finish, proc, count, ready, duration, finish_by):
+    """Start of a task (`ready`, `duration` > 0) in the first idle gap of processor `proc` that fits it,
     among the gaps before its last busy interval; `inf` when none fits or the first that fits would
-    finish after `finish_by`. `row_start/row_finish[:count]` are the busy intervals, sorted.
+    finish after `finish_by`. Row `proc` of busy_start/busy_finish holds its `count` busy intervals, sorted.
 
     Gap k is [finish[k-1], start[k]] (gap 0 opens at -inf); gaps ending before `ready + duration`
-    cannot hold the task, so the search starts at the first that does (binary search).
+    cannot hold the task, so the search starts at the first that does (binary search). Rows are indexed,
+    never sliced: a view would cost two reference-count updates in this, the innermost loop.
     """
-    k = np.searchsorted(row_start[:count], ready + duration)
+    k = _first_not_below(busy_start, proc, count, ready + duration)
     while k < count:
-        begin = ready if k == 0 else max(row_finish[k - 1], ready)
+        begin = ready if k == 0 else max(busy_finish[proc, k - 1], ready)
         if begin + duration > finish_by:  # later gaps start later still
             return np.inf
-        if begin + duration <= row_start[k]:
+        if begin + duration <= busy_start[proc, k]:
             return begin
         k += 1
     return np.inf
 
 
 @_jit
-def _earliest_start(row_start, row_finish, count, avail, ready, duration):
-    """Earliest start on one processor whose last busy interval ends at `avail` (`Timelines.earliest_start`)."""
+def _earliest_start(busy_start, busy_finish, proc, count, avail, ready, duration):
+    """Earliest start on processor `proc`, whose last busy interval ends at `avail` (`Timelines.earliest_start`)."""
     if duration == 0 or ready >= avail:
         return ready
-    begin = insertion_start(row_start, row_finish, count, ready, duration, avail)
+    begin = insertion_start(busy_start, busy_finish, proc, count, ready, duration, avail)
     return begin if begin < np.inf else avail
 
 
@@ -112,7 +126,7 @@ def _occupy(busy_start, busy_finish, count, proc, start, duration):
         wider_start[:, :n] = busy_start
         wider_finish[:, :n] = busy_finish
         busy_start, busy_finish = wider_start, wider_finish
-    pos = np.searchsorted(busy_start[proc, :n], start)
+    pos = _first_not_below(busy_start, proc, n, start)
     for k in range(n, pos, -1):
         busy_start[proc, k] = busy_start[proc, k - 1]
         busy_finish[proc, k] = busy_finish[proc, k - 1]
@@ -195,7 +209,7 @@ def heft_place(order, comp, num_procs, pred_ptr, pred_src, pred_data, arrival, i
             duration = comp[task, p]
             if duration == 0 or ready[p] >= avail[p] or ready[p] + duration > best_finish:
                 continue
-            begin = insertion_start(busy_start[p], busy_finish[p], count[p], ready[p], duration, best_finish)
+            begin = insertion_start(busy_start, busy_finish, p, count[p], ready[p], duration, best_finish)
             if begin + duration < best_finish or (begin + duration == best_finish and p < best):
                 best, best_finish, best_start = p, begin + duration, begin
         proc[task], start[task], finish[task] = best, best_start, best_finish
@@ -318,7 +332,7 @@ def _simulate_one(comp, topo, in_ptr, in_src, in_data, arrival, inverse_bandwidt
             u = in_src[k]
             ready = max(ready, finish[u] + in_data[k] * inverse_bandwidth[proc[u], p])
         duration = comp[task, p]
-        begin = _earliest_start(busy_start[p], busy_finish[p], count[p], avail[p], ready, duration)
+        begin = _earliest_start(busy_start, busy_finish, p, count[p], avail[p], ready, duration)
         start[task], finish[task] = begin, begin + duration
         if duration > 0:
             avail[p] = max(avail[p], begin + duration)
