@@ -17,7 +17,7 @@ Batches: `heft_batch_numba` runs HEFT on every problem of a padded `ProblemBatch
 `heft_order`, like `heft_batch`), `population_fitness_numba` simulates every chromosome of a GA
 population; both spread their instances over the CPU cores (threads running compiled code without
 the GIL). Compiled code is cached on disk (`cache=True`), so only the first call in a fresh
-environment compiles (about 10 s of CPU).
+environment compiles (about 15 s of CPU).
 """
 
 from __future__ import annotations
