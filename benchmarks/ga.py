@@ -1,16 +1,18 @@
-"""GA speed: one generation (breed + evaluate the whole population), NumPy reference vs jitted JAX.
+"""GA speed: one generation (breed + evaluate the whole population): NumPy reference, compiled (numba), jitted JAX.
 
     python benchmarks/ga.py                       # population 100 on 486 tasks x 188 processors
     python benchmarks/ga.py --tasks 486 --procs 16 --population 100
 
-Both breed from the same draws; the NumPy generation evaluates chromosomes one `simulate` at a time,
-the JAX one evaluates the population in one vmapped `simulate_padded` call. The runs alternate and
-the best of `--repeats` is shown. The fitness of the same population is compared too.
+All breed from the same draws; the NumPy generation evaluates chromosomes one `simulate` at a time, the
+numba one breeds in NumPy and evaluates the population with `population_fitness_numba` (every core),
+the JAX one evaluates it in one vmapped `simulate_padded` call. The runs alternate and the best of
+`--repeats` is shown. The fitness of the same population is compared too (numba: exactly equal).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -30,6 +32,8 @@ def main():
     parser.add_argument("--procs", type=int, default=188)
     parser.add_argument("--population", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="cpu: process CPU time (steady on a shared machine; threads add up)")
     parser.add_argument("--capacity", type=int, default=None, help="busy tasks per processor (default: T)")
     args = parser.parse_args()
 
@@ -50,6 +54,10 @@ def main():
     def numpy_generation():
         return numpy_fitness(*breed(np, proc, priority, fitness, draws, config.elite))
 
+    def numba_generation():
+        children = breed(np, proc, priority, fitness, draws, config.elite)
+        return jaxsched.population_fitness_numba(problem, *children, config.objective)
+
     padded = jax.device_put(jaxsched.pad_problem(problem))
     state = GAState(
         jnp.asarray(proc, jnp.int32), jnp.asarray(priority), jnp.asarray(fitness, jnp.float32), jnp.zeros((), bool)
@@ -62,21 +70,30 @@ def main():
     compile_s = time.perf_counter() - t0
 
     times = alternated_times(  # alternated, so a slow spell of the machine hits both alike
-        {"numpy": numpy_generation, "jax": lambda: jax.block_until_ready(step(padded, state, key, config, capacity))},
+        {
+            "numpy": numpy_generation,
+            "numba": numba_generation,
+            "jax": lambda: jax.block_until_ready(step(padded, state, key, config, capacity)),
+        },
         args.repeats,
         warmup=0,
+        clock=args.clock,
     )
-    numpy_s, jax_s = float(times["numpy"].min()), float(times["jax"].min())
+    numpy_s, numba_s, jax_s = (float(times[name].min()) for name in ("numpy", "numba", "jax"))
+    numba_same = np.array_equal(numba_generation(), numpy_generation())
     overflow = bool(step(padded, state, key, config, capacity).overflow)
     jax_fitness, _ = population_fitness(padded, state.proc, state.priority, config.objective, capacity)
     jax_fitness = np.asarray(jax_fitness)
     same = np.allclose(jax_fitness, fitness, rtol=1e-5)
 
-    print(f"Machine: {platform.machine()} ({jax.devices()[0].device_kind}), jax {jax.__version__}\n")
+    print(f"Machine: {platform.machine()} ({jax.devices()[0].device_kind}), {os.cpu_count()} cores, "
+          f"jax {jax.__version__}, clock {args.clock}\n")
     print(f"GA, one generation: population {config.population}, {args.tasks} tasks x {args.procs} processors\n")
     print("| implementation | time per generation (s) | speed-up | same fitness |")
     print("|---|---|---|---|")
     print(f"| NumPy (loop of simulate) | {numpy_s:.3f} | 1.0x | |")
+    print(f"| numba (population_fitness_numba, {os.cpu_count()} cores) | {numba_s:.4f} | {numpy_s / numba_s:.1f}x "
+          f"| {numba_same} |")
     label = f"JAX (jit + vmap, capacity {capacity or 'T'}, compile {compile_s:.1f} s once)"
     print(f"| {label} | {jax_s:.4f} | {numpy_s / jax_s:.1f}x | {same and not overflow} |")
 

@@ -1,10 +1,12 @@
 """jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
 
-NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over problems padded to a `Shape`
+NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_numba`, `heft_batch_numba`,
+`population_fitness_numba`), jitted JAX kernels over problems padded to a `Shape`
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
 from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
+from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
@@ -70,6 +72,8 @@ __all__ = [
     "gaussian_elimination",
     "heft",
     "heft_batch",
+    "heft_batch_numba",
+    "heft_numba",
     "heft_padded",
     "load_problem",
     "load_schedule",
@@ -79,6 +83,7 @@ __all__ = [
     "placement_order",
     "placement_order_padded",
     "population_fitness",
+    "population_fitness_numba",
     "priority_order",
     "random_dag",
     "real_array",
@@ -88,6 +93,7 @@ __all__ = [
     "simulate",
     "simulate_batch",
     "simulate_padded",
+    "simulate_population_numba",
     "slr",
     "speedup",
     "stack",

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
+from jaxsched.compiled import population_fitness_numba
 from jaxsched.kernels import simulate_padded
 from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import simulate
@@ -223,7 +224,9 @@ def ga(
 ) -> Schedule:
     """Best schedule found by the GA; `schedule.makespan` gives its makespan.
 
-    `backend="numpy"` is the reference (one `simulate` per chromosome); `backend="jax"` breeds with
+    `backend="numpy"` is the reference (one `simulate` per chromosome); `backend="numba"` is the same
+    GA with each population evaluated by compiled code on every CPU core (identical results, from the
+    same draws); `backend="jax"` breeds with
     the same operators and evaluates each generation in one vmapped call, with the simulator's
     per-processor capacity sized from the population (doubled and retried on overflow). With
     `shape`, the JAX GA runs on the problem padded to it, so that problems of one shape share one
@@ -236,12 +239,12 @@ def ga(
         raise ValueError("shape pads the problem for the JAX GA; it needs backend='jax'")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if backend == "numpy":
-        proc, priority = _evolve_numpy(problem, config, seed, progress)
+    if backend in ("numpy", "numba"):
+        proc, priority = _evolve_numpy(problem, config, seed, progress, compiled=backend == "numba")
     elif backend == "jax":
         proc, priority = _evolve_jax(problem, config, seed, progress, shape)
     else:
-        raise ValueError(f"backend must be 'numpy' or 'jax', got {backend!r}")
+        raise ValueError(f"backend must be 'numpy', 'numba' or 'jax', got {backend!r}")
     return simulate(problem, proc[: problem.num_tasks], priority[: problem.num_tasks])
 
 
@@ -273,17 +276,20 @@ def _initial_capacity(problem: Problem) -> int:
     return min(problem.num_tasks, 1 << max(3, (2 * fair_share - 1).bit_length()))
 
 
-def _evolve_numpy(problem: Problem, config: GAConfig, seed: int, progress: bool):
+def _evolve_numpy(problem: Problem, config: GAConfig, seed: int, progress: bool, compiled: bool = False):
+    """The reference GA; `compiled` evaluates each population with `population_fitness_numba` (equal values)."""
     rng = np.random.default_rng(seed)
     shape = (config.population, problem.num_tasks)
     proc, priority = rng.integers(0, problem.num_procs, shape), rng.random(shape)
 
     def evaluate(proc, priority):
+        if compiled:
+            return population_fitness_numba(problem, proc, priority, config.objective)
         schedules = (simulate(problem, p, q) for p, q in zip(proc, priority))
         return np.array([fitness_of(problem, schedule, config.objective) for schedule in schedules])
 
     fitness = evaluate(proc, priority)
-    for _ in tqdm(range(config.generations), disable=not progress, desc="GA (numpy)"):
+    for _ in tqdm(range(config.generations), disable=not progress, desc=f"GA ({'numba' if compiled else 'numpy'})"):
         draws = numpy_draws(rng, config, problem.num_tasks, problem.num_procs)
         proc, priority = breed(np, proc, priority, fitness, draws, config.elite)
         fitness = evaluate(proc, priority)

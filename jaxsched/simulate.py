@@ -18,19 +18,23 @@ from jaxsched.timeline import Timelines
 
 
 def check_assignment(problem: Problem, proc, priority) -> tuple[np.ndarray, np.ndarray]:
-    """Validates a (processor, priority) pair for `problem`; returns them as arrays."""
+    """Validates a (processor, priority) pair for `problem`, each [T] (or [N, T]: a population);
+    returns them as arrays."""
     check_problem(problem)
     proc = np.asarray(proc)
     priority = real_array("priority", priority)
-    shape = (problem.num_tasks,)
-    if proc.shape != shape or priority.shape != shape:
-        raise ValueError(f"proc and priority must have shape {shape}, got {proc.shape} and {priority.shape}")
+    if proc.ndim not in (1, 2) or proc.shape[-1] != problem.num_tasks or priority.shape != proc.shape:
+        raise ValueError(
+            f"proc and priority must have shape ({problem.num_tasks},) (or (N, {problem.num_tasks}), a population), "
+            f"got {proc.shape} and {priority.shape}"
+        )
     if not np.issubdtype(proc.dtype, np.integer):
         raise ValueError(f"proc must hold integer processor indices, got dtype {proc.dtype}")
     out = (proc < 0) | (proc >= problem.num_procs)
     if out.any():
-        t = int(np.argmax(out))
-        raise ValueError(f"proc[{t}] = {proc[t]} is out of range for {problem.num_procs} processors")
+        index = np.unravel_index(int(np.argmax(out)), out.shape)
+        where = ", ".join(str(int(i)) for i in index)
+        raise ValueError(f"proc[{where}] = {proc[index]} is out of range for {problem.num_procs} processors")
     if not np.all(np.isfinite(priority)):
         raise ValueError("priority must be finite")
     return proc.astype(np.int64), priority

@@ -1,9 +1,10 @@
 """Labelled datasets: problems, their network features and HEFT's schedule as labels.
 
-Labels come from the batched JAX HEFT (`jaxsched.heft_batch`, equal to the NumPy reference), in
-chunks with a progress bar. A dataset is built once per `DataConfig` and saved under
-`<directory>/<config hash>/` (problems as ragged arrays, features and labels as padded arrays), so
-every later run and every variant reuses it.
+Labels are HEFT's schedules: on the CPU from the compiled HEFT (`jaxsched.heft_batch_numba`, float64:
+equal to the NumPy reference to the last bit), on an accelerator from the batched JAX HEFT
+(`jaxsched.heft_batch`, float32), in chunks with a progress bar. A dataset is built once per
+`DataConfig` and saved under `<directory>/<config hash>/` (problems as ragged arrays, features and
+labels as padded arrays), so every later run and every variant reuses it.
 
 Splits: "train", "val", "test" draw from the training distribution at every size in
 `DataConfig.sizes` ("seen" instances for evaluation are the first training instances of each size,
@@ -20,11 +21,13 @@ import os
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+import jax
 import numpy as np
 from tqdm.auto import tqdm
 
 from jaxsched import generate
 from jaxsched.batch import Shape, pad_problems, stack
+from jaxsched.compiled import heft_batch_numba
 from jaxsched.deepsched.configs import DataConfig
 from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
 from jaxsched.kernels import heft_batch
@@ -134,14 +137,16 @@ def generate_problems(config: DataConfig, split: str) -> tuple[list[Problem], li
 
 
 def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True) -> LabelledSet:
-    """Features and HEFT labels padded to `shape`. HEFT runs batched in JAX, `chunk` problems per
-    call (the last chunk filled up with repeats, so every call has one shape and compiles once)."""
+    """Features and HEFT labels padded to `shape`, `chunk` problems per call: compiled on the CPU, batched in
+    JAX on an accelerator (the last chunk filled up with repeats, so every call has one shape and compiles
+    once)."""
+    on_cpu = jax.default_backend() == "cpu"
     features, procs, times = [], [], []
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]
         filled = list(part) + [part[-1]] * (chunk - len(part))
-        batch = pad_problems(filled, shape)
-        heft = heft_batch(batch)
+        batch = pad_problems(filled, shape, dtype=np.float64 if on_cpu else np.float32)
+        heft = heft_batch_numba(batch) if on_cpu else heft_batch(batch)
         for index, problem in enumerate(part):
             scale = time_scale(problem)
             features.append(problem_features(problem, shape))
@@ -158,7 +163,7 @@ def padded_shape(problems: Sequence[Problem]) -> Shape:
     return Shape(padded_size(fit.num_tasks), fit.num_procs, padded_size(fit.num_edges), padded_size(fit.max_in_degree))
 
 
-FORMAT = 2  # bump when the saved arrays change, so that old caches are not read
+FORMAT = 3  # bump when the saved arrays change, so that old caches are not read (3: float64 labels on the CPU)
 
 
 def _config_hash(config: DataConfig) -> str:
