@@ -17,6 +17,8 @@ from jaxsched.kernels import (
     simulate_batch,
     simulate_padded,
 )
+from jaxsched.listsched import NAMES as SCHEDULER_NAMES
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
 from jaxsched.metrics import (
     average_turnaround,
     average_waiting,
@@ -34,6 +36,7 @@ from jaxsched.order import (
     placement_order_padded,
     priority_order,
 )
+from jaxsched.priorities import critical_path, downward_rank, optimistic_cost_table, priority_position
 from jaxsched.problem import (
     Problem,
     Schedule,
@@ -49,9 +52,13 @@ from jaxsched.simulate import simulate
 __all__ = [
     "GAConfig",
     "GAState",
+    "ListConfig",
+    "ListPlan",
+    "PRESETS",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
+    "SCHEDULER_NAMES",
     "Schedule",
     "ScheduleArrays",
     "Shape",
@@ -59,7 +66,9 @@ __all__ = [
     "average_waiting",
     "check_batch_assignment",
     "cloudsim",
+    "critical_path",
     "critical_path_min",
+    "downward_rank",
     "effective_priority",
     "effective_priority_padded",
     "efficiency",
@@ -71,20 +80,25 @@ __all__ = [
     "heft",
     "heft_batch",
     "heft_padded",
+    "list_schedule",
     "load_problem",
     "load_schedule",
+    "make_plan",
     "makespan",
+    "optimistic_cost_table",
     "pad_problem",
     "pad_problems",
     "placement_order",
     "placement_order_padded",
     "population_fitness",
     "priority_order",
+    "priority_position",
     "random_dag",
     "real_array",
     "row_capacity",
     "save_problem",
     "save_schedule",
+    "schedule",
     "simulate",
     "simulate_batch",
     "simulate_padded",
