@@ -19,6 +19,7 @@ from jaxsched.kernels import (
 )
 from jaxsched.listsched import NAMES as SCHEDULER_NAMES
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
+from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, pad_plan, plan_batch, schedule_batch
 from jaxsched.metrics import (
     average_turnaround,
     average_waiting,
@@ -81,15 +82,19 @@ __all__ = [
     "heft_batch",
     "heft_padded",
     "list_schedule",
+    "list_schedule_batch",
+    "list_schedule_padded",
     "load_problem",
     "load_schedule",
     "make_plan",
     "makespan",
     "optimistic_cost_table",
+    "pad_plan",
     "pad_problem",
     "pad_problems",
     "placement_order",
     "placement_order_padded",
+    "plan_batch",
     "population_fitness",
     "priority_order",
     "priority_position",
@@ -99,6 +104,7 @@ __all__ = [
     "save_problem",
     "save_schedule",
     "schedule",
+    "schedule_batch",
     "simulate",
     "simulate_batch",
     "simulate_padded",
