@@ -26,6 +26,7 @@ pick a task and a processor, place the task there. `ListConfig` names the three 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import NamedTuple
 
 import numpy as np
@@ -108,6 +109,7 @@ class ListPlan(NamedTuple):
     """What a `ListConfig` needs from one problem, computed once on the host in float64."""
 
     position: np.ndarray  # [T] int place in the priority order (lower is visited first)
+    order: np.ndarray  # [T] int visit order of the static selections: the ready task of lowest position
     pin: np.ndarray  # [T] int processor a task is pinned to, -1 where free
     oct: np.ndarray  # [T, P] optimistic cost table ("eft_oct"), zeros otherwise
     draws: np.ndarray  # [T] int random integers of "wba", one per step, zeros otherwise
@@ -127,7 +129,30 @@ def make_plan(problem: Problem, config: ListConfig) -> ListPlan:
     draws = np.zeros(num_tasks, dtype=np.int64)
     if config.selection == "wba":
         draws = np.random.default_rng(config.seed).integers(0, 2**31 - 1, num_tasks)
-    return ListPlan(priority_position(problem, config.priority), pin, oct_table, draws)
+    position = priority_position(problem, config.priority)
+    return ListPlan(position, ready_list_order(problem, position), pin, oct_table, draws)
+
+
+def ready_list_order(problem: Problem, position: np.ndarray) -> np.ndarray:
+    """[T] the order in which a list scheduler visits tasks when it always takes the ready task of
+    lowest `position`: it depends on the DAG alone, not on the schedule, so it is computed once.
+    When every edge goes from a lower to a higher position (upward rank, topological), it is the
+    positions sorted."""
+    if np.all(position[problem.src] < position[problem.dst]):
+        return np.argsort(position)
+    waiting = np.bincount(problem.dst, minlength=problem.num_tasks)
+    out_ptr, out_order = problem.out_edges
+    heap = [(int(position[t]), int(t)) for t in np.flatnonzero(waiting == 0)]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, task = heapq.heappop(heap)
+        order.append(task)
+        for successor in problem.dst[out_order[out_ptr[task] : out_ptr[task + 1]]].tolist():
+            waiting[successor] -= 1
+            if waiting[successor] == 0:
+                heapq.heappush(heap, (int(position[successor]), successor))
+    return np.array(order, dtype=np.int64)
 
 
 def choose_processor(selection: str, start, duration, free, oct_row) -> int:
@@ -210,13 +235,13 @@ def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = 
     ready = waiting == 0
     makespan = 0.0
     for step in range(problem.num_tasks):
-        tasks = np.flatnonzero(ready)
         if config.dynamic:
+            tasks = np.flatnonzero(ready)
             start = np.stack([placer.starts(t) for t in tasks])
             row, proc = choose_pair(config, tasks, plan.position, start, comp[tasks], makespan, int(plan.draws[step]))
             task, begin = int(tasks[row]), float(start[row, proc])
         else:
-            task = int(tasks[np.argmin(plan.position[tasks])])
+            task = int(plan.order[step])
             start = placer.starts(task)
             proc = int(plan.pin[task])
             if proc < 0:

@@ -33,49 +33,45 @@ def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
     t, p = plan.oct.shape
     position = np.arange(num_tasks, dtype=np.int32)
     position[:t] = plan.position
+    order = np.arange(num_tasks, dtype=np.int32)
+    order[:t] = plan.order
     pin = np.full(num_tasks, -1, np.int32)
     pin[:t] = plan.pin
     oct_table = np.zeros((num_tasks, num_procs), dtype)
     oct_table[:t, :p] = plan.oct
     draws = np.zeros(num_tasks, np.int32)
     draws[:t] = plan.draws
-    return ListPlan(position, pin, oct_table, draws)
+    return ListPlan(position, order, pin, oct_table, draws)
 
 
 class _Carry(NamedTuple):
     proc: jax.Array  # [T + 2] int32: slot T is the padded-predecessor sentinel, T + 1 a discard slot
     start: jax.Array  # [T + 2]
     finish: jax.Array  # [T + 2], -inf at T
-    done: jax.Array  # [T + 2] bool, True at T
     busy_start: jax.Array  # [P, C] sorted by start, +inf padded (insertion only)
     busy_finish: jax.Array  # [P, C]
     avail: jax.Array  # [P] end of each processor's last busy interval
     makespan: jax.Array  # []
     overflow: jax.Array  # [] bool
+    waiting: jax.Array  # [T] int32 unplaced predecessors (dynamic selections), -1 once placed
+    arrive: jax.Array  # [T, P] when the inputs placed so far reach each processor (dynamic selections)
 
 
-def _starts(problem: PaddedProblem, carry: _Carry, tasks, insertion: bool):
-    """[N, P] earliest start of each of `tasks` [N] on every processor, and their durations [N, P]."""
-    preds = problem.pred[tasks]  # [N, K]
-    transfer = problem.pred_data[tasks][..., None] * problem.inverse_bandwidth[carry.proc[preds]]  # [N, K, P]
-    ready = jax.vmap(ready_time, in_axes=(None, 0, 0, 0))(carry.finish, preds, transfer, problem.arrival[tasks])
-    duration = problem.comp[tasks]
+def _earliest_starts(carry: _Carry, ready, duration, insertion: bool):
+    """Earliest starts [N, P] for ready times and durations [N, P] under the placement rule."""
     if insertion:
         gap_start = jax.vmap(earliest_gap_start, in_axes=(None, None, 0, 0))
-        return gap_start(carry.busy_start, carry.busy_finish, ready, duration), duration
-    return jnp.where(duration == 0, ready, jnp.maximum(ready, carry.avail[None, :])), duration
+        return gap_start(carry.busy_start, carry.busy_finish, ready, duration)
+    return jnp.where(duration == 0, ready, jnp.maximum(ready, carry.avail[None, :]))
 
 
-def _first_by_position(candidate, position):
-    """The candidate task of lowest priority position (highest priority)."""
-    return jnp.argmin(jnp.where(candidate, position, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
-
-
-def _static_choice(problem, plan, carry, ready, config: ListConfig):
-    """(task, processor, start): the ready task of highest priority on the processor `config` picks."""
-    task = _first_by_position(ready, plan.position)
-    start, duration = _starts(problem, carry, task[None], config.insertion)
-    start, duration = start[0], duration[0]
+def _static_choice(problem, plan, carry, task, config: ListConfig):
+    """(processor, start) of `task` by a static selection (or its pin)."""
+    preds = problem.pred[task]
+    transfer = problem.pred_data[task][:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [K, P]
+    ready = ready_time(carry.finish, preds, transfer, problem.arrival[task])
+    duration = problem.comp[task]
+    start = _earliest_starts(carry, ready[None], duration[None], config.insertion)[0]
     score = {
         "eft": lambda: start + duration,
         "est": lambda: start,
@@ -85,15 +81,21 @@ def _static_choice(problem, plan, carry, ready, config: ListConfig):
     }[config.selection]()
     proc = jnp.argmin(jnp.where(problem.proc_mask, score, jnp.inf)).astype(jnp.int32)
     proc = jnp.where(plan.pin[task] >= 0, plan.pin[task], proc)
-    return task, proc, start[proc]
+    return proc, start[proc]
 
 
-def _dynamic_choice(problem, plan, carry, ready, draw, config: ListConfig):
+def _first_by_position(candidate, position):
+    """The candidate task of lowest priority position (highest priority)."""
+    return jnp.argmin(jnp.where(candidate, position, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
+
+
+def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
     """(task, processor, start) of a dynamic selection, scoring every ready task on every processor."""
-    num_tasks, num_procs = problem.comp.shape
-    start, duration = _starts(problem, carry, jnp.arange(num_tasks), config.insertion)
+    num_procs = problem.comp.shape[1]
+    ready = carry.waiting == 0
+    start = _earliest_starts(carry, carry.arrive, problem.comp, config.insertion)
     valid = ready[:, None] & problem.proc_mask[None, :]
-    finish = jnp.where(valid, start + duration, jnp.inf)
+    finish = jnp.where(valid, start + problem.comp, jnp.inf)
     if config.selection == "wba":
         increase = jnp.where(valid, jnp.maximum(finish, carry.makespan) - carry.makespan, jnp.inf)
         low, high = increase.min(), jnp.where(valid, increase, -jnp.inf).max()
@@ -120,6 +122,18 @@ def _dynamic_choice(problem, plan, carry, ready, draw, config: ListConfig):
     return task, proc, start[task, proc]
 
 
+def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Carry:
+    """Tells `task`'s successors it finished at `finish` on `proc`: one fewer predecessor to wait for,
+    and its output reaching each processor at finish + transfer (one masked pass over the edges)."""
+    outgoing = problem.edge_mask & (problem.edge_src == task)  # [E]
+    transfer = problem.edge_data[:, None] * problem.inverse_bandwidth[proc][None, :]  # [E, P]
+    reach = jnp.where(outgoing[:, None], finish + transfer, -jnp.inf)
+    return carry._replace(
+        waiting=carry.waiting.at[problem.edge_dst].add(-outgoing.astype(jnp.int32)).at[task].set(-1),
+        arrive=carry.arrive.at[problem.edge_dst].max(reach),
+    )
+
+
 def list_schedule_padded(
     problem: PaddedProblem, plan: ListPlan, config: ListConfig, capacity: int | None = None
 ) -> ScheduleArrays:
@@ -133,13 +147,14 @@ def list_schedule_padded(
     rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
     discard = num_tasks + 1
 
-    def step(carry: _Carry, draw):
-        ready = problem.task_mask & ~carry.done[:num_tasks] & carry.done[problem.pred].all(axis=1)
+    def step(carry: _Carry, x):
+        task, draw = x
         if config.dynamic:
-            task, proc, start = _dynamic_choice(problem, plan, carry, ready, draw, config)
+            task, proc, start = _dynamic_choice(problem, plan, carry, draw, config)
+            active = jnp.any(carry.waiting == 0)
         else:
-            task, proc, start = _static_choice(problem, plan, carry, ready, config)
-        active = ready.any()
+            proc, start = _static_choice(problem, plan, carry, task, config)
+            active = problem.task_mask[task]
         duration = problem.comp[task, proc]
         finish = start + duration
         slot = jnp.where(active, task, discard)
@@ -148,10 +163,13 @@ def list_schedule_padded(
             proc=carry.proc.at[slot].set(proc),
             start=carry.start.at[slot].set(start),
             finish=carry.finish.at[slot].set(finish),
-            done=carry.done.at[slot].set(True),
             avail=carry.avail.at[proc].set(jnp.where(busy, jnp.maximum(carry.avail[proc], finish), carry.avail[proc])),
             makespan=jnp.where(active, jnp.maximum(carry.makespan, finish), carry.makespan),
         )
+        if config.dynamic:
+            carry = jax.tree.map(
+                lambda new, old: jnp.where(active, new, old), _released(problem, carry, task, proc, finish), carry
+            )
         if config.insertion:
             row_start, row_finish = carry.busy_start[proc], carry.busy_finish[proc]
             pos = jnp.sum(row_start < start)
@@ -166,18 +184,20 @@ def list_schedule_padded(
             )
         return carry, None
 
+    real_preds = jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32)
     init = _Carry(
         proc=jnp.zeros(num_tasks + 2, jnp.int32),
         start=jnp.zeros(num_tasks + 2, dtype),
         finish=jnp.full(num_tasks + 2, -jnp.inf, dtype),
-        done=jnp.zeros(num_tasks + 2, bool).at[num_tasks].set(True),
         busy_start=rows,
         busy_finish=rows,
         avail=jnp.zeros(num_procs, dtype),
         makespan=jnp.zeros((), dtype),
         overflow=jnp.zeros((), bool),
+        waiting=jnp.where(problem.task_mask, real_preds, -1),
+        arrive=jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype),
     )
-    carry, _ = jax.lax.scan(step, init, plan.draws)
+    carry, _ = jax.lax.scan(step, init, (plan.order, plan.draws))
     steps = jnp.asarray(num_tasks, jnp.int32)
     return ScheduleArrays(
         carry.proc[:num_tasks], carry.start[:num_tasks], carry.finish[:num_tasks], carry.overflow, steps
@@ -216,23 +236,38 @@ def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dt
 
 
 def schedule_batch(
-    problems: Sequence[Problem], name: str, shape: Shape | None = None, dtype=np.float32, **options
+    problems: Sequence[Problem],
+    name: str,
+    shape: Shape | None = None,
+    dtype=np.float32,
+    capacity: int | None = None,
+    **options,
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
     (default: the smallest that fits them all) and run in one vmapped call; `options` override the
-    preset's `ListConfig` fields. The GA batches differently: `jaxsched.evolve_padded`."""
+    preset's `ListConfig` fields. Gap insertion keeps `capacity` busy tasks per processor: by default
+    twice a fair share (a power of two), doubled and rerun while some processor overflows. The GA
+    batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     shape = Shape.of(problems) if shape is None else Shape(*shape)
     batch = pad_problems(problems, shape, dtype)
-    if name != "Duplex":
-        config = preset(name, **options)
-        return list_schedule_batch(batch, plan_batch(problems, config, shape, dtype), config)
-    halves = []
-    for half in ("MinMin", "MaxMin"):
+    halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
+    results = []
+    for half in halves:
         config = preset(half, **options)
-        halves.append(list_schedule_batch(batch, plan_batch(problems, config, shape, dtype), config))
-    better = padded_makespan(batch, halves[1]) < padded_makespan(batch, halves[0])  # MinMin on ties
+        plans = plan_batch(problems, config, shape, dtype)
+        size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
+        while True:
+            size = min(size, shape.num_tasks)
+            out = list_schedule_batch(batch, plans, config, size if config.insertion else None)
+            if capacity is not None or size == shape.num_tasks or not bool(np.asarray(out.overflow).any()):
+                break
+            size *= 2
+        results.append(out)
+    if name != "Duplex":
+        return results[0]
+    better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties
     return jax.tree.map(
-        lambda a, b: jnp.where(better.reshape(better.shape + (1,) * (a.ndim - 1)), b, a), halves[0], halves[1]
+        lambda a, b: jnp.where(better.reshape(better.shape + (1,) * (a.ndim - 1)), b, a), results[0], results[1]
     )
