@@ -4,7 +4,9 @@ NumPy references (`heft`, `simulate`, `ga`), jitted JAX kernels over problems pa
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
+from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
 from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
+from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
@@ -51,6 +53,7 @@ from jaxsched.problem import (
 from jaxsched.simulate import simulate
 
 __all__ = [
+    "DenseInstance",
     "GAConfig",
     "GAState",
     "ListConfig",
@@ -60,8 +63,10 @@ __all__ = [
     "Problem",
     "ProblemBatch",
     "SCHEDULER_NAMES",
+    "SEARCH_NAMES",
     "Schedule",
     "ScheduleArrays",
+    "SearchConfig",
     "Shape",
     "average_turnaround",
     "average_waiting",
@@ -69,6 +74,7 @@ __all__ = [
     "cloudsim",
     "critical_path",
     "critical_path_min",
+    "dense_plan",
     "downward_rank",
     "effective_priority",
     "effective_priority_padded",
@@ -99,12 +105,14 @@ __all__ = [
     "priority_order",
     "priority_position",
     "random_dag",
+    "random_instance",
     "real_array",
     "row_capacity",
     "save_problem",
     "save_schedule",
     "schedule",
     "schedule_batch",
+    "search",
     "simulate",
     "simulate_batch",
     "simulate_padded",
@@ -113,6 +121,9 @@ __all__ = [
     "stack",
     "summary",
     "time_bound",
+    "to_padded",
+    "to_problem",
     "upward_rank",
     "validate",
+    "worst_ratios",
 ]
