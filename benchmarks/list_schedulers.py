@@ -33,10 +33,14 @@ def _machine() -> str:
     return f"{platform.machine()} {model}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, jax {jax.__version__}"
 
 
-def _seconds(fn) -> tuple[float, object]:
+def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
     start = time.perf_counter()
-    out = jax.block_until_ready(fn())
+    out = jax.block_until_ready(fn(*args, **kwargs))
     return time.perf_counter() - start, out
+
+
+def _reference_makespans(problems, name) -> list[float]:
+    return [schedule(p, name).makespan for p in problems]
 
 
 def main(argv=None) -> None:
@@ -56,9 +60,9 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|")
     for name in args.names:
         schedule_batch(problems, name, shape=shape)  # compile
-        numpy_time, reference = _seconds(lambda: [schedule(p, name).makespan for p in problems[: args.sample]])
+        numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
         numpy_time *= args.instances / args.sample
-        jax_time, out = _seconds(lambda: schedule_batch(problems, name, shape=shape))
+        jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
         batch = pad_problems(problems, shape)
         got = np.asarray(padded_makespan(batch, out))[: args.sample]
         if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
@@ -68,7 +72,7 @@ def main(argv=None) -> None:
             config = preset(name)
             plans = plan_batch(problems, config, shape)
             list_schedule_batch(batch, plans, config)
-            kernel_time, _ = _seconds(lambda: list_schedule_batch(batch, plans, config))
+            kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config)
         print(
             f"| {name} | {numpy_time:.2f} | {jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | "
             f"{numpy_time / kernel_time:.0f}x |"
