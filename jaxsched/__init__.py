@@ -5,8 +5,10 @@ NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_num
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
+from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
 from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
 from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
+from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
@@ -19,6 +21,9 @@ from jaxsched.kernels import (
     simulate_batch,
     simulate_padded,
 )
+from jaxsched.listsched import NAMES as SCHEDULER_NAMES
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
+from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, pad_plan, plan_batch, schedule_batch
 from jaxsched.metrics import (
     average_turnaround,
     average_waiting,
@@ -36,6 +41,7 @@ from jaxsched.order import (
     placement_order_padded,
     priority_order,
 )
+from jaxsched.priorities import critical_path, downward_rank, optimistic_cost_table, priority_position
 from jaxsched.problem import (
     Problem,
     Schedule,
@@ -49,19 +55,29 @@ from jaxsched.problem import (
 from jaxsched.simulate import simulate
 
 __all__ = [
+    "DenseInstance",
     "GAConfig",
     "GAState",
+    "ListConfig",
+    "ListPlan",
+    "PRESETS",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
+    "SCHEDULER_NAMES",
+    "SEARCH_NAMES",
     "Schedule",
     "ScheduleArrays",
+    "SearchConfig",
     "Shape",
     "average_turnaround",
     "average_waiting",
     "check_batch_assignment",
     "cloudsim",
+    "critical_path",
     "critical_path_min",
+    "dense_plan",
+    "downward_rank",
     "effective_priority",
     "effective_priority_padded",
     "efficiency",
@@ -75,21 +91,33 @@ __all__ = [
     "heft_batch_numba",
     "heft_numba",
     "heft_padded",
+    "list_schedule",
+    "list_schedule_batch",
+    "list_schedule_padded",
     "load_problem",
     "load_schedule",
+    "make_plan",
     "makespan",
+    "optimistic_cost_table",
+    "pad_plan",
     "pad_problem",
     "pad_problems",
     "placement_order",
     "placement_order_padded",
+    "plan_batch",
     "population_fitness",
     "population_fitness_numba",
     "priority_order",
+    "priority_position",
     "random_dag",
+    "random_instance",
     "real_array",
     "row_capacity",
     "save_problem",
     "save_schedule",
+    "schedule",
+    "schedule_batch",
+    "search",
     "simulate",
     "simulate_batch",
     "simulate_padded",
@@ -99,6 +127,9 @@ __all__ = [
     "stack",
     "summary",
     "time_bound",
+    "to_padded",
+    "to_problem",
     "upward_rank",
     "validate",
+    "worst_ratios",
 ]

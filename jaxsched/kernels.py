@@ -58,7 +58,7 @@ def _capacity(problem: PaddedProblem, capacity) -> int:
     return int(capacity)
 
 
-def _ready(finish, preds, transfer, arrival) -> jax.Array:
+def ready_time(finish, preds, transfer, arrival) -> jax.Array:
     """Time a task's inputs are all available (and it has arrived): max of finish + transfer.
 
     `finish` is [T + 1] with a sentinel -inf at T for padded predecessors; `preds` is [K] and
@@ -68,7 +68,7 @@ def _ready(finish, preds, transfer, arrival) -> jax.Array:
     return jnp.maximum(arrive.max(axis=0), arrival)
 
 
-def _earliest_start(busy_start, busy_finish, ready, duration):
+def earliest_gap_start(busy_start, busy_finish, ready, duration):
     """Earliest start in the first idle gap that fits; broadcasts over leading processor axes."""
     lead = busy_start.shape[:-1] + (1,)
     gap_lo = jnp.concatenate([jnp.full(lead, -jnp.inf, busy_finish.dtype), busy_finish], axis=-1)
@@ -79,7 +79,7 @@ def _earliest_start(busy_start, busy_finish, ready, duration):
     return jnp.where(duration == 0, ready, est)
 
 
-def _insert(row, pos, value):
+def insert_sorted(row, pos, value):
     """`row` with `value` inserted at `pos`, later entries shifted right (the last one drops off);
     broadcasts over leading axes (rows [P, C] with pos and value [P])."""
     slot = jax.lax.broadcasted_iota(jnp.int32, row.shape, row.ndim - 1)
@@ -117,9 +117,9 @@ def heft_padded(problem: PaddedProblem, capacity: int | None = None) -> Schedule
     def step(carry: _HeftCarry, x):
         task, comp, preds, data, arrival = x
         transfer = data[:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [K, P]
-        ready = _ready(carry.finish, preds, transfer, arrival)
+        ready = ready_time(carry.finish, preds, transfer, arrival)
         duration = jnp.where(problem.proc_mask, comp, jnp.inf)  # padded processors never win
-        est = _earliest_start(carry.busy_start, carry.busy_finish, ready, duration)
+        est = earliest_gap_start(carry.busy_start, carry.busy_finish, ready, duration)
         best = jnp.argmin(est + duration).astype(jnp.int32)
         start, duration = est[best], comp[best]
         row_start, row_finish = carry.busy_start[best], carry.busy_finish[best]
@@ -128,9 +128,9 @@ def heft_padded(problem: PaddedProblem, capacity: int | None = None) -> Schedule
         return _HeftCarry(
             proc=carry.proc.at[task].set(best),
             finish=carry.finish.at[task].set(start + duration),
-            busy_start=carry.busy_start.at[best].set(jnp.where(busy, _insert(row_start, pos, start), row_start)),
+            busy_start=carry.busy_start.at[best].set(jnp.where(busy, insert_sorted(row_start, pos, start), row_start)),
             busy_finish=carry.busy_finish.at[best].set(
-                jnp.where(busy, _insert(row_finish, pos, start + duration), row_finish)
+                jnp.where(busy, insert_sorted(row_finish, pos, start + duration), row_finish)
             ),
             overflow=carry.overflow | (busy & jnp.isfinite(row_start[-1])),
         ), start
@@ -204,16 +204,16 @@ def _walk(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capacity: i
 
     def step(carry: _SimulateCarry, x):
         task, preds, transfer, d, arrival, lo, filled = x
-        ready = _ready(carry.finish, preds, transfer, arrival)
+        ready = ready_time(carry.finish, preds, transfer, arrival)
         raw_start = jax.lax.dynamic_slice(carry.slot_start, (lo,), (capacity,))
         raw_finish = jax.lax.dynamic_slice(carry.slot_finish, (lo,), (capacity,))
         mine = window < filled  # the rest of the window belongs to later processors
         row_start, row_finish = jnp.where(mine, raw_start, jnp.inf), jnp.where(mine, raw_finish, jnp.inf)
-        start = _earliest_start(row_start, row_finish, ready, d)
+        start = earliest_gap_start(row_start, row_finish, ready, d)
         pos = jnp.sum(row_start < start)
         write = (window <= filled) & (d > 0)
-        new_start = jnp.where(write, _insert(row_start, pos, start), raw_start)
-        new_finish = jnp.where(write, _insert(row_finish, pos, start + d), raw_finish)
+        new_start = jnp.where(write, insert_sorted(row_start, pos, start), raw_start)
+        new_finish = jnp.where(write, insert_sorted(row_finish, pos, start + d), raw_finish)
         return _SimulateCarry(
             finish=carry.finish.at[task].set(start + d),
             slot_start=jax.lax.dynamic_update_slice(carry.slot_start, new_start, (lo,)),
@@ -261,7 +261,7 @@ def _wavefront(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capaci
         transfer = problem.pred_data[task] * problem.inverse_bandwidth[proc_of[preds], procs[:, None]]
         ready = jnp.maximum((carry.finish[preds] + transfer).max(axis=1), problem.arrival[task])
         duration = jnp.where(ready_now, duration_of[task], jnp.zeros((), dtype))
-        start = _earliest_start(carry.busy_start, carry.busy_finish, ready, duration)
+        start = earliest_gap_start(carry.busy_start, carry.busy_finish, ready, duration)
         column = jnp.sum(carry.busy_start < start[:, None], axis=1).astype(jnp.int32)
         write = (ready_now & (duration > 0))[:, None]
         slot = jnp.where(ready_now, task, num_tasks + 1)
@@ -270,8 +270,8 @@ def _wavefront(problem: PaddedProblem, proc: jax.Array, order: jax.Array, capaci
             finish=carry.finish.at[slot].set(start + duration),
             start=carry.start.at[slot].set(start),
             done=carry.done.at[slot].set(True),
-            busy_start=jnp.where(write, _insert(carry.busy_start, column, start), carry.busy_start),
-            busy_finish=jnp.where(write, _insert(carry.busy_finish, column, start + duration), carry.busy_finish),
+            busy_start=jnp.where(write, insert_sorted(carry.busy_start, column, start), carry.busy_start),
+            busy_finish=jnp.where(write, insert_sorted(carry.busy_finish, column, start + duration), carry.busy_finish),
             waves=carry.waves + 1,
         )
 

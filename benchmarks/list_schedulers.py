@@ -1,0 +1,83 @@
+"""List-scheduler speed: each scheduler's batched JAX form against its NumPy reference in a loop.
+
+    python benchmarks/list_schedulers.py                       # 1,024 instances of 100 tasks, 4 processors
+    python benchmarks/list_schedulers.py --instances 64 --sample 16 --names HEFT MinMin
+
+Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the
+same makespans: checked and printed). For each scheduler, in turns: the NumPy reference
+(`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, then the batched JAX
+form once compiled (`schedule_batch`: host planning, padding and the vmapped scan, end to end) and its
+kernel alone (`list_schedule_batch` on ready plans). Target: JAX end to end at least 20x the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import time
+
+import jax
+import numpy as np
+
+from jaxsched import Shape, pad_problems
+from jaxsched.generate import random_dag
+from jaxsched.listsched import NAMES, preset, schedule
+from jaxsched.listsched_jax import list_schedule_batch, padded_makespan, plan_batch, schedule_batch
+
+
+def _machine() -> str:
+    model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((line.split(":", 1)[1].strip() for line in model.splitlines() if "Model name" in line), "?")
+    return f"{platform.machine()} {model}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, jax {jax.__version__}"
+
+
+def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    return time.perf_counter() - start, out
+
+
+def _reference_makespans(problems, name) -> list[float]:
+    return [schedule(p, name).makespan for p in problems]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--instances", type=int, default=1024)
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--sample", type=int, default=128, help="instances the NumPy loop runs (then scaled)")
+    parser.add_argument("--names", nargs="+", default=[n for n in NAMES if n != "GA"])
+    args = parser.parse_args(argv)
+    if not 1 <= args.sample <= args.instances:
+        parser.exit(2, f"--sample must lie in [1, --instances], got {args.sample}\n")
+    problems = [random_dag(args.tasks, args.procs, integer=True, seed=s) for s in range(args.instances)]
+    shape = Shape.of(problems)
+    print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; {_machine()}")
+    print("| scheduler | NumPy loop (s, scaled) | JAX end to end (s) | JAX kernel (s) | speedup | kernel speedup |")
+    print("|---|---|---|---|---|---|")
+    for name in args.names:
+        schedule_batch(problems, name, shape=shape)  # compile
+        numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
+        numpy_time *= args.instances / args.sample
+        jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
+        batch = pad_problems(problems, shape)
+        got = np.asarray(padded_makespan(batch, out))[: args.sample]
+        if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
+            raise SystemExit(f"{name}: JAX and NumPy makespans differ")
+        kernel_time = float("nan")
+        if name != "Duplex":
+            config = preset(name)
+            plans = plan_batch(problems, config, shape)
+            list_schedule_batch(batch, plans, config)
+            kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config)
+        print(
+            f"| {name} | {numpy_time:.2f} | {jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | "
+            f"{numpy_time / kernel_time:.0f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()

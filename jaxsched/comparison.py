@@ -1,0 +1,121 @@
+"""Every scheduler on every workload family: makespan ratio to the best per instance, and runtime.
+
+`workload_families` draws instances of each family (Topcuoglu random DAGs, Gaussian elimination,
+FFT, fork-join, CloudSim-style, and WfCommons recipes when that extra is installed);
+`compare` runs the named schedulers (`jaxsched.listsched.NAMES`) on them through the NumPy reference,
+appending one record per (family, instance, scheduler) to a JSON-lines file so that a killed run
+resumes where it stopped; `summarise` turns records into the mean ratio to the best makespan per
+family and scheduler, and the mean runtime per scheduler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+from typing import Iterable
+
+import numpy as np
+
+from jaxsched import generate
+from jaxsched.listsched import NAMES, schedule
+from jaxsched.problem import Problem, validate
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonConfig:
+    """Instances per family, their size, the schedulers compared and the GA's budget."""
+
+    instances: int = 10
+    num_tasks: int = 50
+    num_procs: int = 4
+    names: tuple[str, ...] = NAMES
+    ga_population: int = 50
+    ga_generations: int = 50
+    seed: int = 0
+
+    def __post_init__(self):
+        unknown = [n for n in self.names if n not in NAMES]
+        if unknown:
+            raise ValueError(f"unknown scheduler(s) {', '.join(unknown)}; known: {', '.join(NAMES)}")
+        if self.instances < 1 or self.num_tasks < 4 or self.num_procs < 1:
+            raise ValueError(f"need instances >= 1, num_tasks >= 4, num_procs >= 1, got {self}")
+
+
+def workload_families(config: ComparisonConfig) -> dict[str, list[Problem]]:
+    """`config.instances` instances of about `config.num_tasks` tasks per family."""
+    tasks, procs = config.num_tasks, config.num_procs
+    matrix = max(2, round((2 * tasks) ** 0.5))
+    points = 1 << max(1, (tasks // 4).bit_length() - 1)
+    makers = {
+        "topcuoglu random": lambda seed: generate.random_dag(tasks, procs, seed=seed),
+        "gaussian elimination": lambda seed: generate.gaussian_elimination(matrix, procs, seed=seed),
+        "fft": lambda seed: generate.fft(points, procs, seed=seed),
+        "fork-join": lambda seed: generate.fork_join(max(2, tasks // 6), 5, procs, seed=seed),
+        "cloudsim": lambda seed: generate.cloudsim(tasks, procs, seed=seed),
+    }
+    try:
+        from jaxsched.workflows import wfcommons_problem
+
+        makers["wfcommons montage"] = lambda seed: wfcommons_problem("montage", max(tasks, 110), procs, seed=seed)
+    except ImportError:
+        pass
+    seeds = range(config.seed, config.seed + config.instances)
+    return {family: [make(seed) for seed in seeds] for family, make in makers.items()}
+
+
+def _run(problem: Problem, name: str, config: ComparisonConfig):
+    options = {}
+    if name == "GA":
+        options = dict(population=config.ga_population, generations=config.ga_generations, seed=config.seed)
+    start = time.perf_counter()
+    result = schedule(problem, name, **options)
+    seconds = time.perf_counter() - start
+    validate(problem, result)
+    return result.makespan, seconds
+
+
+def compare(config: ComparisonConfig, records_path: pathlib.Path, progress: Iterable | None = None) -> list[dict]:
+    """Runs every scheduler on every instance, appending records to `records_path` (JSON lines) and
+    skipping those already there; returns all records."""
+    done = {}
+    if records_path.exists():
+        for line in records_path.read_text().splitlines():
+            record = json.loads(line)
+            done[(record["family"], record["instance"], record["scheduler"])] = record
+    records = []
+    with records_path.open("a") as out:
+        for family, problems in workload_families(config).items():
+            for index, problem in enumerate(problems):
+                for name in config.names:
+                    key = (family, index, name)
+                    if key not in done:
+                        makespan, seconds = _run(problem, name, config)
+                        done[key] = dict(
+                            family=family, instance=index, scheduler=name, makespan=makespan, seconds=seconds
+                        )
+                        out.write(json.dumps(done[key]) + "\n")
+                        out.flush()
+                    records.append(done[key])
+                if progress is not None:
+                    progress.update(1)
+    return records
+
+
+def summarise(records: list[dict], names: tuple[str, ...]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(families, mean ratio to the best makespan [F, S], mean seconds per schedule [S])."""
+    families = sorted({r["family"] for r in records})
+    best = {}
+    for r in records:
+        key = (r["family"], r["instance"])
+        best[key] = min(best.get(key, np.inf), r["makespan"])
+    ratio_sum, count = np.zeros((len(families), len(names))), np.zeros((len(families), len(names)))
+    seconds = np.zeros(len(names))
+    for r in records:
+        f, s = families.index(r["family"]), names.index(r["scheduler"])
+        reference = best[(r["family"], r["instance"])]
+        ratio_sum[f, s] += r["makespan"] / reference if reference > 0 else 1.0
+        count[f, s] += 1
+        seconds[s] += r["seconds"]
+    return families, ratio_sum / np.maximum(count, 1), seconds / np.maximum(count.sum(axis=0), 1)

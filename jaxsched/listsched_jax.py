@@ -1,0 +1,273 @@
+"""The list-scheduling family jitted over padded problems: the JAX twin of `jaxsched.listsched`.
+
+`list_schedule_padded(problem, plan, config)` is one `lax.scan` of T steps; each step finds the
+ready tasks (all predecessors placed), picks a task and a processor by `config` exactly as the NumPy
+reference does (same priority positions and pins from the host-computed `ListPlan`, same tie-breaks),
+and places it with the placement rule of `jaxsched.timeline` (the gap search of `jaxsched.kernels`)
+or after the processor's last task. Static selections score one task on every processor [P];
+dynamic ones every task on every processor [T, P]. Steps after the last real task change nothing.
+
+With integer costs (or under x64) the schedules equal the NumPy reference exactly (see
+`jaxsched.batch` for the float32 contract). `schedule_batch(problems, name)` pads, plans and runs a
+named scheduler over a whole batch in one call (one compilation per padded shape and config).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problems, stack
+from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
+from jaxsched.problem import Problem
+
+
+def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
+    """`plan` padded to `shape`: padded tasks come last in the order, unpinned, with zero costs."""
+    num_tasks, num_procs = shape.num_tasks, shape.num_procs
+    t, p = plan.oct.shape
+    position = np.arange(num_tasks, dtype=np.int32)
+    position[:t] = plan.position
+    order = np.arange(num_tasks, dtype=np.int32)
+    order[:t] = plan.order
+    pin = np.full(num_tasks, -1, np.int32)
+    pin[:t] = plan.pin
+    oct_table = np.zeros((num_tasks, num_procs), dtype)
+    oct_table[:t, :p] = plan.oct
+    draws = np.zeros(num_tasks, np.int32)
+    draws[:t] = plan.draws
+    return ListPlan(position, order, pin, oct_table, draws)
+
+
+class _Carry(NamedTuple):
+    proc: jax.Array  # [T + 2] int32: slot T is the padded-predecessor sentinel, T + 1 a discard slot
+    start: jax.Array  # [T + 2]
+    finish: jax.Array  # [T + 2], -inf at T
+    busy_start: jax.Array  # [P, C] sorted by start, +inf padded (insertion only)
+    busy_finish: jax.Array  # [P, C]
+    avail: jax.Array  # [P] end of each processor's last busy interval
+    makespan: jax.Array  # []
+    overflow: jax.Array  # [] bool
+    waiting: jax.Array  # [T] int32 unplaced predecessors (dynamic selections), -1 once placed
+    arrive: jax.Array  # [T, P] when the inputs placed so far reach each processor (dynamic selections)
+
+
+def _earliest_starts(carry: _Carry, ready, duration, insertion: bool):
+    """Earliest starts [N, P] for ready times and durations [N, P] under the placement rule."""
+    if insertion:
+        gap_start = jax.vmap(earliest_gap_start, in_axes=(None, None, 0, 0))
+        return gap_start(carry.busy_start, carry.busy_finish, ready, duration)
+    return jnp.where(duration == 0, ready, jnp.maximum(ready, carry.avail[None, :]))
+
+
+def _static_choice(problem, plan, carry, task, config: ListConfig):
+    """(processor, start) of `task` by a static selection (or its pin)."""
+    preds = problem.pred[task]
+    transfer = problem.pred_data[task][:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [K, P]
+    ready = ready_time(carry.finish, preds, transfer, problem.arrival[task])
+    duration = problem.comp[task]
+    start = _earliest_starts(carry, ready[None], duration[None], config.insertion)[0]
+    score = {
+        "eft": lambda: start + duration,
+        "est": lambda: start,
+        "fastest": lambda: duration,
+        "earliest_free": lambda: carry.avail,
+        "eft_oct": lambda: start + duration + plan.oct[task],
+    }[config.selection]()
+    proc = jnp.argmin(jnp.where(problem.proc_mask, score, jnp.inf)).astype(jnp.int32)
+    proc = jnp.where(plan.pin[task] >= 0, plan.pin[task], proc)
+    return proc, start[proc]
+
+
+def _first_by_position(candidate, position):
+    """The candidate task of lowest priority position (highest priority)."""
+    return jnp.argmin(jnp.where(candidate, position, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
+
+
+def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
+    """(task, processor, start) of a dynamic selection, scoring every ready task on every processor."""
+    num_procs = problem.comp.shape[1]
+    ready = carry.waiting == 0
+    start = _earliest_starts(carry, carry.arrive, problem.comp, config.insertion)
+    valid = ready[:, None] & problem.proc_mask[None, :]
+    finish = jnp.where(valid, start + problem.comp, jnp.inf)
+    if config.selection == "wba":
+        increase = jnp.where(valid, jnp.maximum(finish, carry.makespan) - carry.makespan, jnp.inf)
+        low, high = increase.min(), jnp.where(valid, increase, -jnp.inf).max()
+        eligible = (valid & (increase <= low + config.alpha * (high - low))).ravel()
+        pick = draw.astype(jnp.int32) % jnp.maximum(eligible.sum(dtype=jnp.int32), 1)
+        flat = jnp.argmax(jnp.cumsum(eligible, dtype=jnp.int32) > pick)
+        task, proc = flat // num_procs, flat % num_procs
+        return task.astype(jnp.int32), proc.astype(jnp.int32), start[task, proc]
+    if config.selection == "etf":
+        scored = jnp.where(valid, start, jnp.inf)
+        key = scored.min(axis=1)
+    else:
+        scored = finish
+        best = finish.min(axis=1)
+        if config.selection == "min_min":
+            key = best
+        elif config.selection == "max_min":
+            key = jnp.where(ready, -best, jnp.inf)
+        else:  # sufferage
+            second = jnp.sort(finish, axis=1)[:, 1] if num_procs > 1 else best
+            key = jnp.where(ready, -jnp.where(jnp.isfinite(second), second - best, 0.0), jnp.inf)
+    task = _first_by_position(ready & (key == key.min()), plan.position)
+    proc = jnp.argmin(scored[task]).astype(jnp.int32)
+    return task, proc, start[task, proc]
+
+
+def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Carry:
+    """Tells `task`'s successors it finished at `finish` on `proc`: one fewer predecessor to wait for,
+    and its output reaching each processor at finish + transfer (one masked pass over the edges)."""
+    outgoing = problem.edge_mask & (problem.edge_src == task)  # [E]
+    transfer = problem.edge_data[:, None] * problem.inverse_bandwidth[proc][None, :]  # [E, P]
+    reach = jnp.where(outgoing[:, None], finish + transfer, -jnp.inf)
+    return carry._replace(
+        waiting=carry.waiting.at[problem.edge_dst].add(-outgoing.astype(jnp.int32)).at[task].set(-1),
+        arrive=carry.arrive.at[problem.edge_dst].max(reach),
+    )
+
+
+def list_schedule_padded(
+    problem: PaddedProblem, plan: ListPlan, config: ListConfig, capacity: int | None = None
+) -> ScheduleArrays:
+    """Schedule of one padded problem by the family member `config`, from its padded `plan`
+    (`pad_plan(make_plan(...))`); `capacity` bounds busy tasks per processor (default T) when
+    `config.insertion`, and `overflow` reports when some processor needed more."""
+    assert_padded(problem)
+    num_tasks, num_procs = problem.comp.shape
+    dtype = problem.comp.dtype
+    capacity = num_tasks if capacity is None else int(capacity)
+    rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
+    discard = num_tasks + 1
+
+    def step(carry: _Carry, x):
+        task, draw = x
+        if config.dynamic:
+            task, proc, start = _dynamic_choice(problem, plan, carry, draw, config)
+            active = jnp.any(carry.waiting == 0)
+        else:
+            proc, start = _static_choice(problem, plan, carry, task, config)
+            active = problem.task_mask[task]
+        duration = problem.comp[task, proc]
+        finish = start + duration
+        slot = jnp.where(active, task, discard)
+        busy = active & (duration > 0)
+        carry = carry._replace(
+            proc=carry.proc.at[slot].set(proc),
+            start=carry.start.at[slot].set(start),
+            finish=carry.finish.at[slot].set(finish),
+            avail=carry.avail.at[proc].set(jnp.where(busy, jnp.maximum(carry.avail[proc], finish), carry.avail[proc])),
+            makespan=jnp.where(active, jnp.maximum(carry.makespan, finish), carry.makespan),
+        )
+        if config.dynamic:
+            carry = jax.tree.map(
+                lambda new, old: jnp.where(active, new, old), _released(problem, carry, task, proc, finish), carry
+            )
+        if config.insertion:
+            row_start, row_finish = carry.busy_start[proc], carry.busy_finish[proc]
+            pos = jnp.sum(row_start < start)
+            carry = carry._replace(
+                busy_start=carry.busy_start.at[proc].set(
+                    jnp.where(busy, insert_sorted(row_start, pos, start), row_start)
+                ),
+                busy_finish=carry.busy_finish.at[proc].set(
+                    jnp.where(busy, insert_sorted(row_finish, pos, finish), row_finish)
+                ),
+                overflow=carry.overflow | (busy & jnp.isfinite(row_start[-1])),
+            )
+        return carry, None
+
+    real_preds = jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32)
+    init = _Carry(
+        proc=jnp.zeros(num_tasks + 2, jnp.int32),
+        start=jnp.zeros(num_tasks + 2, dtype),
+        finish=jnp.full(num_tasks + 2, -jnp.inf, dtype),
+        busy_start=rows,
+        busy_finish=rows,
+        avail=jnp.zeros(num_procs, dtype),
+        makespan=jnp.zeros((), dtype),
+        overflow=jnp.zeros((), bool),
+        waiting=jnp.where(problem.task_mask, real_preds, -1),
+        arrive=jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype),
+    )
+    carry, _ = jax.lax.scan(step, init, (plan.order, plan.draws))
+    steps = jnp.asarray(num_tasks, jnp.int32)
+    return ScheduleArrays(
+        carry.proc[:num_tasks], carry.start[:num_tasks], carry.finish[:num_tasks], carry.overflow, steps
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("config", "capacity"))
+def _list_schedule_batch(batch, plans, config, capacity):
+    return jax.vmap(list_schedule_padded, in_axes=(0, 0, None, None))(batch, plans, config, capacity)
+
+
+def list_schedule_batch(
+    batch: PaddedProblem, plans: ListPlan, config: ListConfig, capacity: int | None = None
+) -> ScheduleArrays:
+    """`list_schedule_padded` on every problem of a padded batch with its padded plan (one compilation
+    per padded shape, config and capacity). Raises ValueError when the plans do not match the batch."""
+    expected = {"position": batch.task_mask.shape, "oct": batch.comp.shape}
+    for field, shape in expected.items():
+        got = np.shape(getattr(plans, field))
+        if got != shape:
+            raise ValueError(
+                f"plans.{field} has shape {got}, but the padded batch needs {shape}: pad every problem and "
+                "plan to one Shape (pad_problems, plan_batch)"
+            )
+    return _list_schedule_batch(batch, plans, config, capacity)
+
+
+def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Array:
+    """[B] makespan of each schedule of a padded batch (latest finish of a real task)."""
+    return jnp.where(batch.task_mask, schedules.finish, -jnp.inf).max(axis=-1)
+
+
+def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32) -> ListPlan:
+    """The padded plans of `config` for `problems`, stacked."""
+    return stack([pad_plan(make_plan(p, config), shape, dtype) for p in problems])
+
+
+def schedule_batch(
+    problems: Sequence[Problem],
+    name: str,
+    shape: Shape | None = None,
+    dtype=np.float32,
+    capacity: int | None = None,
+    **options,
+) -> ScheduleArrays:
+    """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
+    (default: the smallest that fits them all) and run in one vmapped call; `options` override the
+    preset's `ListConfig` fields. Gap insertion keeps `capacity` busy tasks per processor: by default
+    twice a fair share (a power of two), doubled and rerun while some processor overflows. The GA
+    batches differently: `jaxsched.evolve_padded`."""
+    if name not in PRESETS and name != "Duplex":
+        raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
+    shape = Shape.of(problems) if shape is None else Shape(*shape)
+    batch = pad_problems(problems, shape, dtype)
+    halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
+    results = []
+    for half in halves:
+        config = preset(half, **options)
+        plans = plan_batch(problems, config, shape, dtype)
+        size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
+        while True:
+            size = min(size, shape.num_tasks)
+            out = list_schedule_batch(batch, plans, config, size if config.insertion else None)
+            if capacity is not None or size == shape.num_tasks or not bool(np.asarray(out.overflow).any()):
+                break
+            size *= 2
+        results.append(out)
+    if name != "Duplex":
+        return results[0]
+    better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties
+    return jax.tree.map(
+        lambda a, b: jnp.where(better.reshape(better.shape + (1,) * (a.ndim - 1)), b, a), results[0], results[1]
+    )

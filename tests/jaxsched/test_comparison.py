@@ -1,0 +1,35 @@
+import json
+
+import numpy as np
+import pytest
+
+from experiments import list_schedulers
+from jaxsched.comparison import ComparisonConfig, compare, summarise
+
+
+def test_compare_resumes_and_summarises(tmp_path):
+    config = ComparisonConfig(instances=1, num_tasks=8, num_procs=2, names=("HEFT", "MET"))
+    path = tmp_path / "records.jsonl"
+    records = compare(config, path)
+    lines = path.read_text().splitlines()
+    assert len(lines) == len(records) and all(json.loads(line)["makespan"] > 0 for line in lines)
+    assert compare(config, path) == records  # resumed: nothing rerun
+    assert path.read_text().splitlines() == lines
+    families, ratios, seconds = summarise(records, config.names)
+    assert ratios.shape == (len(families), 2) and seconds.shape == (2,)
+    assert np.all(ratios >= 1) and np.all(ratios.min(axis=1) == 1)  # one instance: the best has ratio 1
+
+
+def test_experiment_refuses_another_configuration(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"instances": 99}))
+    with pytest.raises(SystemExit) as exit_info:
+        list_schedulers.main(["--config", "test", "--workdir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "another configuration" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        list_schedulers.main(["--config", "huge"])
+
+
+def test_bad_comparison_config():
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        ComparisonConfig(names=("HEFT", "BIL"))
