@@ -65,6 +65,8 @@ class Delta:
     added: frozenset[int]
     rewired: frozenset[int]  # kept their id, shapes and constness; got new inputs
     touched: frozenset[int]  # kept their id and inputs, gained or lost a consumer
+    created: tuple[int, ...] = ()  # `added` in the order the rewrite made them (an environment's slot order)
+    swept: frozenset[int] = frozenset()  # the part of `removed` the patch did not name: left without consumers
 
     @property
     def dirty(self) -> frozenset[int]:
@@ -428,5 +430,6 @@ class Patch:
                       (structure + hash(outputs)) & _HASH_MASK)
         added = frozenset(self._new) - removed
         delta = Delta(frozenset(removed), added, frozenset(rewired) - removed,
-                      frozenset(touched) - removed - added - set(rewired))
+                      frozenset(touched) - removed - added - set(rewired),
+                      tuple(i for i in self._new if i not in removed), frozenset(removed - self._removed))
         return graph, delta

@@ -382,18 +382,39 @@ class _Patch:
 
 
 def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
-    """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
-    consumers (that existed before) of the replaced tensors. Orphans are left to `_sweep`. Returns the graph and
-    the slot each new node went to [MAX_NEW_NODES], C for the edit's absent nodes."""
-    capacity = g.op.shape[0]
+    """Commit an edit as `Patch.commit` does: free the removed slots; put each present new node, in the order the
+    builder made it, in the lowest free slot, unless a rewrite-made node identical to it (op, attributes, input
+    tensors) is alive and not removed, which it then is (Env's `Patch.add` shares it: common-subexpression
+    elimination); redirect the consumers (that existed before) of the replaced tensors. Orphans are left to
+    `_sweep`. Returns the graph and the slot each new node was written to [MAX_NEW_NODES] (C: absent or shared)."""
+    capacity, positions = g.op.shape[0], jnp.arange(g.inputs.shape[1])
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
-    slots = _lowest_free(keep, edit.op.shape[0])
+    g = _clear(g, ~keep)
+    slots, written = [], []
+    for j in range(edit.op.shape[0]):  # static: MAX_NEW_NODES
+        codes, used = edit.inputs[j], positions < edit.count[j]
+        if slots:
+            made = jnp.stack(slots)
+            codes = jnp.where(codes < 0, made[jnp.clip(-1 - codes, 0, j - 1)], codes)
+        index = jnp.where(used, edit.input_index[j], 0)
+        same = (g.alive & (g.origin < 0) & (g.op == edit.op[j]) & (g.attrs == edit.attrs[j]).all(axis=1)
+                & (g.num_inputs == edit.count[j]) & (((g.inputs == codes) & (g.input_index == index)) | ~used).all(1))
+        shared = same.any()
+        slots.append(jnp.where(shared, jnp.argmax(same), jnp.argmin(g.alive)).astype(jnp.int32))
+        target = jnp.where(edit.present[j] & ~shared, slots[-1], capacity)  # absent or shared: not written
+        written.append(target)
 
-    def resolve(code):
-        return jnp.where(code < 0, slots[jnp.clip(-1 - code, 0, slots.shape[0] - 1)], code)
+        def put(array, value, target=target):
+            return array.at[target].set(value, mode="drop")
 
-    inputs_new = resolve(edit.inputs)
-    target, target_index = resolve(edit.new[:, 0]), edit.new[:, 1]
+        g = g._replace(op=put(g.op, edit.op[j]), attrs=put(g.attrs, edit.attrs[j]), inputs=put(g.inputs, codes),
+                       input_index=put(g.input_index, index), num_inputs=put(g.num_inputs, edit.count[j]),
+                       shapes=put(g.shapes, edit.shapes[j]), rank=put(g.rank, edit.ranks[j]),
+                       num_outputs=put(g.num_outputs, edit.num_outputs[j]), constant=put(g.constant, edit.constant[j]),
+                       origin=put(g.origin, -1))
+    made = jnp.stack(slots)
+    target = jnp.where(edit.new[:, 0] < 0, made[jnp.clip(-1 - edit.new[:, 0], 0, len(slots) - 1)], edit.new[:, 0])
+    target_index = edit.new[:, 1]
 
     def redirect(slot, index, live):
         """Tensors (slot, index) [...] that a replacement names -> the replacing tensor (the first replacement
@@ -406,30 +427,8 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
 
     inputs, input_index = redirect(g.inputs, g.input_index, jnp.broadcast_to(keep[:, None], g.inputs.shape))
     out_slot, out_index = redirect(g.outputs[:, 0], g.outputs[:, 1], jnp.ones(g.outputs.shape[0], bool))
-    g = _clear(g._replace(inputs=inputs, input_index=input_index, outputs=jnp.stack([out_slot, out_index], axis=1)),
-               ~keep)
-    target = jnp.where(edit.present, slots, capacity)  # absent nodes are not written (dropped scatter)
-
-    def put(array, values):
-        return array.at[target].set(values, mode="drop")
-
-    return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
-                      input_index=put(g.input_index, edit.input_index),
-                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, edit.shapes),
-                      rank=put(g.rank, edit.ranks), num_outputs=put(g.num_outputs, edit.num_outputs),
-                      constant=put(g.constant, edit.constant),
-                      origin=put(g.origin, jnp.full_like(edit.count, -1))), target
-
-
-def _lowest_free(taken: jax.Array, count: int) -> jax.Array:
-    """The `count` lowest slots not `taken` [C], in increasing order (repeated argmins: cheaper than a sort of
-    C slots). Past the free slots it returns slot 0; a rewrite is only offered when there is room."""
-    slots = []
-    for _ in range(count):
-        slot = jnp.argmin(taken)
-        slots.append(slot)
-        taken = taken.at[slot].set(True)
-    return jnp.stack(slots).astype(jnp.int32)
+    outputs = jnp.stack([out_slot, out_index], axis=1)
+    return g._replace(inputs=inputs, input_index=input_index, outputs=outputs), jnp.stack(written)
 
 
 def _running_count(found: jax.Array, block: int = 32) -> jax.Array:
@@ -500,9 +499,23 @@ def _vector(g: GraphState, n: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def _conv_parts(g: GraphState, conv: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Input, weight and bias slots of a conv, and whether it has a bias."""
+    """Input, weight and bias slots of a conv, and whether it has a bias (`_indices(g, conv)`: which outputs of
+    those slots it reads)."""
     x, w, bias = (g.inputs[conv, k] for k in range(3))
     return x, w, bias, g.num_inputs[conv] == 3
+
+
+def _indices(g: GraphState, node: jax.Array, positions: Sequence[int] = (0, 1, 2)) -> list[jax.Array]:
+    """The output index of each input position of `node` that a rewrite passes on: a node may read output 1 of a
+    split, and the rewritten node must read the same tensor."""
+    return [g.input_index[node, k] for k in positions]
+
+
+def _other_input(g: GraphState, node: jax.Array, known: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The (slot, output index) of the input of two-input `node` that is not slot `known`."""
+    first = g.inputs[node, 0] == known
+    return (jnp.where(first, g.inputs[node, 1], g.inputs[node, 0]),
+            jnp.where(first, g.input_index[node, 1], g.input_index[node, 0]))
 
 
 def _build_conv_relu(g, loc):
@@ -510,7 +523,7 @@ def _build_conv_relu(g, loc):
     x, w, bias, _has_bias = _conv_parts(g, conv)
     patch = _Patch(g, [relu, conv])
     fused = patch.add("conv2d", [x, w, bias], _attrs_like(g, conv, activation=ACTIVATIONS.index("relu")),
-                      g.shapes[conv, 0], g.rank[conv, 0], count=g.num_inputs[conv])
+                      g.shapes[conv, 0], g.rank[conv, 0], count=g.num_inputs[conv], indices=_indices(g, conv))
     patch.replace(relu, fused)
     return patch.edit()
 
@@ -521,28 +534,35 @@ def _build_conv_batchnorm(g, loc):
     scale, shift, mean, var = (g.inputs[bn, k] for k in range(1, 5))
     eps = _no_attrs(g).at[_FLOAT_FIELDS["eps"]].set(g.attrs[bn, _FLOAT_FIELDS["eps"]])
     patch = _Patch(g, [bn, conv])
-    weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, 0], g.rank[w, 0])
+    w_index = g.input_index[conv, 1]
+    weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, w_index], g.rank[w, w_index],
+                       indices=[w_index, *_indices(g, bn, (1, 4))])
     folded = patch.add("bn_fold_bias", [scale, shift, mean, var, bias], eps, *_vector(g, g.shapes[conv, 0, 1]),
-                       count=jnp.where(has_bias, 5, 4))
-    fused = patch.add("conv2d", [x, weight, folded], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0])
+                       count=jnp.where(has_bias, 5, 4), indices=_indices(g, bn, (1, 2, 3, 4)) + _indices(g, conv, (2,)))
+    fused = patch.add("conv2d", [x, weight, folded], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0],
+                      indices=_indices(g, conv, (0,)) + [jnp.int32(0)] * 2)
     patch.replace(bn, fused)
     return patch.edit()
 
 
 def _build_conv_mul(g, loc):
     mul, conv = loc[0], loc[1]
-    factor = jnp.where(g.inputs[mul, 0] == conv, g.inputs[mul, 1], g.inputs[mul, 0])
-    count = jnp.prod(g.shapes[factor, 0])  # 1 or the number of output channels
+    factor, factor_index = _other_input(g, mul, conv)
+    count = jnp.prod(g.shapes[factor, factor_index])  # 1 or the number of output channels
     x, w, bias, has_bias = _conv_parts(g, conv)
-    one = jnp.int32(1)
+    x_index, w_index, bias_index = _indices(g, conv)
+    one, zero = jnp.int32(1), jnp.int32(0)
     patch = _Patch(g, [mul, conv])
     shaped = patch.add("reshape", [factor], _tuple_attrs(g, [count, one, one, one]),
-                       jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(count), jnp.int32(4))
-    weight = patch.add("mul", [w, shaped], _no_attrs(g), g.shapes[w, 0], g.rank[w, 0])
-    flat = patch.add("reshape", [factor], _tuple_attrs(g, [count]), *_vector(g, count), present=has_bias)
-    scaled = patch.add("mul", [bias, flat], _no_attrs(g), g.shapes[bias, 0], g.rank[bias, 0], present=has_bias)
+                       jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(count), jnp.int32(4), indices=[factor_index])
+    weight = patch.add("mul", [w, shaped], _no_attrs(g), g.shapes[w, w_index], g.rank[w, w_index],
+                       indices=[w_index, zero])
+    flat = patch.add("reshape", [factor], _tuple_attrs(g, [count]), *_vector(g, count), present=has_bias,
+                     indices=[factor_index])
+    scaled = patch.add("mul", [bias, flat], _no_attrs(g), g.shapes[bias, bias_index], g.rank[bias, bias_index],
+                       present=has_bias, indices=[bias_index, zero])
     fused = patch.add("conv2d", [x, weight, scaled], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0],
-                      count=g.num_inputs[conv])
+                      count=g.num_inputs[conv], indices=[x_index, zero, zero])
     patch.replace(mul, fused)
     return patch.edit()
 
@@ -550,24 +570,30 @@ def _build_conv_mul(g, loc):
 def _build_associate_matmul(g, loc):
     outer, inner = loc[0], loc[1]
     a, b = g.inputs[inner, 1], g.inputs[outer, 1]
+    a_index, b_index = g.input_index[inner, 1], g.input_index[outer, 1]
     patch = _Patch(g, [outer, inner])
-    shape = jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(g.shapes[a, 0, 0]).at[1].set(g.shapes[b, 0, 1])
-    product = patch.add("matmul", [a, b], _no_attrs(g), shape, jnp.int32(2))
-    new = patch.add("matmul", [g.inputs[inner, 0], product], g.attrs[outer], g.shapes[outer, 0], g.rank[outer, 0])
+    shape = jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(g.shapes[a, a_index, 0]).at[1].set(
+        g.shapes[b, b_index, 1])
+    product = patch.add("matmul", [a, b], _no_attrs(g), shape, jnp.int32(2), indices=[a_index, b_index])
+    new = patch.add("matmul", [g.inputs[inner, 0], product], g.attrs[outer], g.shapes[outer, 0], g.rank[outer, 0],
+                    indices=[g.input_index[inner, 0], jnp.int32(0)])
     patch.replace(outer, new)
     return patch.edit()
 
 
 def _build_fold_conv_bias(g, loc):
     add, conv = loc[0], loc[1]
-    constant = jnp.where(g.inputs[add, 0] == conv, g.inputs[add, 1], g.inputs[add, 0])
+    constant, constant_index = _other_input(g, add, conv)
     channels = g.shapes[conv, 0, 1]
     x, w, bias, has_bias = _conv_parts(g, conv)
+    x_index, w_index, bias_index = _indices(g, conv)
     patch = _Patch(g, [add, conv])
-    shift = patch.add("reshape", [constant], _tuple_attrs(g, [channels]), *_vector(g, channels))
-    summed = patch.add("add", [bias, shift], _no_attrs(g), *_vector(g, channels), present=has_bias)
+    shift = patch.add("reshape", [constant], _tuple_attrs(g, [channels]), *_vector(g, channels),
+                      indices=[constant_index])
+    summed = patch.add("add", [bias, shift], _no_attrs(g), *_vector(g, channels), present=has_bias,
+                       indices=[bias_index, jnp.int32(0)])
     fused = patch.add("conv2d", [x, w, jnp.where(has_bias, summed, shift)], g.attrs[conv], g.shapes[conv, 0],
-                      g.rank[conv, 0])
+                      g.rank[conv, 0], indices=[x_index, w_index, jnp.int32(0)])
     patch.replace(add, fused)
     return patch.edit()
 
@@ -578,9 +604,11 @@ def _build_merge_group_convs(g, loc):
     groups = g.attrs[conv, _SCALAR_FIELDS["groups"]]
     patch = _Patch(g, [conv])
     attrs = _no_attrs(g).at[_SCALAR_FIELDS["groups"]].set(groups).at[_SCALAR_FIELDS["count"]].set(2)
-    merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, 0].at[1].multiply(2), g.rank[w, 0])
+    x_index, w_index, bias_index = _indices(g, conv)
+    merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, w_index].at[1].multiply(2), g.rank[w, w_index],
+                       indices=[w_index])
     fused = patch.add("conv2d", [x, merged, bias], _attrs_like(g, conv, groups=groups // 2), g.shapes[conv, 0],
-                      g.rank[conv, 0], count=g.num_inputs[conv])
+                      g.rank[conv, 0], count=g.num_inputs[conv], indices=[x_index, jnp.int32(0), bias_index])
     patch.replace(conv, fused)
     return patch.edit()
 
@@ -600,9 +628,6 @@ def _build_concat_of_relus(g, loc):
 # ---------------------------------------------------------------- sibling merges and splits (multi-output rewrites)
 
 
-_DERIVED_KEY = 1 << 30  # order key of rewrite-made nodes: after every node of the instance, then by slot
-
-
 def _sibling_table(g: GraphState, roots: jax.Array, width: int) -> jax.Array:
     """[N, S] for every slot of `roots` [N] (one op, increasing, padded with C), the slots among `roots` (in
     increasing order, padded with C) of the nodes reading the same tensor as its input 0, also as input 0, itself
@@ -615,15 +640,6 @@ def _sibling_table(g: GraphState, roots: jax.Array, width: int) -> jax.Array:
     same = (tensor[:, None] == tensor[None, :]) & reads[:, None] & reads[None, :] & ~jnp.eye(len(roots), dtype=bool)
     index = _first_true(same, width)
     return jnp.concatenate([roots, jnp.full(1, capacity, roots.dtype)])[index]
-
-
-def _later(g: GraphState, root: jax.Array, partner: jax.Array) -> jax.Array:
-    """`partner` comes after `root` in Env's node-id order (`rules._siblings` takes each pair once, the larger
-    id second): instance nodes by their id, rewrite-made nodes after them. Env orders two rewrite-made nodes
-    by content hash, which no jitted program computes: here by slot (a documented difference)."""
-    slots = jnp.arange(g.op.shape[0])
-    key = jnp.where(g.origin >= 0, g.origin, _DERIVED_KEY + slots)
-    return key[jnp.minimum(partner, g.op.shape[0] - 1)] > key[root]
 
 
 def _const_weights(g: GraphState, v: _View) -> jax.Array:
@@ -658,8 +674,7 @@ def _match_merge_matmuls(g, v, r, table):
     capacity = g.op.shape[0]
     weight = (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # the table holds matmuls only
     partner = jnp.minimum(table, capacity - 1)
-    ok = (weight[r][:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[r][:, None, 0])
-          & _later(g, r[:, None], table))
+    ok = weight[r][:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[r][:, None, 0])
     return ok, [table]
 
 
@@ -702,7 +717,7 @@ def _match_merge_linears(g, v, r, table):
     biased, add = _bias_add(g, v)
     linear = biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # matmuls only
     partner = jnp.minimum(table, capacity - 1)
-    ok = linear[r][:, None] & (table < capacity) & linear[partner] & _later(g, r[:, None], table)
+    ok = linear[r][:, None] & (table < capacity) & linear[partner]
     return ok, [table, jnp.broadcast_to(add[r][:, None], table.shape), add[partner]]
 
 
@@ -818,8 +833,7 @@ def _match_merge_convs(g, v, r, table, *, activation, enlarge):
     same_kernel = (kernel[a] == kernel[b]).all(axis=-1)
     enlarged = ~same_kernel & centred[a] & centred[b] & (v.shape[a, 2:4] == v.shape[b, 2:4]).all(axis=-1)
     plain = same_kernel & (pads[a] == pads[b]).all(axis=-1)
-    ok = ((table < capacity) & _mergeable(g, v, a, b, activation) & jnp.where(enlarge == 1, enlarged, plain)
-          & _later(g, a, table))
+    ok = (table < capacity) & _mergeable(g, v, a, b, activation) & jnp.where(enlarge == 1, enlarged, plain)
     return ok, [table]
 
 
