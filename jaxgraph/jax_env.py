@@ -91,7 +91,7 @@ class GraphState(NamedTuple):
     rank: jax.Array  # [C, O] int32
     num_outputs: jax.Array  # [C] int32
     constant: jax.Array  # [C] bool
-    origin: jax.Array  # [C] int32 rank of the node's id among the instance graph's ids; -1 for nodes rewrites made
+    origin: jax.Array  # [C] int32 rank of the node's id among the instance's ids; rewrite-made: `_MADE`, `_ALTERED`
     outputs: jax.Array  # [Q, 2] int32 graph outputs as (slot, output index)
 
     @property
@@ -102,6 +102,12 @@ class GraphState(NamedTuple):
     def live_inputs(self) -> jax.Array:
         """[C, K] bool: the input positions in use of live nodes (the graph's edges)."""
         return self.alive[:, None] & (jnp.arange(self.inputs.shape[1])[None, :] < self.num_inputs[:, None])
+
+
+# `origin` of a rewrite-made node: its id (in Env) is the content hash of the op, attributes and inputs it was made
+# with, so a later rewrite that makes the same node shares it (`Patch.add`); `_ALTERED` once that no longer holds
+# (its inputs were redirected since, or it was made while an identical node was being removed, which took the id)
+_MADE, _ALTERED = -1, -2
 
 
 class EnvParams(NamedTuple):
@@ -389,7 +395,7 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
     `_sweep`. Returns the graph and the slot each new node was written to [MAX_NEW_NODES] (C: absent or shared)."""
     capacity, positions = g.op.shape[0], jnp.arange(g.inputs.shape[1])
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
-    g = _clear(g, ~keep)
+    before, g = g, _clear(g, ~keep)
     slots, written = [], []
     for j in range(edit.op.shape[0]):  # static: MAX_NEW_NODES
         codes, used = edit.inputs[j], positions < edit.count[j]
@@ -397,9 +403,15 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
             made = jnp.stack(slots)
             codes = jnp.where(codes < 0, made[jnp.clip(-1 - codes, 0, j - 1)], codes)
         index = jnp.where(used, edit.input_index[j], 0)
-        same = (g.alive & (g.origin < 0) & (g.op == edit.op[j]) & (g.attrs == edit.attrs[j]).all(axis=1)
-                & (g.num_inputs == edit.count[j]) & (((g.inputs == codes) & (g.input_index == index)) | ~used).all(1))
+
+        def identical(g, codes=codes, index=index, used=used, j=j):
+            return (g.alive & (g.origin == _MADE) & (g.op == edit.op[j]) & (g.attrs == edit.attrs[j]).all(axis=1)
+                    & (g.num_inputs == edit.count[j])
+                    & (((g.inputs == codes) & (g.input_index == index)) | ~used).all(axis=1))
+
+        same = identical(g)
         shared = same.any()
+        collides = (identical(before) & ~keep).any()
         slots.append(jnp.where(shared, jnp.argmax(same), jnp.argmin(g.alive)).astype(jnp.int32))
         target = jnp.where(edit.present[j] & ~shared, slots[-1], capacity)  # absent or shared: not written
         written.append(target)
@@ -411,7 +423,7 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
                        input_index=put(g.input_index, index), num_inputs=put(g.num_inputs, edit.count[j]),
                        shapes=put(g.shapes, edit.shapes[j]), rank=put(g.rank, edit.ranks[j]),
                        num_outputs=put(g.num_outputs, edit.num_outputs[j]), constant=put(g.constant, edit.constant[j]),
-                       origin=put(g.origin, -1))
+                       origin=put(g.origin, jnp.where(collides, _ALTERED, _MADE)))
     made = jnp.stack(slots)
     target = jnp.where(edit.new[:, 0] < 0, made[jnp.clip(-1 - edit.new[:, 0], 0, len(slots) - 1)], edit.new[:, 0])
     target_index = edit.new[:, 1]
@@ -428,7 +440,9 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
     inputs, input_index = redirect(g.inputs, g.input_index, jnp.broadcast_to(keep[:, None], g.inputs.shape))
     out_slot, out_index = redirect(g.outputs[:, 0], g.outputs[:, 1], jnp.ones(g.outputs.shape[0], bool))
     outputs = jnp.stack([out_slot, out_index], axis=1)
-    return g._replace(inputs=inputs, input_index=input_index, outputs=outputs), jnp.stack(written)
+    rewired = ((inputs != g.inputs) | (input_index != g.input_index)).any(axis=1)
+    origin = jnp.where(rewired & (g.origin == _MADE), _ALTERED, g.origin)
+    return g._replace(inputs=inputs, input_index=input_index, outputs=outputs, origin=origin), jnp.stack(written)
 
 
 def _running_count(found: jax.Array, block: int = 32) -> jax.Array:

@@ -23,12 +23,13 @@ from jaxgraph.jax_env import JaxEnv, canonical_form, node_signatures
 
 
 class ParityReport(NamedTuple):
-    """What one `replay_parity` run did: steps compared, the first difference of every sequence that had one, and
-    the rule families the sequences applied."""
+    """What one `replay_parity` run did: steps compared, the first difference of every sequence that had one, the
+    xfers Env offered on the way and the xfers the sequences applied."""
 
     steps: int
     mismatches: tuple[str, ...]
-    families: frozenset[str]
+    offered: frozenset[int]
+    applied: frozenset[int]
 
 
 def _close(a: float, b: float, rel: float, absolute: float = 0.0) -> bool:
@@ -47,8 +48,9 @@ def edge_rows(obs, signature: dict[int, int]) -> Counter:
 
 def compare_states(jenv: JaxEnv, state, obs, instance: Graph, env: Env, reference) -> list[str]:
     """What differs between JaxEnv's state and observation and Env's (whose last observation is `reference`):
-    the graph (canonical form), the xfer mask, the locations of every xfer in order, the node features, the edge
-    rows and the cost. Empty when they agree."""
+    the graph (canonical form), the xfer mask, the locations of every xfer in order (as node signatures and as
+    slots), the node in every slot and its features, the edge rows (as a multiset: the row order is the one
+    documented difference) and the cost. Empty when they agree."""
     graph = jenv.decode(state.graph, instance)
     problems = []
     if canonical_form(graph) != canonical_form(env.graph):
@@ -67,12 +69,14 @@ def compare_states(jenv: JaxEnv, state, obs, instance: Graph, env: Env, referenc
             problems.append(f"locations of {jenv.rules[xfer].name} differ{' in order' if same_set else ''}")
     if problems:
         return problems
-    by_signature = {ours[slot]: slot for slot in graph.nodes}
-    for node_id, slot in env.node_slots.items():
-        if not np.allclose(np.asarray(obs.graph.nodes[by_signature[theirs[node_id]]]), reference.graph.nodes[slot],
-                           rtol=1e-5, atol=1e-6):
-            problems.append(f"features of node {env.graph.nodes[node_id].op} differ")
-            break
+    if not np.array_equal(np.asarray(obs.location_nodes), reference.location_nodes):
+        problems.append("location slots differ")
+    slots = env.node_slots
+    if not np.array_equal(np.asarray(obs.node_mask), reference.node_mask) or any(
+            ours[slot] != theirs[node_id] for node_id, slot in slots.items()):
+        problems.append("node slots differ")
+    elif not np.allclose(np.asarray(obs.graph.nodes), reference.graph.nodes, rtol=1e-5, atol=1e-6):
+        problems.append("node features differ")
     if not _close(float(state.cost), env.cost, 1e-5):
         problems.append(f"cost {float(state.cost)} != {env.cost}")
     if not _close(float(obs.graph.globals[0, 0]), cost(graph, jenv.model), 1e-5):
@@ -84,7 +88,7 @@ def compare_states(jenv: JaxEnv, state, obs, instance: Graph, env: Env, referenc
 
 
 def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph, sequences: int, seed: int,
-                  stop: float = 0.1, node_capacity: int | None = None) -> ParityReport:
+                  stop: float = 0.1) -> ParityReport:
     """`sequences` random action sequences on `instance`: a uniformly random valid xfer and location from JaxEnv's
     masks (the NO-OP with probability `stop`), the same action (same xfer and location id) sent to an Env with the
     same rules, cost model and capacities, every state and reward compared. `reset` and `step` are `jenv`'s, jitted
@@ -95,13 +99,14 @@ def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph
     params = jenv.params(instance)
     rng = np.random.default_rng(seed)
     key = jax.random.key(seed)
-    steps, mismatches, families = 0, [], set()
+    steps, mismatches, offered, applied = 0, [], set(), set()
     for sequence in range(sequences):
         state, obs = reset(key, params)
         reference = env.reset()
         terminated = False
         problems = compare_states(jenv, state, obs, instance, env, reference)
         while not terminated and not problems:
+            offered.update(np.flatnonzero(reference.xfer_mask[:-1]).tolist())
             rewrites = np.flatnonzero(np.asarray(obs.xfer_mask)[:-1])
             xfer = jenv.num_xfers if not len(rewrites) or rng.random() < stop else int(rng.choice(rewrites))
             location = 0 if xfer == jenv.num_xfers else int(rng.choice(np.flatnonzero(np.asarray(
@@ -110,7 +115,7 @@ def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph
             reference, env_reward, env_terminated, env_truncated, _ = env.step((xfer, location))
             steps += 1
             if xfer < jenv.num_xfers:
-                families.add(jenv.rules[xfer].family)
+                applied.add(xfer)
             if not _close(float(reward), env_reward, 1e-4, 1e-6 * env.initial_cost):
                 problems.append(f"reward {float(reward)} != {env_reward}")
             if (bool(terminated), bool(truncated), bool(info["invalid"])) != (env_terminated, env_truncated, False):
@@ -119,4 +124,4 @@ def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph
             terminated = bool(terminated) or bool(truncated)
         if problems:
             mismatches.append(f"sequence {sequence}, step {steps}: " + "; ".join(problems))
-    return ParityReport(steps, tuple(mismatches), frozenset(families))
+    return ParityReport(steps, tuple(mismatches), frozenset(offered), frozenset(applied))
