@@ -45,6 +45,8 @@ from jaxgraph.models import (
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
+from jaxgraph.parity import ParityReport, compare_states, replay_parity
+from jaxgraph.random_graphs import random_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
@@ -72,6 +74,7 @@ __all__ = [
     "OPS",
     "OP_TYPES",
     "Observation",
+    "ParityReport",
     "OrtCost",
     "Patch",
     "RULES",
@@ -85,6 +88,7 @@ __all__ = [
     "affected",
     "apply_edit",
     "bert",
+    "compare_states",
     "canonical_form",
     "cost",
     "cost_change",
@@ -100,7 +104,9 @@ __all__ = [
     "mobilenet_v2",
     "node_costs",
     "node_signatures",
+    "random_graph",
     "random_inputs",
+    "replay_parity",
     "resnet18",
     "resnet50",
     "save_onnx",

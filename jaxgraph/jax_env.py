@@ -405,9 +405,9 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
         index = jnp.where(used, edit.input_index[j], 0)
 
         def identical(g, codes=codes, index=index, used=used, j=j):
-            return (g.alive & (g.origin == _MADE) & (g.op == edit.op[j]) & (g.attrs == edit.attrs[j]).all(axis=1)
-                    & (g.num_inputs == edit.count[j])
-                    & (((g.inputs == codes) & (g.input_index == index)) | ~used).all(axis=1))
+            return (g.alive & (g.origin == _MADE) & (g.op == edit.op[j])
+                    & (g.attrs == edit.attrs[j][None, :]).all(axis=1) & (g.num_inputs == edit.count[j])
+                    & (((g.inputs == codes[None, :]) & (g.input_index == index[None, :])) | ~used[None, :]).all(axis=1))
 
         same = identical(g)
         shared = same.any()
@@ -1420,8 +1420,8 @@ class JaxEnv:
 
     def decode(self, g: GraphState, instance: Graph | None = None) -> Graph:
         """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
-        checked against the state's. Leaves take their names from the graph `g` was encoded from
-        (`instance`, default the environment's graph)."""
+        checked against the state's. Leaves take their names and weight values from the graph `g` was encoded from
+        (`instance`, default the environment's graph), so the decoded graph runs (`jaxgraph.execute`)."""
         instance = self.graph if instance is None else instance
         ids = sorted(instance.nodes)  # `origin` holds ranks in this order
         g = jax.tree.map(np.asarray, g)
@@ -1437,8 +1437,8 @@ class JaxEnv:
                 op = OP_TYPES[g.op[k]]
                 shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
                 if op in ("input", "weight"):
-                    name = instance.nodes[ids[g.origin[k]]].name
-                    nodes[k] = Node(op, (), {}, shapes, op == "weight", name)
+                    leaf = instance.nodes[ids[g.origin[k]]]
+                    nodes[k] = Node(op, (), {}, shapes, op == "weight", leaf.name, leaf.value)
                     continue
                 refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
                                                             g.input_index[k, :g.num_inputs[k]])]
