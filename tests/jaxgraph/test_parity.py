@@ -3,6 +3,8 @@ one hand-built graph per mismatch found on them (each a named regression test). 
 environments' graphs, masks, location order, slots, features, edge rows, costs and rewards
 (`jaxgraph.parity`); the regressions also run the rewritten graphs, which must compute what the original does."""
 
+from collections import Counter
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,13 +12,13 @@ import pytest
 
 from jaxgraph import OP_TYPES, Env, GraphBuilder, Roofline, execute, random_inputs
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
-from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_env import JAX_RULE_FAMILIES, JaxEnv
 from jaxgraph.parity import compare_states, replay_parity
 from jaxgraph.random_graphs import random_graph
 
 from .conftest import assert_same_outputs, jit
 
-FAST_SEEDS = (9, 16)  # blocks=4: splits feeding convs, scales, shifts, matmuls, pools; they fit the fixture
+FAST_SEEDS = (9, 16, 21)  # blocks=4: splits feeding convs, scales, shifts, matmuls, pools; they fit the fixture
 
 
 def test_random_graphs_are_seeded_and_valid():
@@ -53,12 +55,32 @@ def test_random_graph_refuses_impossible_sizes(kwargs, message):
 
 
 def test_jitted_env_equals_env_on_random_graphs(jitted):
-    """The fast slice of `benchmarks/jax_env_parity.py` (two generated graphs, about a hundred random steps, zero
+    """The fast slice of `benchmarks/jax_env_parity.py` (three generated graphs, about a hundred random steps, zero
     mismatches) in the compiled environment of test_jax_env: nothing compiles again. The slow test runs the target."""
     jenv, reset, step = jitted
-    reports = [replay_parity(jenv, reset, step, random_graph(seed, blocks=4), 8, seed) for seed in FAST_SEEDS]
+    reports = [replay_parity(jenv, reset, step, random_graph(seed, blocks=4), 10, seed) for seed in FAST_SEEDS]
     assert [m for r in reports for m in r.mismatches] == []
-    assert sum(r.steps for r in reports) >= 60
+    assert sum(r.steps for r in reports) >= 80
+
+
+def test_root_lists_allow_for_every_rewrite_of_env():
+    """JaxEnv's root lists leave room for `growth` more nodes of an op per rewrite (`JAX_RULE_FAMILIES`): no rewrite
+    Env takes on random sequences over generated graphs adds more."""
+    rng = np.random.default_rng(0)
+    roots = {family.root for family in JAX_RULE_FAMILIES.values()}
+    for seed in range(6):
+        env = Env(random_graph(seed), max_locations=32)
+        obs = env.reset()
+        for _ in range(25):
+            rewrites = np.flatnonzero(obs.xfer_mask[:-1])
+            if not len(rewrites):
+                break
+            xfer = int(rng.choice(rewrites))
+            before = Counter(node.op for node in env.graph.nodes.values())
+            obs, *_ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+            after = Counter(node.op for node in env.graph.nodes.values())
+            growth = dict(JAX_RULE_FAMILIES[env.rules[xfer].family].growth)
+            assert all(after[op] - before[op] <= growth.get(op, 0) for op in roots), env.rules[xfer].name
 
 
 # ---------------------------------------------------------------- the regressions, one hand-built graph each
