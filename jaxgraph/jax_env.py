@@ -16,24 +16,20 @@ residual chain. `Backend.absorb_depth(graph)` gives the passes a graph needs (Re
 for XLA); `JaxEnv` runs that of its graph plus 2 (`fusion_passes`) and `params` refuses a graph that needs
 more. A fused cost depends on a node's neighbours, so the reward is the full-cost difference.
 
-Differences from `Env`, all deliberate:
-- Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
-  slot) order (Env sorts node ids, and the ids of nodes that rewrites create are content hashes that no
-  jitted program computes). The location *sets* are equal; parity tests compare them through
-  `node_signatures`. A sibling pair of two rewrite-made nodes is ordered by slot (Env: by content hash),
-  so the two may merge such a pair in opposite orders (same cost, weights concatenated the other way).
+Slots and location ids are `Env`'s: new nodes take the lowest free slots in the order the rewrite makes them,
+before its orphans free theirs, and an xfer's locations are its candidates in increasing (root slot, partner slot)
+order, which Env follows too. A rewrite that makes a node identical to a rewrite-made node shares it, as
+`Patch.add` does (`apply_edit`). Differences from `Env`, all deliberate:
 - Bounds: a tensor read as first input by more than S = `max_siblings` nodes is refused by `encode` (only
   SplitConcat can raise that count later; partners of the root's op past S are then not listed), and a
   SplitOfSplit whose merged split would have more than O outputs is masked out. Each root op's list holds at
   most `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not
   offered.
-- Slots: a new node takes the lowest free slot; a node's inputs live in its slot (`max_inputs` of them). The
+- Edge rows: a node's inputs live in its slot (`max_inputs` of them). The
   observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
   input position), where Env allocates its rows from a free list (the same edges, in another row order).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
   the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
-- A rewrite that would recreate a node identical to an existing rewrite-made node makes a second copy
-  (Env shares it); no rule of the supported families does so on the builders.
 """
 
 from __future__ import annotations
