@@ -23,9 +23,10 @@ import time
 
 import jax
 
-from jaxgraph import MODELS, JaxEnv, Roofline, load_onnx, random_graph, replay_parity
+from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_env import JAX_RULE_FAMILIES
+from jaxgraph.parity import fitting_env
 
 BUILDERS = {
     "resnet18": dict(image_size=32, width=0.125),
@@ -35,20 +36,6 @@ BUILDERS = {
     "taso_attention_stack": dict(seq_length=8, hidden=32, heads=4, layers=3),
 }
 FAST_COMPILE = {"xla_backend_optimization_level": 0}  # the same values; big programs compile 2-3x faster on CPU
-ROOTS = sorted({family.root for family in JAX_RULE_FAMILIES.values()})
-
-
-def shared_env(graphs, backend, capacity=None, edges=None) -> JaxEnv:
-    """One JaxEnv every graph fits: twice the largest graph's nodes and edges (or `capacity`, `edges`)."""
-    capacity = capacity or 2 * max(len(g) for g in graphs)
-    edges = edges or 2 * max(g.num_edges for g in graphs)
-    largest = max(graphs, key=len)
-    readers = max(max(sum(1 for n in g.nodes.values() if n.inputs and n.inputs[0] == r)
-                      for r in {n.inputs[0] for n in g.nodes.values() if n.inputs}) for g in graphs)
-    passes = max(backend.absorb_depth(g) for g in graphs) + 2 if backend.fuses else None
-    return JaxEnv(largest, max_locations=32, node_capacity=capacity, edge_capacity=edges, max_siblings=max(4, readers),
-                  root_capacity=dict.fromkeys(ROOTS, capacity), cost_model=Roofline(backend=backend),
-                  fusion_passes=passes)
 
 
 def run(name, env, graphs, sequences):
@@ -63,8 +50,10 @@ def run(name, env, graphs, sequences):
         mismatches += [f"{name} graph {seed}: {m}" for m in report.mismatches]
     for line in mismatches:
         print(line, file=sys.stderr)
-    return (name, env.model.backend.name, len(graphs), steps, len(families), len(mismatches),
-            time.perf_counter() - start, families)
+    row = (name, env.model.backend.name, len(graphs), steps, len(families), len(mismatches),
+           time.perf_counter() - start, families)
+    print("| " + " | ".join(str(x) if not isinstance(x, float) else f"{x:.0f}" for x in row[:-1]) + " |", flush=True)
+    return row
 
 
 def onnx_graphs():
@@ -85,14 +74,18 @@ def main(argv=None) -> int:
     parser.add_argument("--tight", action="store_true")
     args = parser.parse_args(argv)
     try:
-        backends = [BACKENDS[b] for b in args.backends.split(",")]
+        backends = [BACKENDS[b] for b in args.backends.split(",") if b]
         generated = [random_graph(seed, blocks=args.blocks) for seed in range(args.graphs)]
     except (KeyError, ValueError) as error:
         print(f"jax_env_parity: {error}", file=sys.stderr)
         return 2
-    rows = [run("generated", shared_env(generated, backend), generated, args.sequences) for backend in backends]
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f} at the start; jax {jax.__version__}")
+    print("| set | backend | graphs | steps | rule families fired | mismatches | seconds |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+    rows = [run("generated", fitting_env(generated, backend), generated, args.sequences) for backend in backends]
     if args.tight:
-        rows.append(run("generated at capacity", shared_env(generated, BACKENDS["taso"], max(map(len, generated)) + 4,
+        rows.append(run("generated at capacity", fitting_env(generated, BACKENDS["taso"], max(map(len, generated)) + 4,
                                                             max(g.num_edges for g in generated) + 8),
                         generated, args.sequences))
     singles = {}
@@ -101,13 +94,7 @@ def main(argv=None) -> int:
     if args.onnx:
         singles.update(onnx_graphs())
     for name, graph in singles.items():
-        rows.append(run(name, shared_env([graph], BACKENDS["taso"]), [graph], args.sequences))
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}; jax {jax.__version__}")
-    print("| set | backend | graphs | steps | rule families fired | mismatches | seconds |")
-    print("|---|---|---|---|---|---|---|")
-    for name, backend, graphs, steps, families, mismatches, seconds, _ in rows:
-        print(f"| {name} | {backend} | {graphs} | {steps} | {families} | {mismatches} | {seconds:.0f} |")
+        rows.append(run(name, fitting_env([graph], BACKENDS["taso"]), [graph], args.sequences))
     fired = set().union(*(row[-1] for row in rows))
     total = sum(row[3] for row in rows)
     print(f"total: {total} steps, {sum(row[5] for row in rows)} mismatches, {len(fired)} of "

@@ -45,7 +45,7 @@ from jaxgraph.models import (
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
-from jaxgraph.parity import ParityReport, compare_states, replay_parity
+from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
 from jaxgraph.random_graphs import random_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
@@ -94,6 +94,7 @@ __all__ = [
     "cost_change",
     "execute",
     "execute_reference",
+    "fitting_env",
     "fold_constants",
     "greedy",
     "inception_v3",

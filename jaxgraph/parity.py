@@ -16,10 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.cost import cost
+from jaxgraph.backends import Backend
+from jaxgraph.cost import Roofline, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
-from jaxgraph.jax_env import JaxEnv, canonical_form, node_signatures
+from jaxgraph.jax_env import JAX_RULE_FAMILIES, JaxEnv, canonical_form, node_signatures
 
 
 class ParityReport(NamedTuple):
@@ -30,6 +31,23 @@ class ParityReport(NamedTuple):
     mismatches: tuple[str, ...]
     offered: frozenset[int]
     applied: frozenset[int]
+
+
+def fitting_env(graphs: list[Graph], backend: Backend, node_capacity: int | None = None,
+                edge_capacity: int | None = None, max_locations: int = 32) -> JaxEnv:
+    """One `JaxEnv` every graph of `graphs` fits, so one compilation replays them all: node and edge capacities
+    twice the largest graph's (or the given ones: the largest graph's plus a few runs it at capacity), every root
+    list as long as the node capacity, room for the most readers of one tensor and the deepest fusions of
+    `backend`'s cost (a `Roofline`)."""
+    node_capacity = node_capacity or 2 * max(len(g) for g in graphs)
+    edge_capacity = edge_capacity or 2 * max(g.num_edges for g in graphs)
+    readers = max(max(Counter(n.inputs[0] for n in g.nodes.values() if n.inputs).values(), default=1) for g in graphs)
+    passes = max(backend.absorb_depth(g) for g in graphs) + 2 if backend.fuses else None
+    roots = {family.root for family in JAX_RULE_FAMILIES.values()}
+    return JaxEnv(max(graphs, key=len), max_locations=max_locations, node_capacity=node_capacity,
+                  edge_capacity=edge_capacity, max_siblings=max(4, readers),
+                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend),
+                  fusion_passes=passes)
 
 
 def _close(a: float, b: float, rel: float, absolute: float = 0.0) -> bool:

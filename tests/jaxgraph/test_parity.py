@@ -3,6 +3,8 @@ one hand-built graph per mismatch found on them (each a named regression test). 
 environments' graphs, masks, location order, slots, features, edge rows, costs and rewards
 (`jaxgraph.parity`); the regressions also run the rewritten graphs, which must compute what the original does."""
 
+import glob
+import os
 from collections import Counter
 
 import jax
@@ -10,11 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgraph import OP_TYPES, Env, GraphBuilder, Roofline, execute, random_inputs
+from jaxgraph import OP_TYPES, Env, GraphBuilder, execute, load_onnx, random_inputs
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
-from jaxgraph.jax_env import JAX_RULE_FAMILIES, JaxEnv
-from jaxgraph.parity import compare_states, replay_parity
+from jaxgraph.jax_env import JAX_RULE_FAMILIES
+from jaxgraph.parity import compare_states, fitting_env, replay_parity
 from jaxgraph.random_graphs import random_graph
+from jaxgraph.rl.study import batch_one
 
 from .conftest import assert_same_outputs, jit
 
@@ -190,11 +193,31 @@ def test_identical_rewrite_made_nodes_are_shared(jitted):
 def test_regression_graphs_under_every_backend(backend):
     """Every random sequence on the four regression graphs, under each backend's fused cost."""
     graphs = [split_outputs_graph(), sibling_matmuls_graph(), strided_group_graph(), shared_weight_graph()]
-    jenv = JaxEnv(max(graphs, key=len), max_locations=32, node_capacity=64, edge_capacity=128, max_siblings=5,
-                  cost_model=Roofline(backend=backend),
-                  fusion_passes=max(backend.absorb_depth(g) for g in graphs) + 2 if backend.fuses else None,
-                  root_capacity=dict.fromkeys(("relu", "batchnorm", "mul", "matmul", "add", "conv2d", "concat",
-                                               "split"), 64))
+    jenv = fitting_env(graphs, backend)
     reset, step = jit(jenv.reset), jit(jenv.step)
     reports = [replay_parity(jenv, reset, step, g, 30, seed) for seed, g in enumerate(graphs)]
     assert [m for r in reports for m in r.mismatches] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [TASO, XLA, ONNXRUNTIME], ids=lambda backend: backend.name)
+def test_parity_target_on_generated_graphs(backend):
+    """The target, a third per backend: 60 generated graphs in one environment, over 3,400 random steps, every rule
+    family fired, zero mismatches (`benchmarks/jax_env_parity.py` prints the same counts)."""
+    graphs = [random_graph(seed) for seed in range(60)]
+    jenv = fitting_env(graphs, backend)
+    reset, step = jit(jenv.reset), jit(jenv.step)
+    reports = [replay_parity(jenv, reset, step, g, 12, seed) for seed, g in enumerate(graphs)]
+    assert [m for r in reports for m in r.mismatches] == []
+    assert sum(r.steps for r in reports) > 3400
+    assert {jenv.rules[x].family for r in reports for x in r.applied} == set(JAX_RULE_FAMILIES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(glob.glob("tests/data/*.onnx")), ids=os.path.basename)
+def test_parity_on_onnx_files(path):
+    """Every exported model of tests/data at its own sizes under TASO's cost."""
+    graph = load_onnx(path, batch_one(path))
+    jenv = fitting_env([graph], TASO)
+    report = replay_parity(jenv, jit(jenv.reset), jit(jenv.step), graph, 6, 0)
+    assert report.mismatches == () and report.steps >= 6
