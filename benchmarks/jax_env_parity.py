@@ -25,7 +25,7 @@ import jax
 
 from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
 from jaxgraph.backends import BACKENDS
-from jaxgraph.jax_env import JAX_RULE_FAMILIES
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.parity import fitting_env
 
 BUILDERS = {

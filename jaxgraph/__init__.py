@@ -18,19 +18,12 @@ from jaxgraph.cost import (
 )
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
-from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
-from jaxgraph.jax_env import (
-    JAX_RULES,
-    Edit,
-    EnvParams,
-    EnvState,
-    GraphState,
-    JaxEnv,
-    apply_edit,
-    canonical_form,
-    node_costs,
-    node_signatures,
-)
+from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
+from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_edits import Edit, apply_edit
+from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
+from jaxgraph.jax_graph import GraphState
+from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.locations import LocationIndex
 from jaxgraph.models import (
     MODELS,

@@ -9,6 +9,7 @@ incrementally instead of being recomputed on every step.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -433,3 +434,23 @@ class Patch:
                       frozenset(touched) - removed - added - set(rewired),
                       tuple(i for i in self._new if i not in removed), frozenset(removed - self._removed))
         return graph, delta
+
+
+def node_signatures(graph: Graph) -> dict[int, int]:
+    """Node id -> a hash of what the node computes (op, attributes, shapes, constness, leaf name, and the
+    signatures of its inputs): equal across two graphs for nodes that compute the same thing, whatever
+    their ids. Compares `JaxEnv` and `Env` graphs and locations."""
+    signature: dict[int, int] = {}
+    for node_id in graph.order:
+        node = graph.nodes[node_id]
+        signature[node_id] = hash((node.op, tuple(sorted(node.attrs.items())), node.shapes, node.constant,
+                                   node.name if node.op in ("input", "weight") else "",
+                                   tuple((signature[r.node], r.index) for r in node.inputs)))
+    return signature
+
+
+def canonical_form(graph: Graph) -> tuple[Counter, tuple[int, ...]]:
+    """The multiset of node signatures and the signatures of the outputs: equal for graphs that compute the
+    same thing node for node."""
+    signature = node_signatures(graph)
+    return Counter(signature.values()), tuple(hash((signature[r.node], r.index)) for r in graph.outputs)

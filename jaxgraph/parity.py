@@ -19,8 +19,9 @@ import numpy as np
 from jaxgraph.backends import Backend
 from jaxgraph.cost import Roofline, cost
 from jaxgraph.env import Env
-from jaxgraph.graph import Graph
-from jaxgraph.jax_env import JAX_RULE_FAMILIES, JaxEnv, canonical_form, node_signatures
+from jaxgraph.graph import Graph, canonical_form, node_signatures
+from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 
 
 class ParityReport(NamedTuple):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxgraph import GraphBuilder, models
-from jaxgraph.jax_env import JAX_RULE_FAMILIES, JaxEnv
+from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 
 # Full structure (every layer), reduced widths and image sizes: numerical checks stay fast.
 SMALL = {

@@ -13,13 +13,11 @@ import pytest
 from jaxgraph import Env, GraphBuilder, MeasuredCost, Roofline, cost
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import node_cost
-from jaxgraph.jax_env import (
-    JAX_RULES,
-    JaxEnv,
-    _first_true,
-    canonical_form,
-    node_costs,
-)
+from jaxgraph.graph import canonical_form
+from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_graph import first_true
+from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.onnx_io import load_onnx
 from jaxgraph.parity import replay_parity
 from jaxgraph.rl.study import batch_one
@@ -53,7 +51,7 @@ def test_first_locations_equal_numpy(capacity):
     density = rng.choice([0.0, 0.02, 0.3, 1.0], size=300)
     found = rng.random((300, capacity)) < density[:, None]
     size = 24
-    first = np.asarray(jit(_first_true, static_argnums=1)(jnp.asarray(found), size))
+    first = np.asarray(jit(first_true, static_argnums=1)(jnp.asarray(found), size))
     for row, ours in zip(found, first):
         expected = np.flatnonzero(row)[:size]
         np.testing.assert_array_equal(ours, np.pad(expected, (0, size - len(expected)), constant_values=capacity))

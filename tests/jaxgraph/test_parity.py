@@ -14,7 +14,7 @@ import pytest
 
 from jaxgraph import OP_TYPES, Env, GraphBuilder, execute, load_onnx, random_inputs
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
-from jaxgraph.jax_env import JAX_RULE_FAMILIES
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.parity import compare_states, fitting_env, replay_parity
 from jaxgraph.random_graphs import random_graph
 from jaxgraph.rl.study import batch_one
