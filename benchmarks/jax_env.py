@@ -36,7 +36,8 @@ import numpy as np
 
 from jaxgraph import MODELS, Env, Roofline
 from jaxgraph.backends import BACKENDS
-from jaxgraph.jax_env import JAX_RULES, JaxEnv
+from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_rules import JAX_RULES
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 

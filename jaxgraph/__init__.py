@@ -18,19 +18,12 @@ from jaxgraph.cost import (
 )
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
-from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
-from jaxgraph.jax_env import (
-    JAX_RULES,
-    Edit,
-    EnvParams,
-    EnvState,
-    GraphState,
-    JaxEnv,
-    apply_edit,
-    canonical_form,
-    node_costs,
-    node_signatures,
-)
+from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
+from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_edits import Edit, apply_edit
+from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
+from jaxgraph.jax_graph import GraphState
+from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.locations import LocationIndex
 from jaxgraph.models import (
     MODELS,
@@ -45,6 +38,8 @@ from jaxgraph.models import (
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
+from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
+from jaxgraph.random_graphs import random_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
@@ -72,6 +67,7 @@ __all__ = [
     "OPS",
     "OP_TYPES",
     "Observation",
+    "ParityReport",
     "OrtCost",
     "Patch",
     "RULES",
@@ -85,11 +81,13 @@ __all__ = [
     "affected",
     "apply_edit",
     "bert",
+    "compare_states",
     "canonical_form",
     "cost",
     "cost_change",
     "execute",
     "execute_reference",
+    "fitting_env",
     "fold_constants",
     "greedy",
     "inception_v3",
@@ -100,7 +98,9 @@ __all__ = [
     "mobilenet_v2",
     "node_costs",
     "node_signatures",
+    "random_graph",
     "random_inputs",
+    "replay_parity",
     "resnet18",
     "resnet50",
     "save_onnx",

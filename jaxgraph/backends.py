@@ -91,7 +91,7 @@ class Backend:
     def absorb_depth(self, graph: Graph) -> int:
         """How many simultaneous passes of `absorb` over every node (each pass reading the previous pass's
         answers, the first reading "nothing absorbed") make every answer final: the longest chain of absorb
-        dependencies in `graph`. What a vectorised twin (`jaxgraph.jax_env.node_costs`) must run. It is not
+        dependencies in `graph`. What a vectorised twin (`jaxgraph.jax_cost.node_costs`) must run. It is not
         bounded by a kernel's length: an XLA chain restarts after `XLA_MAX_CHAIN` ops, so where a kernel
         starts depends on the whole run of elementwise ops before it, and onnxruntime's residual fusion
         depends on the layout of the other input, which follows residual chains through a whole ResNet stage."""

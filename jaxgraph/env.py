@@ -133,11 +133,15 @@ class _Slots:
             heapq.heappush(self.free_edges, edge)
 
     def update(self, graph: Graph, delta: Delta, recost: set[int]) -> None:
-        """Apply a rewrite; `recost` holds surviving nodes whose cost (a feature) may have changed."""
-        for node_id in delta.removed:
+        """Apply a rewrite; `recost` holds surviving nodes whose cost (a feature) may have changed. The nodes the
+        rewrite removes free their slots, its new nodes take the lowest free ones in the order it made them, and
+        only then do the nodes it left without consumers free theirs (as `JaxEnv` commits an edit, then sweeps)."""
+        for node_id in delta.removed - delta.swept:
             self._forget(node_id)
-        for node_id in sorted(delta.added):
+        for node_id in delta.created:
             self._place(graph, node_id)
+        for node_id in delta.swept:
+            self._forget(node_id)
         for node_id in recost - delta.added:
             if node_id in graph.nodes:
                 self.nodes[self.slot[node_id]] = node_features(graph.nodes[node_id],
@@ -184,7 +188,8 @@ class Env:
         self.initial_cost = cost(graph, self.model)
         self._initial_index = LocationIndex.build(self.rules, graph)
         self._initial_slots = _Slots(graph, self.node_capacity, self.edge_capacity, self.model)
-        self._initial_locations = self._location_arrays(self._initial_index, self._initial_slots)
+        self._initial_ordered: list[tuple[Location, ...]] = [() for _ in self.rules]
+        self._initial_locations = self._location_arrays(self._initial_index, self._initial_slots, self._initial_ordered)
         self._episode_over = True
 
     @property
@@ -209,13 +214,14 @@ class Env:
         """The node ids behind action (xfer, location_id)."""
         xfer, location_id = integer("xfer id", xfer), integer("location id", location_id)
         self._check_action(xfer, location_id)
-        return self._index.locations(xfer)[location_id]
+        return self._ordered[xfer][location_id]
 
     def reset(self) -> Observation:
         self._graph, self._cost, self._steps = self.initial_graph, self.initial_cost, 0
         self._index = self._initial_index
         self._slots = self._initial_slots.copy()
         self._location_mask, self._location_nodes = (a.copy() for a in self._initial_locations)
+        self._ordered = list(self._initial_ordered)
         self._episode_over = False
         return self._observe()
 
@@ -241,7 +247,8 @@ class Env:
         self._index = self._index.update(self._graph, delta)
         self._slots.update(self._graph, delta, region)
         changed = [x for x in range(self.num_xfers) if self._index.by_rule[x] is not previous.by_rule[x]]
-        self._fill_locations(self._index, self._slots, changed, self._location_mask, self._location_nodes)
+        self._fill_locations(self._index, self._slots, changed, self._location_mask, self._location_nodes,
+                             self._ordered)
         self._steps += 1
         obs = self._observe()
         terminated = not obs.xfer_mask[:-1].any()
@@ -269,16 +276,20 @@ class Env:
         mask[-1] = True
         return mask
 
-    def _location_arrays(self, index: LocationIndex, slots: _Slots) -> tuple[np.ndarray, np.ndarray]:
+    def _location_arrays(self, index: LocationIndex, slots: _Slots, ordered: list[tuple[Location, ...]]
+                         ) -> tuple[np.ndarray, np.ndarray]:
         mask = np.zeros((self.num_xfers, self.max_locations), bool)
         nodes = np.full((self.num_xfers, self.max_locations, self.max_location_size), slots.capacity, np.int32)
-        self._fill_locations(index, slots, range(self.num_xfers), mask, nodes)
+        self._fill_locations(index, slots, range(self.num_xfers), mask, nodes, ordered)
         return mask, nodes
 
-    def _fill_locations(self, index: LocationIndex, slots: _Slots, xfers, mask: np.ndarray,
-                        nodes: np.ndarray) -> None:
+    def _fill_locations(self, index: LocationIndex, slots: _Slots, xfers, mask: np.ndarray, nodes: np.ndarray,
+                        ordered: list[tuple[Location, ...]]) -> None:
+        """Rewrite the rows of `xfers`. Location ids follow the slots of the location's nodes (root slot first): the
+        order of the observation's rows, which a jitted twin can keep (node ids of rewrite-made nodes are hashes)."""
         for xfer in xfers:
-            locations = index.locations(xfer)[:self.max_locations]
+            ordered[xfer] = tuple(sorted(index.locations(xfer), key=lambda loc: [slots.slot[i] for i in loc]))
+            locations = ordered[xfer][:self.max_locations]
             mask[xfer] = False
             mask[xfer, :len(locations)] = True
             nodes[xfer] = slots.capacity

@@ -9,6 +9,7 @@ incrementally instead of being recomputed on every step.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -65,6 +66,8 @@ class Delta:
     added: frozenset[int]
     rewired: frozenset[int]  # kept their id, shapes and constness; got new inputs
     touched: frozenset[int]  # kept their id and inputs, gained or lost a consumer
+    created: tuple[int, ...] = ()  # `added` in the order the rewrite made them (an environment's slot order)
+    swept: frozenset[int] = frozenset()  # the part of `removed` the patch did not name: left without consumers
 
     @property
     def dirty(self) -> frozenset[int]:
@@ -428,5 +431,26 @@ class Patch:
                       (structure + hash(outputs)) & _HASH_MASK)
         added = frozenset(self._new) - removed
         delta = Delta(frozenset(removed), added, frozenset(rewired) - removed,
-                      frozenset(touched) - removed - added - set(rewired))
+                      frozenset(touched) - removed - added - set(rewired),
+                      tuple(i for i in self._new if i not in removed), frozenset(removed - self._removed))
         return graph, delta
+
+
+def node_signatures(graph: Graph) -> dict[int, int]:
+    """Node id -> a hash of what the node computes (op, attributes, shapes, constness, leaf name, and the
+    signatures of its inputs): equal across two graphs for nodes that compute the same thing, whatever
+    their ids. Compares `JaxEnv` and `Env` graphs and locations."""
+    signature: dict[int, int] = {}
+    for node_id in graph.order:
+        node = graph.nodes[node_id]
+        signature[node_id] = hash((node.op, tuple(sorted(node.attrs.items())), node.shapes, node.constant,
+                                   node.name if node.op in ("input", "weight") else "",
+                                   tuple((signature[r.node], r.index) for r in node.inputs)))
+    return signature
+
+
+def canonical_form(graph: Graph) -> tuple[Counter, tuple[int, ...]]:
+    """The multiset of node signatures and the signatures of the outputs: equal for graphs that compute the
+    same thing node for node."""
+    signature = node_signatures(graph)
+    return Counter(signature.values()), tuple(hash((signature[r.node], r.index)) for r in graph.outputs)

@@ -1,45 +1,22 @@
-"""The graph-rewriting environment as pure JAX: `reset` and `step` jit and vmap, equal to `Env` step for step.
+"""The graph-rewriting environment as pure JAX, the jitted twin of `jaxgraph.env.Env`: `reset` and `step` jit and
+vmap and equal `Env` step for step (`jaxgraph.parity`). The graph is a `GraphState` (`jaxgraph.jax_graph`), the
+rules match and build in `jaxgraph.jax_rules`, edits commit in `jaxgraph.jax_edits`, the cost is
+`jaxgraph.jax_cost.node_costs`; this module holds the environment's state types, its step and its observation.
 
-The graph lives in fixed-capacity node arrays (`GraphState`): per slot the op id (-1 for a free slot),
-attributes as a fixed integer vector, input slots and output indices, output shapes padded with 1,
-constness and the original node (the rank of its id). Weights are not carried: shapes only (`Env` keeps values for
-numerical checks). Every rule of `RULES` is a vectorised match over the slots holding its root op (one
-candidate location per root slot, or, for the sibling-pair merges, per (root slot, partner slot) of an `[N,
-S]` sibling table) and a fixed-size scatter. The cost is the analytic roofline (`jaxgraph.cost.Roofline`) of
-the kernels the chosen backend runs, per slot in float32 (`node_costs`): `taso` (every op its own kernel),
-`xla` (elementwise chains fused, up to `XLA_MAX_CHAIN` deep) or `onnxruntime` (convolution and MatMul
-epilogues, Gemm, SkipLayerNormalization). Which kernel absorbs a node is recursive (a node joins the kernel
-its producer joined); it is computed by a static number of vectorised passes over all slots, each from the
-previous pass's answers. That number is not the kernel length: an XLA chain restarts after `XLA_MAX_CHAIN`
-ops, and onnxruntime's residual fusion depends on the other input's layout, which follows a ResNet stage's
-residual chain. `Backend.absorb_depth(graph)` gives the passes a graph needs (ResNet-50: 13 for onnxruntime, 2
-for XLA); `JaxEnv` runs that of its graph plus 2 (`fusion_passes`) and `params` refuses a graph that needs
-more. A fused cost depends on a node's neighbours, so the reward is the full-cost difference.
-
-Differences from `Env`, all deliberate:
-- Location order: the locations of an xfer are its matching candidates in increasing (root slot, partner
-  slot) order (Env sorts node ids, and the ids of nodes that rewrites create are content hashes that no
-  jitted program computes). The location *sets* are equal; parity tests compare them through
-  `node_signatures`. A sibling pair of two rewrite-made nodes is ordered by slot (Env: by content hash),
-  so the two may merge such a pair in opposite orders (same cost, weights concatenated the other way).
-- Bounds: a tensor read as first input by more than S = `max_siblings` nodes is refused by `encode` (only
-  SplitConcat can raise that count later; partners of the root's op past S are then not listed), and a
-  SplitOfSplit whose merged split would have more than O outputs is masked out. Each root op's list holds at
-  most `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not
-  offered.
-- Slots: a new node takes the lowest free slot; a node's inputs live in its slot (`max_inputs` of them). The
+Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
+- Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most
+  `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not offered.
+- Edge rows: a node's inputs live in its slot (`max_inputs` of them). The
   observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
   input position), where Env allocates its rows from a free list (the same edges, in another row order).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
   the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
-- A rewrite that would recreate a node identical to an existing rewrite-made node makes a second copy
-  (Env shares it); no rule of the supported families does so on the builders.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -47,61 +24,30 @@ import jraph
 import numpy as np
 
 from jaxgraph.arguments import integer, number
-from jaxgraph.backends import (
-    BACKENDS,
-    ONNXRUNTIME,
-    ORT_ACTIVATIONS,
-    ORT_CONV_STAGES,
-    TASO,
-    XLA,
-    XLA_ELEMENTWISE,
-    XLA_MAX_CHAIN,
-    Backend,
-    nchwc_block,
-)
+from jaxgraph.backends import BACKENDS, TASO, nchwc_block
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
 from jaxgraph.env import NODE_FEATURES, Observation
 from jaxgraph.graph import Graph, Node, Ref, make_node
+from jaxgraph.jax_cost import SPARE_PASSES, node_costs
+from jaxgraph.jax_edits import apply_edit, sweep
+from jaxgraph.jax_graph import (
+    FLOAT_FIELDS,
+    OP_ID,
+    PADDINGS,
+    PADS_FIELD,
+    PAIR_FIELDS,
+    SCALAR_FIELDS,
+    TUPLE_FIELDS,
+    TUPLE_LEN,
+    TUPLE_START,
+    GraphState,
+    first_true,
+    slot_view,
+    tensors,
+)
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
-from jaxgraph.rules import RULES, Rule
-
-OP_ID = {op: i for i, op in enumerate(OP_TYPES)}
-_PADDINGS = ("SAME", "VALID")
-
-# Attribute vector layout: integer fields, float attributes as ids into the environment's float table, and
-# one tuple field (perm, reshape target or split sizes) with its length.
-_SCALAR_FIELDS = {"activation": 0, "groups": 7, "axis": 10, "count": 11, "count_include_pad": 12}
-_PAIR_FIELDS = {"stride": 1, "kernel": 8}
-_PADS_FIELD = 3
-_FLOAT_FIELDS = {"eps": 13, "min": 14, "max": 15}
-_TUPLE_FIELDS = ("perm", "shape", "sizes")
-_TUPLE_LEN = 16
-_TUPLE_START = 17
-
-
-class GraphState(NamedTuple):
-    """A graph in fixed-capacity slots. C slots, K inputs, O outputs of rank <= R per node, Q graph outputs."""
-
-    op: jax.Array  # [C] int32 index into OP_TYPES; -1: free slot
-    attrs: jax.Array  # [C, A] int32 attribute vector (layout above)
-    inputs: jax.Array  # [C, K] int32 producer slot of each input; C past num_inputs
-    input_index: jax.Array  # [C, K] int32 output index of each input
-    num_inputs: jax.Array  # [C] int32
-    shapes: jax.Array  # [C, O, R] int32 output shapes, padded with 1
-    rank: jax.Array  # [C, O] int32
-    num_outputs: jax.Array  # [C] int32
-    constant: jax.Array  # [C] bool
-    origin: jax.Array  # [C] int32 rank of the node's id among the instance graph's ids; -1 for nodes rewrites made
-    outputs: jax.Array  # [Q, 2] int32 graph outputs as (slot, output index)
-
-    @property
-    def alive(self) -> jax.Array:
-        return self.op >= 0
-
-    @property
-    def live_inputs(self) -> jax.Array:
-        """[C, K] bool: the input positions in use of live nodes (the graph's edges)."""
-        return self.alive[:, None] & (jnp.arange(self.inputs.shape[1])[None, :] < self.num_inputs[:, None])
+from jaxgraph.rules import Rule
 
 
 class EnvParams(NamedTuple):
@@ -130,1043 +76,9 @@ class EnvState(NamedTuple):
     location_nodes: jax.Array  # [X, L, M] int32, padded with C
 
 
-class _View(NamedTuple):
-    """Per-slot facts derived from a `GraphState` that matches read."""
-
-    alive: jax.Array  # [C]
-    sole: jax.Array  # [C] one consumer and not a graph output
-    producer: jax.Array  # [C, K] producer slot, clipped into range
-    in_shape: jax.Array  # [C, K, R]
-    in_rank: jax.Array  # [C, K]
-    in_const: jax.Array  # [C, K]
-    shape: jax.Array  # [C, R] output 0
-    rank: jax.Array  # [C]
-    stride: jax.Array  # [C] common stride, -1 if they differ
-    padding: jax.Array  # [C] index into ("SAME", "VALID"), -1 for neither
-    reads: jax.Array  # [C * O + 1] `_reads`
-
-
-def _reads(g: GraphState) -> jax.Array:
-    """[C * O + 1] int32: how many live inputs read each tensor (slot * O + output index); the last entry counts
-    the unused input positions. One scatter-add serves every consumer count a step needs."""
-    capacity, width = g.op.shape[0], g.shapes.shape[1]
-    tensor = jnp.where(g.live_inputs, g.inputs * width + g.input_index, capacity * width)
-    return jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
-
-
-def _consumers(g: GraphState, reads: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Per slot: how many live inputs read its outputs [C] int32 (from `_reads`), and whether it holds a graph
-    output [C] bool."""
-    capacity = g.op.shape[0]
-    is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
-    return reads[:-1].reshape(capacity, -1).sum(axis=1), is_output[:capacity]
-
-
-def _tensors(per_output: jax.Array, slot: jax.Array, index: jax.Array) -> jax.Array:
-    """`per_output[slot, index]` for a per-output array [C, O, ...] and in-range tensor ids (slot, index) [...]:
-    one gather of rows of the flattened [C * O, ...] array, several times cheaper under vmap on CPU than the
-    two-index gather (which XLA lowers to a batched gather)."""
-    capacity, width = per_output.shape[:2]
-    flat = per_output.reshape(capacity * width, *per_output.shape[2:])
-    return flat.at[slot * width + index].get(mode="promise_in_bounds")
-
-
-def _at_rows(g: GraphState, rows: jax.Array | None) -> GraphState:
-    """The per-slot arrays of `g` at slots `rows` [N] (all slots for None); the graph outputs as they are."""
-    return g if rows is None else GraphState(*(array[rows] for array in g[:-1]), g.outputs)
-
-
-def _view(g: GraphState, rows: jax.Array | None = None, reads: jax.Array | None = None) -> _View:
-    """The view of every slot, or of the slots `rows` [N] (in-range) only: row i describes slot rows[i].
-    `reads`: `_reads(g)` where the caller has it."""
-    capacity = g.op.shape[0]
-    sub = _at_rows(g, rows)
-    alive = sub.alive
-    valid = sub.live_inputs
-    reads = _reads(g) if reads is None else reads
-    uses, is_output = (a if rows is None else a[rows] for a in _consumers(g, reads))
-    producer = jnp.minimum(sub.inputs, capacity - 1)
-    # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two; they slice
-    # a position before taking rows, `v.in_shape[:, k][rows]`, or the whole stack is built)
-    in_shape, in_rank = (jnp.stack([_tensors(per_output, producer[:, k], sub.input_index[:, k])
-                                    for k in range(producer.shape[1])], axis=1) for per_output in (g.shapes, g.rank))
-    shape = sub.shapes[:, 0]
-    stride_h, stride_w = sub.attrs[:, 1], sub.attrs[:, 2]
-    pads = sub.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
-    x = in_shape[:, 0]
-    same = (shape[:, 2] == -(-x[:, 2] // jnp.maximum(stride_h, 1))) & (
-        shape[:, 3] == -(-x[:, 3] // jnp.maximum(stride_w, 1)))
-    padding = jnp.where(~pads.any(axis=1), 1, jnp.where(same, 0, -1))
-    return _View(alive, alive & (uses == 1) & ~is_output, producer, in_shape, in_rank,
-                 g.constant[producer] & valid, shape, sub.rank[:, 0],
-                 jnp.where(stride_h == stride_w, stride_h, -1), padding, reads)
-
-
-def _left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
-    """[C, R] right-padded shapes of rank <= 4 -> [C, 4] left-padded with 1 (NumPy broadcasting)."""
-    source = jnp.arange(4)[None, :] - (4 - rank[:, None])  # where in `shape` left-padded dim j is
-    # a select over the R dims, not a gather: gathers with batch dimensions are slow on CPU under vmap
-    picked = jnp.where(source[:, :, None] == jnp.arange(shape.shape[-1])[None, None, :], shape[:, None, :], 0)
-    return jnp.where(source >= 0, picked.sum(axis=-1), 1)
-
-
-# ---------------------------------------------------------------- matches: [C] bool and [C, M] location slots
-
-
-def _fusable_conv(g: GraphState, v: _View, conv: jax.Array, stride: jax.Array, padding: jax.Array) -> jax.Array:
-    """`padding` is an index into ("SAME", "VALID")."""
-    return ((g.op[conv] == OP_ID["conv2d"]) & (g.attrs[conv, 0] == 0) & (v.stride[conv] == stride)
-            & (v.padding[conv] == padding) & v.sole[conv])
-
-
-def _match_conv_relu(g, v, r, *, stride, padding):
-    conv = v.producer[r, 0]
-    return _fusable_conv(g, v, conv, stride, padding), [conv]
-
-
-def _match_conv_batchnorm(g, v, r, *, stride, padding):
-    conv = v.producer[r, 0]
-    ok = _fusable_conv(g, v, conv, stride, padding) & (v.rank[r] == 4)
-    return ok & v.in_const[r, 1:5].all(axis=1), [conv]
-
-
-def _per_channel(v: _View, r: jax.Array | slice, side: int, channels: jax.Array, exact: bool) -> jax.Array:
-    """Input `1 - side` of slots `r` (`slice(None)`: every slot) is a [1, channels, 1, 1]-broadcastable constant
-    (scalar allowed unless `exact`)."""
-    rank = v.in_rank[:, 1 - side][r]
-    full = _left4(v.in_shape[:, 1 - side][r], rank)
-    second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
-    return (v.in_const[:, 1 - side][r] & (rank <= 4) & (full[:, 0] == 1) & second
-            & (full[:, 2] == 1) & (full[:, 3] == 1))
-
-
-def _same_shape(v: _View, a: jax.Array, b: jax.Array) -> jax.Array:
-    return (v.rank[a] == v.rank[b]) & (v.shape[a] == v.shape[b]).all(axis=-1)
-
-
-def _match_conv_mul(g, v, r, *, stride, padding):
-    found = []
-    for side in (0, 1):
-        conv = v.producer[r, side]
-        found.append(_fusable_conv(g, v, conv, stride, padding) & _same_shape(v, r, conv)
-                     & _per_channel(v, r, side, v.shape[r, 1], exact=False))
-    conv = jnp.where(found[0], v.producer[r, 0], v.producer[r, 1])
-    return found[0] | found[1], [conv]
-
-
-def _match_associate_matmul(g, v, r):
-    inner = v.producer[r, 0]
-    ok = ((g.op[inner] == OP_ID["matmul"]) & (g.attrs[inner, 0] == 0) & v.sole[inner]
-          & (v.in_rank[:, 1][inner] == 2) & (v.in_rank[:, 1][r] == 2))
-    return ok, [inner]
-
-
-def _match_fold_conv_bias(g, v, r):
-    found = []
-    for side in (0, 1):
-        conv = v.producer[r, side]
-        found.append((g.op[conv] == OP_ID["conv2d"]) & (g.attrs[conv, 0] == 0) & v.sole[conv]
-                     & _same_shape(v, r, conv) & _per_channel(v, r, side, v.shape[conv, 1], exact=True))
-    conv = jnp.where(found[0], v.producer[r, 0], v.producer[r, 1])
-    return found[0] | found[1], [conv]
-
-
-def _match_merge_group_convs(g, v, r, *, stride, activation):
-    groups = g.attrs[r, _SCALAR_FIELDS["groups"]]
-    return ((groups >= 2) & (groups % 2 == 0) & (v.stride[r] == stride) & (g.attrs[r, 0] == activation)
-            & (v.padding[r] == _PADDINGS.index("SAME")) & _const_weights(g, v)[r]), []
-
-
-def _match_concat_of_relus(g, v, r):
-    capacity = g.op.shape[0]
-    used = jnp.arange(g.inputs.shape[1])[None, :] < g.num_inputs[r][:, None]
-    producer = v.producer[r]
-    relus = (g.op[producer] == OP_ID["relu"]) & v.sole[producer]
-    ok = (g.num_inputs[r] >= 2) & (relus | ~used).all(axis=1)
-    return ok, [jnp.where(used[:, k], g.inputs[r, k], capacity) for k in range(g.inputs.shape[1])]
-
-
-# ---------------------------------------------------------------- rewrites: fixed-size scatters
-
-
-MAX_NEW_NODES = 6  # the most nodes one rewrite adds (MergeConvs enlarging both kernels)
-
-
-class Edit(NamedTuple):
-    """A rewrite as data, applied by `apply_edit`: every rule's builder returns one of these (equal shapes
-    for every rule), so a step selects one small edit and commits it once. New node j is referred to as
-    input code -1 - j; existing nodes by slot. A new node may have several outputs (a split); the rewrite
-    redirects up to P = max(2, O) tensors, each to an output of a new node or to an existing tensor."""
-
-    removed: jax.Array  # [1 + K] int32 slots the rewrite removes, padded with C
-    op: jax.Array  # [N] int32
-    attrs: jax.Array  # [N, A] int32
-    inputs: jax.Array  # [N, K] int32 slot or -1 - j
-    input_index: jax.Array  # [N, K] int32 output index of each input
-    count: jax.Array  # [N] int32 number of inputs
-    shapes: jax.Array  # [N, O, R] int32 output shapes, padded with 1
-    ranks: jax.Array  # [N, O] int32
-    num_outputs: jax.Array  # [N] int32
-    constant: jax.Array  # [N] bool
-    present: jax.Array  # [N] bool: the node is part of this rewrite
-    old: jax.Array  # [P, 2] int32 (slot, output index) of each replaced tensor; -1 for none
-    new: jax.Array  # [P, 2] int32 (input code, output index) of the tensor that replaces it
-
-
-class _Patch:
-    """Builds an `Edit` (traced). A node can have a traced number of inputs (`count`: a conv with or
-    without bias) and be `present` only under a traced condition (the bias nodes of a rewrite whose conv
-    has a bias)."""
-
-    def __init__(self, g: GraphState, removed: Sequence[jax.Array]) -> None:
-        self.g, self.removed = g, removed
-        self.nodes: list[tuple] = []
-        self.replaced: list[tuple[jax.Array, ...]] = []
-
-    def _constant(self, code: jax.Array) -> jax.Array:
-        made = jnp.stack([node[7] for node in self.nodes] + [jnp.bool_(False)])
-        return jnp.where(code < 0, made[jnp.clip(-1 - code, 0, len(self.nodes))],
-                         self.g.constant[jnp.clip(code, 0, self.g.op.shape[0] - 1)])
-
-    def add(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shape: jax.Array, rank: jax.Array,
-            count: jax.Array | int | None = None, present: jax.Array | bool = True,
-            indices: Sequence[jax.Array] | None = None) -> jax.Array:
-        """Queue a single-output node reading its first `count` `inputs` (output `indices`, default 0 each);
-        returns its input code."""
-        return self.add_outputs(op, inputs, attrs, shape[None], jnp.reshape(rank, (1,)), 1, count, present, indices)
-
-    def add_outputs(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shapes: jax.Array,
-                    ranks: jax.Array, num_outputs: jax.Array | int, count: jax.Array | int | None = None,
-                    present: jax.Array | bool = True, indices: Sequence[jax.Array] | None = None) -> jax.Array:
-        """`add` for a node with `num_outputs` outputs (traced, at most O), of shapes `shapes` [<= O, R] and
-        ranks `ranks` [<= O]; returns its input code."""
-        g = self.g
-        width = g.shapes.shape[1]
-        count = len(inputs) if count is None else count
-        index_row = jnp.zeros(g.inputs.shape[1], jnp.int32)
-        if indices is not None:
-            index_row = index_row.at[:len(indices)].set(jnp.stack(indices).astype(jnp.int32))
-        used = jnp.arange(len(inputs)) < count
-        codes = jnp.stack([jnp.asarray(i, jnp.int32) for i in inputs])
-        constant = (jax.vmap(self._constant)(codes) | ~used).all()
-        row = jnp.full(g.inputs.shape[1], g.op.shape[0], jnp.int32).at[:len(inputs)].set(
-            jnp.where(used, codes, g.op.shape[0]))
-        outputs = jnp.arange(width) < num_outputs
-        shape_rows = jnp.ones((width, g.shapes.shape[2]), jnp.int32).at[:shapes.shape[0]].set(shapes)
-        rank_row = jnp.zeros(width, jnp.int32).at[:ranks.shape[0]].set(ranks)
-        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32),
-                           jnp.where(outputs[:, None], shape_rows, 1), jnp.where(outputs, rank_row, 0), constant,
-                           jnp.asarray(present), jnp.asarray(num_outputs, jnp.int32)))
-        return jnp.int32(-len(self.nodes))
-
-    def replace(self, old: jax.Array, new: jax.Array, old_index: jax.Array | int = 0,
-                new_index: jax.Array | int = 0, when: jax.Array | bool = True) -> None:
-        """Redirect consumers of output `old_index` of slot `old` (and graph outputs) to output `new_index` of
-        `new` (an input code: a new node or an existing slot), if `when`."""
-        self.replaced.append((jnp.where(when, old, -1), jnp.where(when, old_index, -1), new, new_index))
-
-    def edit(self) -> Edit:
-        g = self.g
-        capacity, max_inputs, width = g.op.shape[0], g.inputs.shape[1], g.shapes.shape[1]
-        blank = (0, jnp.zeros(g.attrs.shape[1], jnp.int32), jnp.full(max_inputs, capacity, jnp.int32),
-                 jnp.zeros(max_inputs, jnp.int32), jnp.int32(0), jnp.ones(g.shapes.shape[1:], jnp.int32),
-                 jnp.zeros(width, jnp.int32), jnp.bool_(False), jnp.bool_(False), jnp.int32(0))
-        nodes = self.nodes + [blank] * (MAX_NEW_NODES - len(self.nodes))
-        fields = [jnp.stack([jnp.asarray(node[k]) for node in nodes]) for k in range(10)]
-        removed = jnp.full(1 + max_inputs, capacity, jnp.int32).at[:len(self.removed)].set(
-            jnp.stack(self.removed).astype(jnp.int32))
-        pairs = jnp.full((max(2, width), 4), -1, jnp.int32).at[:len(self.replaced)].set(
-            jnp.stack([jnp.stack([jnp.asarray(x, jnp.int32) for x in r]) for r in self.replaced]))
-        return Edit(removed, fields[0].astype(jnp.int32), *fields[1:5], fields[5], fields[6], fields[9], fields[7],
-                    fields[8], pairs[:, :2], pairs[:, 2:])
-
-
-def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
-    """Commit an edit: free the removed slots, put the new nodes in the lowest free slots, redirect the
-    consumers (that existed before) of the replaced tensors. Orphans are left to `_sweep`. Returns the graph and
-    the slot each new node went to [MAX_NEW_NODES], C for the edit's absent nodes."""
-    capacity = g.op.shape[0]
-    keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
-    slots = _lowest_free(keep, edit.op.shape[0])
-
-    def resolve(code):
-        return jnp.where(code < 0, slots[jnp.clip(-1 - code, 0, slots.shape[0] - 1)], code)
-
-    inputs_new = resolve(edit.inputs)
-    target, target_index = resolve(edit.new[:, 0]), edit.new[:, 1]
-
-    def redirect(slot, index, live):
-        """Tensors (slot, index) [...] that a replacement names -> the replacing tensor (the first replacement
-        naming it). One select per replacement, last to first: no [..., P] intermediate, no gather."""
-        new_slot, new_index = slot, index
-        for p in reversed(range(edit.old.shape[0])):
-            hit = (slot == edit.old[p, 0]) & (index == edit.old[p, 1]) & live
-            new_slot, new_index = jnp.where(hit, target[p], new_slot), jnp.where(hit, target_index[p], new_index)
-        return new_slot, new_index
-
-    inputs, input_index = redirect(g.inputs, g.input_index, jnp.broadcast_to(keep[:, None], g.inputs.shape))
-    out_slot, out_index = redirect(g.outputs[:, 0], g.outputs[:, 1], jnp.ones(g.outputs.shape[0], bool))
-    g = _clear(g._replace(inputs=inputs, input_index=input_index, outputs=jnp.stack([out_slot, out_index], axis=1)),
-               ~keep)
-    target = jnp.where(edit.present, slots, capacity)  # absent nodes are not written (dropped scatter)
-
-    def put(array, values):
-        return array.at[target].set(values, mode="drop")
-
-    return g._replace(op=put(g.op, edit.op), attrs=put(g.attrs, edit.attrs), inputs=put(g.inputs, inputs_new),
-                      input_index=put(g.input_index, edit.input_index),
-                      num_inputs=put(g.num_inputs, edit.count), shapes=put(g.shapes, edit.shapes),
-                      rank=put(g.rank, edit.ranks), num_outputs=put(g.num_outputs, edit.num_outputs),
-                      constant=put(g.constant, edit.constant),
-                      origin=put(g.origin, jnp.full_like(edit.count, -1))), target
-
-
-def _lowest_free(taken: jax.Array, count: int) -> jax.Array:
-    """The `count` lowest slots not `taken` [C], in increasing order (repeated argmins: cheaper than a sort of
-    C slots). Past the free slots it returns slot 0; a rewrite is only offered when there is room."""
-    slots = []
-    for _ in range(count):
-        slot = jnp.argmin(taken)
-        slots.append(slot)
-        taken = taken.at[slot].set(True)
-    return jnp.stack(slots).astype(jnp.int32)
-
-
-def _running_count(found: jax.Array, block: int = 32) -> jax.Array:
-    """[V, C] bool -> [V, C] int32 inclusive running count along each row. A block-triangular matmul: on CPU
-    about 3x cheaper than `jnp.cumsum` (an associative scan of many small passes); exact below 2**24."""
-    rows, capacity = found.shape
-    padded = -(-capacity // block) * block
-    x = jnp.pad(found, ((0, 0), (0, padded - capacity))).astype(jnp.float32).reshape(rows, padded // block, block)
-    within = x @ jnp.triu(jnp.ones((block, block), jnp.float32))
-    before = jnp.cumsum(within[:, :, -1], axis=1) - within[:, :, -1]
-    return (within + before[:, :, None]).reshape(rows, padded)[:, :capacity].astype(jnp.int32)
-
-
-def _first_true(found: jax.Array, size: int) -> jax.Array:
-    """[V, C] bool -> [V, size] int32: the first `size` true slots of each row in increasing order, padded with
-    C (as `jnp.nonzero(size=...)`, which scatters; here a binary search of the running count, no scatter)."""
-    wanted = jnp.arange(1, size + 1, dtype=jnp.int32)
-    count = _running_count(found)
-    return jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
-
-
-def _clear(g: GraphState, dead: jax.Array) -> GraphState:
-    """Free the slots in `dead` [C]."""
-    capacity = g.op.shape[0]
-    return g._replace(op=jnp.where(dead, -1, g.op), inputs=jnp.where(dead[:, None], capacity, g.inputs),
-                      input_index=jnp.where(dead[:, None], 0, g.input_index),
-                      num_inputs=jnp.where(dead, 0, g.num_inputs), constant=g.constant & ~dead,
-                      origin=jnp.where(dead, -1, g.origin))
-
-
-def _sweep(g: GraphState) -> tuple[GraphState, jax.Array]:
-    """Remove nodes left without consumers (not inputs or graph outputs), repeatedly: `Patch.commit`'s cascade.
-    Returns the graph and its `_reads`."""
-
-    def orphans(g):
-        reads = _reads(g)
-        uses, is_output = _consumers(g, reads)
-        return g.alive & (uses == 0) & ~is_output & (g.op != OP_ID["input"]), reads
-
-    def body(carry):
-        g, dead, _ = carry
-        g = _clear(g, dead)
-        return g, *orphans(g)
-
-    g, _, reads = jax.lax.while_loop(lambda carry: carry[1].any(), body, (g, *orphans(g)))
-    return g, reads
-
-
-def _attrs_like(g: GraphState, slot: jax.Array, **fields: int) -> jax.Array:
-    row = g.attrs[slot]
-    for name, value in fields.items():
-        row = row.at[_SCALAR_FIELDS[name]].set(value)
-    return row
-
-
-def _no_attrs(g: GraphState) -> jax.Array:
-    return jnp.zeros(g.attrs.shape[1], jnp.int32)
-
-
-def _tuple_attrs(g: GraphState, values: Sequence[jax.Array]) -> jax.Array:
-    row = _no_attrs(g).at[_TUPLE_LEN].set(len(values))
-    return row.at[_TUPLE_START:_TUPLE_START + len(values)].set(jnp.stack(values).astype(jnp.int32))
-
-
-def _vector(g: GraphState, n: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Shape and rank of a vector of length `n`."""
-    return jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(n), jnp.int32(1)
-
-
-def _conv_parts(g: GraphState, conv: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Input, weight and bias slots of a conv, and whether it has a bias."""
-    x, w, bias = (g.inputs[conv, k] for k in range(3))
-    return x, w, bias, g.num_inputs[conv] == 3
-
-
-def _build_conv_relu(g, loc):
-    relu, conv = loc[0], loc[1]
-    x, w, bias, _has_bias = _conv_parts(g, conv)
-    patch = _Patch(g, [relu, conv])
-    fused = patch.add("conv2d", [x, w, bias], _attrs_like(g, conv, activation=ACTIVATIONS.index("relu")),
-                      g.shapes[conv, 0], g.rank[conv, 0], count=g.num_inputs[conv])
-    patch.replace(relu, fused)
-    return patch.edit()
-
-
-def _build_conv_batchnorm(g, loc):
-    bn, conv = loc[0], loc[1]
-    x, w, bias, has_bias = _conv_parts(g, conv)
-    scale, shift, mean, var = (g.inputs[bn, k] for k in range(1, 5))
-    eps = _no_attrs(g).at[_FLOAT_FIELDS["eps"]].set(g.attrs[bn, _FLOAT_FIELDS["eps"]])
-    patch = _Patch(g, [bn, conv])
-    weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, 0], g.rank[w, 0])
-    folded = patch.add("bn_fold_bias", [scale, shift, mean, var, bias], eps, *_vector(g, g.shapes[conv, 0, 1]),
-                       count=jnp.where(has_bias, 5, 4))
-    fused = patch.add("conv2d", [x, weight, folded], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0])
-    patch.replace(bn, fused)
-    return patch.edit()
-
-
-def _build_conv_mul(g, loc):
-    mul, conv = loc[0], loc[1]
-    factor = jnp.where(g.inputs[mul, 0] == conv, g.inputs[mul, 1], g.inputs[mul, 0])
-    count = jnp.prod(g.shapes[factor, 0])  # 1 or the number of output channels
-    x, w, bias, has_bias = _conv_parts(g, conv)
-    one = jnp.int32(1)
-    patch = _Patch(g, [mul, conv])
-    shaped = patch.add("reshape", [factor], _tuple_attrs(g, [count, one, one, one]),
-                       jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(count), jnp.int32(4))
-    weight = patch.add("mul", [w, shaped], _no_attrs(g), g.shapes[w, 0], g.rank[w, 0])
-    flat = patch.add("reshape", [factor], _tuple_attrs(g, [count]), *_vector(g, count), present=has_bias)
-    scaled = patch.add("mul", [bias, flat], _no_attrs(g), g.shapes[bias, 0], g.rank[bias, 0], present=has_bias)
-    fused = patch.add("conv2d", [x, weight, scaled], g.attrs[conv], g.shapes[conv, 0], g.rank[conv, 0],
-                      count=g.num_inputs[conv])
-    patch.replace(mul, fused)
-    return patch.edit()
-
-
-def _build_associate_matmul(g, loc):
-    outer, inner = loc[0], loc[1]
-    a, b = g.inputs[inner, 1], g.inputs[outer, 1]
-    patch = _Patch(g, [outer, inner])
-    shape = jnp.ones(g.shapes.shape[2], jnp.int32).at[0].set(g.shapes[a, 0, 0]).at[1].set(g.shapes[b, 0, 1])
-    product = patch.add("matmul", [a, b], _no_attrs(g), shape, jnp.int32(2))
-    new = patch.add("matmul", [g.inputs[inner, 0], product], g.attrs[outer], g.shapes[outer, 0], g.rank[outer, 0])
-    patch.replace(outer, new)
-    return patch.edit()
-
-
-def _build_fold_conv_bias(g, loc):
-    add, conv = loc[0], loc[1]
-    constant = jnp.where(g.inputs[add, 0] == conv, g.inputs[add, 1], g.inputs[add, 0])
-    channels = g.shapes[conv, 0, 1]
-    x, w, bias, has_bias = _conv_parts(g, conv)
-    patch = _Patch(g, [add, conv])
-    shift = patch.add("reshape", [constant], _tuple_attrs(g, [channels]), *_vector(g, channels))
-    summed = patch.add("add", [bias, shift], _no_attrs(g), *_vector(g, channels), present=has_bias)
-    fused = patch.add("conv2d", [x, w, jnp.where(has_bias, summed, shift)], g.attrs[conv], g.shapes[conv, 0],
-                      g.rank[conv, 0])
-    patch.replace(add, fused)
-    return patch.edit()
-
-
-def _build_merge_group_convs(g, loc):
-    conv = loc[0]
-    x, w, bias, _has_bias = _conv_parts(g, conv)
-    groups = g.attrs[conv, _SCALAR_FIELDS["groups"]]
-    patch = _Patch(g, [conv])
-    attrs = _no_attrs(g).at[_SCALAR_FIELDS["groups"]].set(groups).at[_SCALAR_FIELDS["count"]].set(2)
-    merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, 0].at[1].multiply(2), g.rank[w, 0])
-    fused = patch.add("conv2d", [x, merged, bias], _attrs_like(g, conv, groups=groups // 2), g.shapes[conv, 0],
-                      g.rank[conv, 0], count=g.num_inputs[conv])
-    patch.replace(conv, fused)
-    return patch.edit()
-
-
-def _build_concat_of_relus(g, loc):
-    concat = loc[0]
-    relus = [g.inputs[concat, k] for k in range(g.inputs.shape[1])]  # C past the concat's inputs
-    safe = [jnp.minimum(r, g.op.shape[0] - 1) for r in relus]
-    patch = _Patch(g, [concat, *relus])
-    joined = patch.add("concat", [g.inputs[r, 0] for r in safe], g.attrs[concat], g.shapes[concat, 0],
-                       g.rank[concat, 0], count=g.num_inputs[concat], indices=[g.input_index[r, 0] for r in safe])
-    fused = patch.add("relu", [joined], _no_attrs(g), g.shapes[concat, 0], g.rank[concat, 0])
-    patch.replace(concat, fused)
-    return patch.edit()
-
-
-# ---------------------------------------------------------------- sibling merges and splits (multi-output rewrites)
-
-
-_DERIVED_KEY = 1 << 30  # order key of rewrite-made nodes: after every node of the instance, then by slot
-
-
-def _sibling_table(g: GraphState, roots: jax.Array, width: int) -> jax.Array:
-    """[N, S] for every slot of `roots` [N] (one op, increasing, padded with C), the slots among `roots` (in
-    increasing order, padded with C) of the nodes reading the same tensor as its input 0, also as input 0, itself
-    excluded: the candidate partners of a sibling-pair rule rooted there. S = `width` >= the most input-0 readers
-    of one tensor (`JaxEnv.encode` checks the instance)."""
-    capacity = g.op.shape[0]
-    r = jnp.minimum(roots, capacity - 1)
-    reads = (roots < capacity) & (g.num_inputs[r] >= 1)
-    tensor = g.inputs[r, 0] * g.shapes.shape[1] + g.input_index[r, 0]
-    same = (tensor[:, None] == tensor[None, :]) & reads[:, None] & reads[None, :] & ~jnp.eye(len(roots), dtype=bool)
-    index = _first_true(same, width)
-    return jnp.concatenate([roots, jnp.full(1, capacity, roots.dtype)])[index]
-
-
-def _later(g: GraphState, root: jax.Array, partner: jax.Array) -> jax.Array:
-    """`partner` comes after `root` in Env's node-id order (`rules._siblings` takes each pair once, the larger
-    id second): instance nodes by their id, rewrite-made nodes after them. Env orders two rewrite-made nodes
-    by content hash, which no jitted program computes: here by slot (a documented difference)."""
-    slots = jnp.arange(g.op.shape[0])
-    key = jnp.where(g.origin >= 0, g.origin, _DERIVED_KEY + slots)
-    return key[jnp.minimum(partner, g.op.shape[0] - 1)] > key[root]
-
-
-def _const_weights(g: GraphState, v: _View) -> jax.Array:
-    """[C] every input after the first is constant (`rules._constant_inputs(graph, node, 1)`)."""
-    absent = jnp.arange(g.inputs.shape[1])[None, :] >= g.num_inputs[:, None]
-    return (v.in_const | absent)[:, 1:].all(axis=1)
-
-
-def _dim(shape: jax.Array, axis: jax.Array, value: jax.Array) -> jax.Array:
-    """`shape` [R] with entry `axis` (traced) set to `value`."""
-    return jnp.where(jnp.arange(shape.shape[-1]) == axis, value, shape)
-
-
-def _axis_attrs(g: GraphState, axis: jax.Array | int) -> jax.Array:
-    return _no_attrs(g).at[_SCALAR_FIELDS["axis"]].set(axis)
-
-
-def _split_in_two(patch: _Patch, g: GraphState, source: jax.Array, first: jax.Array, second: jax.Array,
-                  axis: jax.Array) -> jax.Array:
-    """A split of new node `source` on `axis` into tensors shaped like output 0 of slots `first` and `second`,
-    which it replaces; returns its code."""
-    sizes = jnp.stack([g.shapes[first, 0, axis], g.shapes[second, 0, axis]])
-    attrs = _axis_attrs(g, axis).at[_TUPLE_LEN].set(2).at[_TUPLE_START:_TUPLE_START + 2].set(sizes)
-    split = patch.add_outputs("split", [source], attrs, jnp.stack([g.shapes[first, 0], g.shapes[second, 0]]),
-                              jnp.stack([g.rank[first, 0], g.rank[second, 0]]), 2)
-    patch.replace(first, split, 0, 0)
-    patch.replace(second, split, 0, 1)
-    return split
-
-
-def _match_merge_matmuls(g, v, r, table):
-    capacity = g.op.shape[0]
-    weight = (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # the table holds matmuls only
-    partner = jnp.minimum(table, capacity - 1)
-    ok = (weight[r][:, None] & (table < capacity) & weight[partner] & (g.attrs[partner, 0] == g.attrs[r][:, None, 0])
-          & _later(g, r[:, None], table))
-    return ok, [table]
-
-
-def _build_merge_matmuls(g, loc):
-    a, b = loc[0], loc[1]
-    axis = g.rank[a, 0] - 1
-    weights = [g.inputs[a, 1], g.inputs[b, 1]]
-    wa = g.shapes[weights[0], g.input_index[a, 1]]
-    patch = _Patch(g, [a, b])
-    joined = patch.add("concat", weights, _axis_attrs(g, 1), wa.at[1].add(g.shapes[weights[1], g.input_index[b, 1], 1]),
-                       jnp.int32(2), indices=[g.input_index[a, 1], g.input_index[b, 1]])
-    width = g.shapes[a, 0, axis] + g.shapes[b, 0, axis]
-    merged = patch.add("matmul", [g.inputs[a, 0], joined], g.attrs[a], _dim(g.shapes[a, 0], axis, width),
-                       g.rank[a, 0], indices=[g.input_index[a, 0], jnp.int32(0)])
-    _split_in_two(patch, g, merged, a, b, axis)
-    return patch.edit()
-
-
-def _bias_add(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
-    """Per slot: whether its sole consumer adds a constant vector over the last axis (a Linear's bias,
-    `rules._bias_add`), and that add's slot."""
-    capacity, max_inputs = g.op.shape[0], g.inputs.shape[1]
-    valid = g.live_inputs
-    producer = jnp.where(valid, g.inputs, capacity).reshape(-1)
-    # one scatter of the edge's id (consumer slot * K + input position): unique where the producer is sole
-    edge = jnp.full(capacity + 1, capacity * max_inputs - 1).at[producer].set(jnp.arange(capacity * max_inputs))
-    consumer, position = edge[:capacity] // max_inputs, edge[:capacity] % max_inputs
-    other = consumer * max_inputs + jnp.clip(1 - position, 0, 1)  # the add's other input, as an edge id
-    bias, bias_index = g.inputs.reshape(-1)[other], g.input_index.reshape(-1)[other]
-    safe = jnp.minimum(bias, capacity - 1)
-    last = _last_dim(v.shape[consumer], v.rank[consumer])
-    ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
-          & _same_shape(v, consumer, jnp.arange(capacity))
-          & (_tensors(g.rank, safe, bias_index) == 1) & (_tensors(g.shapes[:, :, 0], safe, bias_index) == last))
-    return ok, consumer
-
-
-def _match_merge_linears(g, v, r, table):
-    capacity = g.op.shape[0]
-    biased, add = _bias_add(g, v)
-    linear = biased & (g.attrs[:, 0] == 0) & (v.in_rank[:, 1] == 2) & _const_weights(g, v)  # matmuls only
-    partner = jnp.minimum(table, capacity - 1)
-    ok = linear[r][:, None] & (table < capacity) & linear[partner] & _later(g, r[:, None], table)
-    return ok, [table, jnp.broadcast_to(add[r][:, None], table.shape), add[partner]]
-
-
-def _build_merge_linears(g, loc):
-    a, b, add_a, add_b = loc[0], loc[1], loc[2], loc[3]
-    axis = g.rank[a, 0] - 1
-    patch = _Patch(g, [a, b, add_a, add_b])
-    wa = g.shapes[g.inputs[a, 1], g.input_index[a, 1]]
-    joined = patch.add("concat", [g.inputs[a, 1], g.inputs[b, 1]], _axis_attrs(g, 1),
-                       wa.at[1].add(g.shapes[g.inputs[b, 1], g.input_index[b, 1], 1]), jnp.int32(2),
-                       indices=[g.input_index[a, 1], g.input_index[b, 1]])
-    width = g.shapes[a, 0, axis] + g.shapes[b, 0, axis]
-    shape = _dim(g.shapes[a, 0], axis, width)
-    merged = patch.add("matmul", [g.inputs[a, 0], joined], g.attrs[a], shape, g.rank[a, 0],
-                       indices=[g.input_index[a, 0], jnp.int32(0)])
-    biases = [jnp.where(g.inputs[add, 0] == node, 1, 0) for add, node in ((add_a, a), (add_b, b))]
-    bias_slots = [g.inputs[add, k] for add, k in zip((add_a, add_b), biases)]
-    bias_indices = [g.input_index[add, k] for add, k in zip((add_a, add_b), biases)]
-    bias = patch.add("concat", bias_slots, _axis_attrs(g, 0), *_vector(g, width), indices=bias_indices)
-    summed = patch.add("add", [merged, bias], _no_attrs(g), shape, g.rank[a, 0])
-    _split_in_two(patch, g, summed, add_a, add_b, axis)
-    return patch.edit()
-
-
-def _tensor_facts(g: GraphState, reads: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Per slot, for the tensor its input 0 reads: how many inputs read it (`reads` from `_reads`), and whether it
-    is a graph output."""
-    capacity, width = g.op.shape[0], g.shapes.shape[1]
-    first = g.inputs[:, 0] * width + g.input_index[:, 0]
-    output = ((g.outputs[None, :, 0] == g.inputs[:, :1]) & (g.outputs[None, :, 1] == g.input_index[:, :1])).any(1)
-    return reads[jnp.minimum(first, capacity * width)], output
-
-
-def _match_split_of_split(g, v, r):
-    inner = v.producer[r, 0]
-    reads, output = _tensor_facts(g, v.reads)
-    rank = jnp.maximum(v.rank[r], 1)
-    axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
-    ok = ((g.op[inner] == OP_ID["split"]) & (reads[r] == 1) & ~output[r] & (axis[inner] % rank == axis[r] % rank)
-          & (g.num_outputs[r] + g.num_outputs[inner] - 1 <= g.shapes.shape[1]))  # the merged split must fit O outputs
-    return ok, [inner]
-
-
-def _build_split_of_split(g, loc):
-    outer, inner = loc[0], loc[1]
-    width = g.shapes.shape[1]
-    k, m = g.input_index[outer, 0], g.num_outputs[outer]
-    part = jnp.arange(width)
-    from_outer = (part >= k) & (part < k + m)
-    source = jnp.where(from_outer, outer, inner)
-    source_index = jnp.clip(jnp.where(from_outer, part - k, jnp.where(part < k, part, part - m + 1)), 0, width - 1)
-    total = g.num_outputs[inner] + m - 1
-    tuple_width = g.attrs.shape[1] - _TUPLE_START
-    sizes = g.attrs[source, _TUPLE_START + jnp.minimum(source_index, tuple_width - 1)]
-    attrs = g.attrs[inner].at[_TUPLE_LEN].set(total).at[_TUPLE_START:_TUPLE_START + width].set(
-        jnp.where(part < total, sizes, 0))
-    patch = _Patch(g, [outer, inner])
-    split = patch.add_outputs("split", [g.inputs[inner, 0]], attrs, g.shapes[source, source_index],
-                              g.rank[source, source_index], total, indices=[g.input_index[inner, 0]])
-    for j in range(width):
-        patch.replace(source[j], split, source_index[j], j, when=j < total)
-    return patch.edit()
-
-
-def _match_split_concat(g, v, r):
-    split = v.producer[r, 0]
-    count = g.num_inputs[r]
-    position = jnp.arange(g.inputs.shape[1])[None, :]
-    rejoined = ((g.inputs[r] == split[:, None]) & (g.input_index[r] == position)) | (position >= count[:, None])
-    axis = g.attrs[:, _SCALAR_FIELDS["axis"]]
-    rank = jnp.maximum(v.rank[r], 1)
-    ok = ((g.op[split] == OP_ID["split"]) & (count == g.num_outputs[split]) & rejoined.all(axis=1)
-          & (axis[r] % rank == axis[split] % rank))
-    return ok, [split]
-
-
-def _build_split_concat(g, loc):
-    concat, split = loc[0], loc[1]
-    patch = _Patch(g, [concat])
-    patch.replace(concat, g.inputs[split, 0], 0, g.input_index[split, 0])
-    return patch.edit()
-
-
-def _kernel(v: _View) -> jax.Array:
-    """[C, 2] spatial size of each node's input-1 tensor (a conv's kernel)."""
-    return v.in_shape[:, 1, 2:4]
-
-
-def _centred(g: GraphState, v: _View) -> jax.Array:
-    """[C] odd kernel with (k - 1) / 2 padding on each side (`rules._centred`)."""
-    kernel = _kernel(v)
-    half = (kernel - 1) // 2
-    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
-    return (kernel % 2 == 1).all(axis=1) & (pads == jnp.concatenate([half, half], axis=1)).all(axis=1)
-
-
-def _mergeable(g: GraphState, v: _View, a: jax.Array, b: jax.Array, activation: jax.Array) -> jax.Array:
-    """`rules._mergeable` for conv slots `a`, `b` (broadcast)."""
-    groups = g.attrs[:, _SCALAR_FIELDS["groups"]]
-    const = _const_weights(g, v)
-    stride = g.attrs[:, _PAIR_FIELDS["stride"]:_PAIR_FIELDS["stride"] + 2]
-    return ((g.op[a] == OP_ID["conv2d"]) & (g.op[b] == OP_ID["conv2d"]) & (groups[a] == 1) & (groups[b] == 1)
-            & (stride[a] == stride[b]).all(axis=-1) & (g.attrs[a, 0] == activation) & (g.attrs[b, 0] == activation)
-            & (g.num_inputs[a] == g.num_inputs[b]) & const[a] & const[b])
-
-
-def _match_merge_convs(g, v, r, table, *, activation, enlarge):
-    capacity = g.op.shape[0]
-    a = r[:, None]
-    b = jnp.minimum(table, capacity - 1)
-    kernel, centred = _kernel(v), _centred(g, v)
-    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
-    same_kernel = (kernel[a] == kernel[b]).all(axis=-1)
-    enlarged = ~same_kernel & centred[a] & centred[b] & (v.shape[a, 2:4] == v.shape[b, 2:4]).all(axis=-1)
-    plain = same_kernel & (pads[a] == pads[b]).all(axis=-1)
-    ok = ((table < capacity) & _mergeable(g, v, a, b, activation) & jnp.where(enlarge == 1, enlarged, plain)
-          & _later(g, a, table))
-    return ok, [table]
-
-
-def _build_merge_convs(g, loc):
-    """Kernels differ only in the enlarging variant, whose pads are then the centred pads of the larger one."""
-    a, b = loc[0], loc[1]
-    weights = [g.inputs[a, 1], g.inputs[b, 1]]
-    indices = [g.input_index[a, 1], g.input_index[b, 1]]
-    shapes = [g.shapes[w, i] for w, i in zip(weights, indices)]
-    kernel = jnp.maximum(shapes[0][2:4], shapes[1][2:4])
-    patch = _Patch(g, [a, b])
-    kernel_attrs = _no_attrs(g).at[_PAIR_FIELDS["kernel"]:_PAIR_FIELDS["kernel"] + 2].set(kernel)
-    parts, part_indices = [], []
-    for w, i, shape in zip(weights, indices, shapes):
-        grow = (shape[2:4] != kernel).any()
-        code = patch.add("enlarge", [w], kernel_attrs, shape.at[2:4].set(kernel), jnp.int32(4), present=grow,
-                         indices=[i])
-        parts.append(jnp.where(grow, code, w))
-        part_indices.append(jnp.where(grow, 0, i))
-    channels = shapes[0][0] + shapes[1][0]
-    joined = patch.add("concat", parts, _axis_attrs(g, 0), shapes[0].at[2:4].set(kernel).at[0].set(channels),
-                       jnp.int32(4), indices=part_indices)
-    has_bias = g.num_inputs[a] == 3
-    bias = patch.add("concat", [g.inputs[a, 2], g.inputs[b, 2]], _axis_attrs(g, 0), *_vector(g, channels),
-                     present=has_bias, indices=[g.input_index[a, 2], g.input_index[b, 2]])
-    half = (kernel - 1) // 2
-    enlarged = (shapes[0][2:4] != shapes[1][2:4]).any()
-    pads = jnp.where(enlarged, jnp.concatenate([half, half]), g.attrs[a, _PADS_FIELD:_PADS_FIELD + 4])
-    merged = patch.add("conv2d", [g.inputs[a, 0], joined, bias], g.attrs[a].at[_PADS_FIELD:_PADS_FIELD + 4].set(pads),
-                       g.shapes[a, 0].at[1].set(channels), g.rank[a, 0], count=g.num_inputs[a],
-                       indices=[g.input_index[a, 0], jnp.int32(0), jnp.int32(0)])
-    _split_in_two(patch, g, merged, a, b, jnp.int32(1))
-    return patch.edit()
-
-
-def _match_merge_convs_into_add(g, v, r):
-    a, b = v.producer[r, 0], v.producer[r, 1]
-    kernel = _kernel(v)
-    pads = g.attrs[:, _PADS_FIELD:_PADS_FIELD + 4]
-    ok = ((g.num_inputs[r] == 2) & (a != b) & _mergeable(g, v, a, b, 0)
-          & (pads[a] == pads[b]).all(axis=1) & _same_shape(v, a, b) & _same_shape(v, a, r)
-          & (kernel[a] == kernel[b]).all(axis=1) & (v.in_shape[:, 0, 2:4][a] == v.in_shape[:, 0, 2:4][b]).all(axis=1)
-          & v.sole[a] & v.sole[b])
-    return ok, [a, b]
-
-
-def _build_merge_convs_into_add(g, loc):
-    add, a, b = loc[0], loc[1], loc[2]
-    patch = _Patch(g, [add, a, b])
-    x = [g.shapes[g.inputs[n, 0], g.input_index[n, 0]] for n in (a, b)]
-    w = [g.shapes[g.inputs[n, 1], g.input_index[n, 1]] for n in (a, b)]
-    inputs = patch.add("concat", [g.inputs[a, 0], g.inputs[b, 0]], _axis_attrs(g, 1), x[0].at[1].add(x[1][1]),
-                       jnp.int32(4), indices=[g.input_index[a, 0], g.input_index[b, 0]])
-    weights = patch.add("concat", [g.inputs[a, 1], g.inputs[b, 1]], _axis_attrs(g, 1), w[0].at[1].add(w[1][1]),
-                        jnp.int32(4), indices=[g.input_index[a, 1], g.input_index[b, 1]])
-    bias = patch.add("add", [g.inputs[a, 2], g.inputs[b, 2]], _no_attrs(g), *_vector(g, w[0][0]),
-                     present=g.num_inputs[a] == 3, indices=[g.input_index[a, 2], g.input_index[b, 2]])
-    fused = patch.add("conv2d", [inputs, weights, bias], g.attrs[a], g.shapes[add, 0], g.rank[add, 0],
-                      count=g.num_inputs[a])
-    patch.replace(add, fused)
-    return patch.edit()
-
-
-class _JaxRule(NamedTuple):
-    root: str  # the op of every location's first node: the family is matched only at slots holding it
-    match: Callable  # (GraphState, _View, root slots [N], **params as int32 scalars) -> ([N] bool, [partners [N]])
-    build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
-    pairs: bool = False  # sibling pairs: match also takes the [N, S] sibling table and returns [N, S] masks
-    growth: tuple[tuple[str, int], ...] = ()  # ops of which one rewrite can leave more nodes than it found
-
-
-JAX_RULE_FAMILIES: dict[str, _JaxRule] = {
-    "FuseConvRelu": _JaxRule("relu", _match_conv_relu, _build_conv_relu),
-    "FuseConvBatchNorm": _JaxRule("batchnorm", _match_conv_batchnorm, _build_conv_batchnorm),
-    "FuseConvMul": _JaxRule("mul", _match_conv_mul, _build_conv_mul, growth=(("mul", 1),)),
-    "AssociateMatmul": _JaxRule("matmul", _match_associate_matmul, _build_associate_matmul),
-    "FoldConvBias": _JaxRule("add", _match_fold_conv_bias, _build_fold_conv_bias),
-    "MergeGroupConvs": _JaxRule("conv2d", _match_merge_group_convs, _build_merge_group_convs),
-    "ConcatOfRelus": _JaxRule("concat", _match_concat_of_relus, _build_concat_of_relus),
-    "MergeMatmuls": _JaxRule("matmul", _match_merge_matmuls, _build_merge_matmuls, pairs=True,
-                             growth=(("concat", 1), ("split", 1))),
-    "MergeLinears": _JaxRule("matmul", _match_merge_linears, _build_merge_linears, pairs=True,
-                             growth=(("concat", 2), ("split", 1))),
-    "SplitOfSplit": _JaxRule("split", _match_split_of_split, _build_split_of_split),
-    "SplitConcat": _JaxRule("concat", _match_split_concat, _build_split_concat),
-    "MergeConvs": _JaxRule("conv2d", _match_merge_convs, _build_merge_convs, pairs=True,
-                           growth=(("concat", 2), ("split", 1))),
-    "MergeConvsIntoAdd": _JaxRule("add", _match_merge_convs_into_add, _build_merge_convs_into_add,
-                                  growth=(("concat", 2),)),
-}
-JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)
-
-
-# ---------------------------------------------------------------- cost and observation
-
-
 _ACTIVATED = np.array(["activation" in OPS[op].defaults for op in OP_TYPES])
 _KERNELED = np.array(["kernel" in OPS[op].defaults for op in OP_TYPES])
 _STRIDED = np.array(["stride" in OPS[op].defaults for op in OP_TYPES])
-
-
-def _op_in(g: GraphState, ops: Sequence[str] | frozenset[str], slots: jax.Array | None = None) -> jax.Array:
-    """Whether the op of every slot (or of `slots`) is one of `ops`; False for free slots."""
-    op = g.op if slots is None else g.op[slots]
-    table = jnp.asarray(np.array([name in ops for name in OP_TYPES] + [False]))
-    return table[jnp.where(op >= 0, op, len(OP_TYPES))]
-
-
-def _last_dim(shape: jax.Array, rank: jax.Array) -> jax.Array:
-    """[...] the last dimension of right-padded shapes [..., R] of rank `rank` (0 for rank 0)."""
-    dims = jnp.arange(shape.shape[-1]).reshape((1,) * rank.ndim + (-1,))
-    return jnp.where(dims == rank[..., None] - 1, shape, 0).sum(axis=-1)
-
-
-def _sizes(g: GraphState, v: _View) -> tuple[jax.Array, jax.Array]:
-    """Elements of every input [C, K] and every output [C, O] float32, 0 past num_inputs / num_outputs."""
-    in_sizes = jnp.where(g.live_inputs, jnp.prod(v.in_shape.astype(jnp.float32), axis=-1), 0.0)
-    out_valid = jnp.arange(g.shapes.shape[1])[None, :] < g.num_outputs[:, None]
-    return in_sizes, jnp.where(out_valid, jnp.prod(g.shapes.astype(jnp.float32), axis=-1), 0.0)
-
-
-def _node_work(g: GraphState, v: _View, in_sizes: jax.Array, out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """FLOPs and bytes [C] of every slot's op as a kernel of its own (`jaxgraph.cost.flops_and_bytes` of a kernel
-    without epilogue): TASO's cost, and the root part of every fused kernel."""
-    traffic = 4.0 * (in_sizes.sum(axis=1) + out_sizes.sum(axis=1))
-    out = out_sizes[:, 0]
-    w = v.in_shape[:, 1].astype(jnp.float32)
-    conv = 2.0 * out * w[:, 1] * w[:, 2] * w[:, 3] + jnp.where(g.num_inputs == 3, out, 0.0)
-    matmul = 2.0 * out * _last_dim(v.in_shape[:, 0], v.in_rank[:, 0]).astype(jnp.float32)
-    pool = out * g.attrs[:, 8].astype(jnp.float32) * g.attrs[:, 9].astype(jnp.float32)
-    flops = jnp.select(
-        [g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"], _op_in(g, ("maxpool2d", "avgpool2d")),
-         _op_in(g, ("sigmoid", "tanh", "softmax")), g.op == OP_ID["batchnorm"]],
-        [conv, matmul, pool, 4.0 * out, 2.0 * out], out)
-    return flops, traffic
-
-
-def _chain_inputs(g: GraphState, v: _View) -> jax.Array:
-    """[C, K] bool: input k may chain the node into its producer's kernel (`backends._producer`, non-constant):
-    output 0 of a non-constant node that nothing else reads and that is not a graph output."""
-    return g.live_inputs & ~v.in_const & (g.input_index == 0) & v.sole[v.producer]
-
-
-_XLA_ARITY = max(OPS[op].max_inputs for op in XLA_ELEMENTWISE)  # the inputs an XLA chain can pass through
-
-
-def _xla_roots(g: GraphState, v: _View, passes: int) -> tuple[jax.Array, jax.Array]:
-    """Per slot the root slot of the XLA kernel that absorbs it (-1: none) and the input position it chains
-    through [C]: `backends._xla_absorb` (an elementwise op joins the chain of its first elementwise producer whose
-    chain is shorter than `XLA_MAX_CHAIN`), as `passes` simultaneous updates of every slot from its producers'
-    previous answers (exact from `XLA.absorb_depth(graph)` passes on). A slot's answer is one int32,
-    (root + 1) << 6 | depth << 3 | position, so a pass gathers and selects one array."""
-    width = min(g.inputs.shape[1], _XLA_ARITY)
-    producer = v.producer[:, :width]
-    positions = jnp.arange(width)[None, :]
-    link = (_chain_inputs(g, v)[:, :width] & _op_in(g, XLA_ELEMENTWISE)[:, None]
-            & _op_in(g, XLA_ELEMENTWISE, producer))
-    starts = ((producer + 1) << 6) | (1 << 3) | positions  # [C, W] joining a producer that roots its own chain
-
-    def update(_, code):
-        previous = code[producer]  # [C, W]
-        chained = previous >= 1 << 6
-        depth = (previous >> 3) & 7
-        joined = jnp.where(chained, (previous & ~63) | ((depth + 1) << 3) | positions, starts)
-        ok = link & (~chained | (depth < XLA_MAX_CHAIN))
-        new = jnp.zeros_like(code)
-        for k in reversed(range(width)):  # the first position that chains wins
-            new = jnp.where(ok[:, k], joined[:, k], new)
-        return new
-
-    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
-    return (code >> 6) - 1, code & 7
-
-
-def _xla_epilogue_work(g: GraphState, root: jax.Array, via: jax.Array, in_sizes: jax.Array,
-                       out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """FLOPs and bytes [C] that the ops absorbed into each root's XLA kernel add (`_xla_canonical`'s epilogue
-    steps): one op per output element, and reads of every input but the chained one."""
-    capacity = g.op.shape[0]
-    chained = jnp.where(jnp.arange(in_sizes.shape[1])[None, :] == via[:, None], in_sizes, 0.0).sum(axis=1)
-    work = jnp.stack([out_sizes[:, 0], 4.0 * (in_sizes.sum(axis=1) - chained)], axis=1)
-    extra = jax.ops.segment_sum(work, jnp.where(root >= 0, root, capacity), capacity + 1)[:capacity]
-    return extra[:, 0], extra[:, 1]
-
-
-# onnxruntime's epilogue stages (`ORT_CONV_STAGES`; `ORT_MATMUL_STAGES` numbers scale and bias alike)
-_BATCHNORM, _SCALE, _BIAS, _RESIDUAL, _ACTIVATION = (ORT_CONV_STAGES[kind] for kind in (
-    "batchnorm", "scale", "bias", "residual", "activation"))
-
-
-def _residual_adds(g: GraphState, v: _View) -> jax.Array:
-    """[C] bool: Adds of two non-constant inputs of equal shape (residual connections, which onnxruntime fuses into
-    a convolution or a LayerNorm)."""
-    return ((g.op == OP_ID["add"]) & ~v.in_const[:, :2].any(axis=1) & (v.in_rank[:, 0] == v.in_rank[:, 1])
-            & (v.in_shape[:, 0] == v.in_shape[:, 1]).all(axis=1))
-
-
-def _ort_links(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
-    """[C, 2] int32: the stage (-1: none) through which input 0 and input 1 could join a producer's
-    onnxruntime kernel (`backends._ort_link`): a batch norm with constant parameters and an activation through
-    input 0, a constant scale or bias through its other input, a `residual` Add through either."""
-    const = v.in_const[:, :2]
-    one_constant = (g.num_inputs == 2) & (const[:, 0] != const[:, 1])
-    scale_bias = jnp.where(g.op == OP_ID["mul"], _SCALE, jnp.where(g.op == OP_ID["add"], _BIAS, -1))
-    first = jnp.select(
-        [(g.op == OP_ID["batchnorm"]) & v.in_const[:, 1:5].all(axis=1), _op_in(g, ORT_ACTIVATIONS),
-         one_constant & const[:, 1], residual],
-        [_BATCHNORM, _ACTIVATION, scale_bias, _RESIDUAL], -1)
-    second = jnp.select([one_constant & const[:, 0], residual], [scale_bias, _RESIDUAL], -1)
-    return jnp.stack([first, second], axis=1).astype(jnp.int32)
-
-
-def _ort_fits(g: GraphState, v: _View, links: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """[C, 2] bool each: can the link of input j join a convolution kernel, a MatMul kernel (`backends._ort_fits`)?
-    Every member of a kernel has its root's output shape, so the root's shape is the chained producer's."""
-    conv, matmul = [], []
-    for side in (0, 1):
-        kind = links[:, side]
-        same = (v.rank == v.in_rank[:, side]) & (v.shape == v.in_shape[:, side]).all(axis=1)  # as the producer
-        constant, rank = v.in_shape[:, 1 - side], v.in_rank[:, 1 - side]
-        size = jnp.prod(constant, axis=-1)
-        vector = ((size == _last_dim(constant, rank)) & (size == _last_dim(v.shape, v.rank))
-                  & ((rank == 1) | ((rank == 2) & (v.rank == 2))))
-        scale_bias = (kind == _SCALE) | (kind == _BIAS)
-        folds = (_per_channel(v, slice(None), side, v.shape[:, 1], exact=True) & (rank >= 3)) | (
-            (kind == _SCALE) & (rank == 0))  # [1, C, 1, 1], [C, 1, 1], or a scalar factor
-        conv.append(~scale_bias | (same & folds))
-        matmul.append(same & (((kind == _SCALE) & (size == 1)) | ((kind == _BIAS) & vector)))
-    return jnp.stack(conv, axis=1), jnp.stack(matmul, axis=1)
-
-
-_SPARE_PASSES = 2  # fusion passes beyond the instance's need, for rewrites that lengthen a chain of fusions
-_NO_ROOT, _CONV_ROOT, _MATMUL_ROOT, _GEMM_ROOT = range(4)  # what kind of onnxruntime kernel a slot is part of
-
-
-def _ort_root_kinds(g: GraphState, v: _View) -> jax.Array:
-    """[C]: the kernel a slot can root for the stage links: a convolution or a MatMul without activation (a Gemm
-    when its weight is a 2-D constant, which a bias needs), else `_NO_ROOT`."""
-    plain = g.attrs[:, 0] == ACTIVATIONS.index("none")
-    gemm = v.in_const[:, 1] & (v.in_rank[:, 1] == 2)
-    return jnp.select([(g.op == OP_ID["conv2d"]) & plain, (g.op == OP_ID["matmul"]) & plain & gemm,
-                       (g.op == OP_ID["matmul"]) & plain], [_CONV_ROOT, _GEMM_ROOT, _MATMUL_ROOT], _NO_ROOT)
-
-
-def _skip_layernorms(g: GraphState, v: _View, residual: jax.Array) -> jax.Array:
-    """[C] the LayerNorm slot that absorbs each `residual` Add as SkipLayerNormalization (-1: none): the Add is read
-    only, as input 0, by a LayerNorm over its last axis."""
-    capacity = g.op.shape[0]
-    add = v.producer[:, 0]
-    rank = jnp.maximum(v.in_rank[:, 0], 1)
-    fits = ((g.op == OP_ID["layernorm"]) & (g.input_index[:, 0] == 0) & residual[add] & v.sole[add]
-            & (g.attrs[:, _SCALAR_FIELDS["axis"]] % rank == rank - 1))
-    found = jnp.full(capacity + 1, -1, jnp.int32).at[jnp.where(fits, add, capacity)].max(jnp.arange(capacity))
-    return found[:capacity]
-
-
-def _ort_code(root: jax.Array, stage: jax.Array, kind: jax.Array | int) -> jax.Array:
-    """A slot's answer in the onnxruntime absorb passes as one int32: (root + 1) << 5 | (stage + 1) << 2 | kind of
-    the root (0 for none: not absorbed, or absorbed into a LayerNorm)."""
-    return ((root + 1) << 5) | ((stage + 1) << 2) | kind
-
-
-def _ort_roots(g: GraphState, v: _View, block: jax.Array, passes: int) -> tuple[jax.Array, jax.Array]:
-    """Per slot the root slot of the onnxruntime kernel that absorbs it (-1: none) and its stage there [C]
-    (`backends._ort_absorb`: stages in increasing order after a convolution or MatMul, a residual only when the
-    other input is in the NCHWc layout, which a pool keeps over whole channel blocks of `block`; else
-    SkipLayerNormalization), as `passes` simultaneous updates of every slot from the previous answers (exact from
-    `ONNXRUNTIME.absorb_depth(graph)` passes on). Everything that does not depend on the answers is computed once."""
-    producer = v.producer[:, :2]
-    residual = _residual_adds(g, v)
-    links = jnp.where(_chain_inputs(g, v)[:, :2], _ort_links(g, v, residual), -1)
-    fits_conv, fits_matmul = _ort_fits(g, v, links)
-    fitting = ((fits_conv.astype(jnp.int32) << _CONV_ROOT) | (fits_matmul.astype(jnp.int32) << _GEMM_ROOT)
-               | ((fits_matmul & (links == _SCALE)).astype(jnp.int32) << _MATMUL_ROOT))  # [C, 2] root kinds that fit
-    direct = _ort_root_kinds(g, v)[producer]  # [C, 2] the producer roots a kernel itself
-    own = direct != _NO_ROOT
-    joins_own = own & (links >= 0) & ((fitting >> direct) & 1 == 1)
-    own_code = _ort_code(producer, links, direct)
-    pooled = _op_in(g, ("maxpool2d", "avgpool2d")) & (v.shape[:, 1] % block == 0)
-    blocked = (pooled | (g.op == OP_ID["conv2d"]))[producer][:, ::-1]  # [C, 2] the other input is NCHWc anyway
-    needs_layout = links == _RESIDUAL
-    skip = _skip_layernorms(g, v, residual)
-    skipped = jnp.where(skip >= 0, _ort_code(skip, 0, _NO_ROOT), 0)
-
-    def update(_, code):
-        previous = code[producer]  # [C, 2]
-        stage, kind = ((previous >> 2) & 7) - 1, previous & 3
-        joins = jnp.where(own, joins_own, (links > stage) & ((fitting >> kind) & 1 == 1))
-        ok = joins & (~needs_layout | blocked | (kind == _CONV_ROOT)[:, ::-1])
-        joined = jnp.where(own, own_code, (previous & ~(7 << 2)) | ((links + 1) << 2))
-        return jnp.where(ok[:, 0], joined[:, 0], jnp.where(ok[:, 1], joined[:, 1], skipped))
-
-    code = jax.lax.fori_loop(0, passes, update, jnp.zeros(g.op.shape, jnp.int32))
-    return (code >> 5) - 1, ((code >> 2) & 7) - 1
-
-
-def _ort_epilogue_work(g: GraphState, v: _View, root: jax.Array, stage: jax.Array,
-                       out_sizes: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """FLOPs and bytes [C] that each onnxruntime kernel adds to its root op (`_ort_canonical`): a convolution's
-    bias step (when a batch norm or bias folds in and it had no bias), residual and activation steps; a Gemm's bias
-    and a MatMul's activation; SkipLayerNormalization's residual read. Scales fold into weights for free."""
-    capacity = g.op.shape[0]
-    absorbed = root >= 0
-    # a kernel is a chain of strictly increasing stages, so the sum of 2^stage over its members has a bit per stage
-    bits = jax.ops.segment_sum(jnp.where(absorbed, 1 << jnp.maximum(stage, 0), 0), jnp.where(absorbed, root, capacity),
-                               capacity + 1)[:capacity]
-    has = (bits[:, None] >> jnp.arange(len(ORT_CONV_STAGES))[None, :]) & 1 == 1
-    conv, matmul = g.op == OP_ID["conv2d"], g.op == OP_ID["matmul"]
-    activated = g.attrs[:, 0] != ACTIVATIONS.index("none")
-    folded_bias = conv & (g.num_inputs == 2) & (has[:, _BATCHNORM] | has[:, _BIAS])
-    residual = conv & has[:, _RESIDUAL]
-    gemm_bias = matmul & has[:, _BIAS]
-    skip = (g.op == OP_ID["layernorm"]) & has.any(axis=1)
-    activation = (conv & has[:, _ACTIVATION]) | ((conv | matmul) & activated)
-    steps = sum(step.astype(jnp.float32) for step in (folded_bias, residual, gemm_bias, skip, activation))
-    out = out_sizes[:, 0]
-    reads = jnp.select([folded_bias, gemm_bias], [v.shape[:, 1], _last_dim(v.shape, v.rank)], 0).astype(jnp.float32)
-    return out * steps, 4.0 * (reads + jnp.where(residual | skip, out, 0.0))
-
-
-def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0,
-               rows: jax.Array | None = None) -> jax.Array:
-    """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=backend)` for every slot: the time of the
-    kernel it roots, 0 when it is absorbed into another node's kernel, free on the backend, constant, an input or
-    a free slot. `backend` is TASO (no fusion), XLA or ONNXRUNTIME; the fused backends' absorb relation takes
-    `passes` vectorised passes (static), exact from `backend.absorb_depth(graph)` on. With `rows` [N] (in-range
-    slots; TASO only, where a node's cost depends on itself and its input shapes alone): [N], those slots' costs."""
-    if rows is not None and backend is not TASO:
-        raise ValueError(f"node_costs of some rows only under the taso backend, got {backend.name!r}")
-    v = _view(g, rows)
-    g = _at_rows(g, rows)
-    in_sizes, out_sizes = _sizes(g, v)
-    flops, traffic = _node_work(g, v, in_sizes, out_sizes)
-    root = jnp.full(g.op.shape, -1, jnp.int32)
-    if backend is XLA:
-        root, via = _xla_roots(g, v, passes)
-        extra_flops, extra_traffic = _xla_epilogue_work(g, root, via, in_sizes, out_sizes)
-        flops, traffic = flops + extra_flops, traffic + extra_traffic
-    elif backend is ONNXRUNTIME:
-        root, stage = _ort_roots(g, v, params.nchwc_block, passes)
-        extra_flops, extra_traffic = _ort_epilogue_work(g, v, root, stage, out_sizes)
-        flops, traffic = flops + extra_flops, traffic + extra_traffic
-    elif backend is not TASO:
-        raise ValueError(f"node_costs knows the backends taso, xla and onnxruntime, got {backend.name!r}")
-    time = 1e3 * (jnp.maximum(flops / params.peak_flops, traffic / params.bandwidth) + params.overhead)
-    free = ~g.alive | g.constant | (g.op == OP_ID["input"]) | _op_in(g, backend.free_ops) | (root >= 0)
-    return jnp.where(free, 0.0, time).astype(jnp.float32)
 
 
 def _log2(x: jax.Array) -> jax.Array:
@@ -1204,7 +116,7 @@ def _param_code(key: str, value: Any) -> int:
     """A rule parameter as an integer: a padding class as its index in ("SAME", "VALID"), an activation as
     its index in ACTIVATIONS."""
     if key == "padding":
-        return _PADDINGS.index(value)
+        return PADDINGS.index(value)
     return ACTIVATIONS.index(value) if key == "activation" else int(value)
 
 
@@ -1225,9 +137,9 @@ class JaxEnv:
     `ValueError`). `fusion_passes` (static) is how many absorb passes a fused backend's cost runs: by default
     `backend.absorb_depth(graph) + 2`, so a few rewrites that lengthen a chain of fusions stay exact.
 
-    Each family is matched only at the slots of its root op (`_JaxRule.root`): the first N_op slots holding
+    Each family is matched only at the slots of its root op (`JaxRule.root`): the first N_op slots holding
     that op, N_op = `root_capacity[op]`, by default the graph's count of the op plus, for the ops a rewrite can
-    multiply (`_JaxRule.growth`), that growth times the graph's conv, matmul and mul nodes (the nodes those
+    multiply (`JaxRule.growth`), that growth times the graph's conv, matmul and mul nodes (the nodes those
     rewrites consume). Like the node capacity, a root capacity is never exceeded: a rewrite is offered only
     when every list it can grow has room.
     """
@@ -1250,7 +162,7 @@ class JaxEnv:
                              f"{model!r}")
         self.model = model
         if fusion_passes is None:
-            fusion_passes = model.backend.absorb_depth(graph) + _SPARE_PASSES if model.backend.fuses else 0
+            fusion_passes = model.backend.absorb_depth(graph) + SPARE_PASSES if model.backend.fuses else 0
         self.fusion_passes = integer("fusion_passes", fusion_passes, 0)
         self.max_locations = integer("max_locations", max_locations, 1)
         self.max_location_size = integer("max_location_size", max_location_size, 2)
@@ -1301,7 +213,7 @@ class JaxEnv:
 
     @property
     def attr_size(self) -> int:
-        return _TUPLE_START + max(self.max_rank, self.max_outputs)
+        return TUPLE_START + max(self.max_rank, self.max_outputs)
 
     # ------------------------------------------------------------ conversion
 
@@ -1353,20 +265,20 @@ class JaxEnv:
         for key, value in node.attrs.items():
             if key == "activation":
                 row[0] = ACTIVATIONS.index(value)
-            elif key in _SCALAR_FIELDS:
-                row[_SCALAR_FIELDS[key]] = int(value)
-            elif key in _PAIR_FIELDS:
-                row[_PAIR_FIELDS[key]:_PAIR_FIELDS[key] + 2] = value
+            elif key in SCALAR_FIELDS:
+                row[SCALAR_FIELDS[key]] = int(value)
+            elif key in PAIR_FIELDS:
+                row[PAIR_FIELDS[key]:PAIR_FIELDS[key] + 2] = value
             elif key == "pads":
-                row[_PADS_FIELD:_PADS_FIELD + 4] = value
-            elif key in _FLOAT_FIELDS:
+                row[PADS_FIELD:PADS_FIELD + 4] = value
+            elif key in FLOAT_FIELDS:
                 if value not in self.float_values:
                     self.float_values.append(value)
-                row[_FLOAT_FIELDS[key]] = self.float_values.index(value)
-            elif key in _TUPLE_FIELDS:
-                if len(value) > self.attr_size - _TUPLE_START:
+                row[FLOAT_FIELDS[key]] = self.float_values.index(value)
+            elif key in TUPLE_FIELDS:
+                if len(value) > self.attr_size - TUPLE_START:
                     raise ValueError(f"{node.op} attribute {key}={value} is longer than the environment allows")
-                row[_TUPLE_LEN], row[_TUPLE_START:_TUPLE_START + len(value)] = len(value), value
+                row[TUPLE_LEN], row[TUPLE_START:TUPLE_START + len(value)] = len(value), value
             else:
                 raise ValueError(f"attribute {key!r} of op {node.op!r} has no slot in the attribute vector")
         return row
@@ -1377,23 +289,23 @@ class JaxEnv:
             if key == "activation":
                 attrs[key] = ACTIVATIONS[row[0]]
             elif key == "count_include_pad":
-                attrs[key] = bool(row[_SCALAR_FIELDS[key]])
-            elif key in _SCALAR_FIELDS:
-                attrs[key] = int(row[_SCALAR_FIELDS[key]])
-            elif key in _PAIR_FIELDS:
-                attrs[key] = tuple(int(d) for d in row[_PAIR_FIELDS[key]:_PAIR_FIELDS[key] + 2])
+                attrs[key] = bool(row[SCALAR_FIELDS[key]])
+            elif key in SCALAR_FIELDS:
+                attrs[key] = int(row[SCALAR_FIELDS[key]])
+            elif key in PAIR_FIELDS:
+                attrs[key] = tuple(int(d) for d in row[PAIR_FIELDS[key]:PAIR_FIELDS[key] + 2])
             elif key == "pads":
-                attrs[key] = tuple(int(d) for d in row[_PADS_FIELD:_PADS_FIELD + 4])
-            elif key in _FLOAT_FIELDS:
-                attrs[key] = self.float_values[row[_FLOAT_FIELDS[key]]]
+                attrs[key] = tuple(int(d) for d in row[PADS_FIELD:PADS_FIELD + 4])
+            elif key in FLOAT_FIELDS:
+                attrs[key] = self.float_values[row[FLOAT_FIELDS[key]]]
             else:
-                attrs[key] = tuple(int(d) for d in row[_TUPLE_START:_TUPLE_START + row[_TUPLE_LEN]])
+                attrs[key] = tuple(int(d) for d in row[TUPLE_START:TUPLE_START + row[TUPLE_LEN]])
         return attrs
 
     def decode(self, g: GraphState, instance: Graph | None = None) -> Graph:
         """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
-        checked against the state's. Leaves take their names from the graph `g` was encoded from
-        (`instance`, default the environment's graph)."""
+        checked against the state's. Leaves take their names and weight values from the graph `g` was encoded from
+        (`instance`, default the environment's graph), so the decoded graph runs (`jaxgraph.execute`)."""
         instance = self.graph if instance is None else instance
         ids = sorted(instance.nodes)  # `origin` holds ranks in this order
         g = jax.tree.map(np.asarray, g)
@@ -1409,8 +321,8 @@ class JaxEnv:
                 op = OP_TYPES[g.op[k]]
                 shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
                 if op in ("input", "weight"):
-                    name = instance.nodes[ids[g.origin[k]]].name
-                    nodes[k] = Node(op, (), {}, shapes, op == "weight", name)
+                    leaf = instance.nodes[ids[g.origin[k]]]
+                    nodes[k] = Node(op, (), {}, shapes, op == "weight", leaf.name, leaf.value)
                     continue
                 refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
                                                             g.input_index[k, :g.num_inputs[k]])]
@@ -1461,16 +373,16 @@ class JaxEnv:
 
     def _locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
-        `_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
+        `tensor_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
         parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
-        v = _view(g, reads=reads)
+        v = slot_view(g, reads=reads)
         lists = self._root_lists(g)
         paired = dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families if JAX_RULE_FAMILIES[f].pairs)
-        tables = {op: _sibling_table(g, lists[op], self.max_siblings) for op in paired}
+        tables = {op: sibling_table(g, lists[op], self.max_siblings) for op in paired}
 
         def first(found_x, rows_x):
-            index = _first_true(found_x[None], big_l)[0]
+            index = first_true(found_x[None], big_l)[0]
             valid = index < found_x.shape[0]
             return valid, jnp.where(valid[:, None], rows_x[jnp.minimum(index, found_x.shape[0] - 1)], capacity)
 
@@ -1543,7 +455,7 @@ class JaxEnv:
         edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
                              present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
         graph, written = apply_edit(state.graph, edit)
-        graph, reads = _sweep(graph)
+        graph, reads = sweep(graph)
         costs = self._costs_after(graph, params, state.node_cost, written)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
@@ -1560,14 +472,14 @@ class JaxEnv:
         of (receiving slot, input position); the other `edge_capacity` rows are padding (the dummy node to itself)."""
         g, capacity, max_inputs = state.graph, self.node_capacity, self.max_inputs
         # compacted, not a row per (slot, input position): the agent's GNN pays per edge row
-        index = _first_true(g.live_inputs.reshape(1, -1), self.edge_capacity)[0]
+        index = first_true(g.live_inputs.reshape(1, -1), self.edge_capacity)[0]
         edge_mask = index < capacity * max_inputs
         index = jnp.where(edge_mask, index, 0)
         receivers, position = index // max_inputs, index % max_inputs
         senders = g.inputs.reshape(-1)[index]
         # the logs of the tensors the edges carry, not of every output of every slot (C x O, several times more)
         producer, output = jnp.minimum(senders, capacity - 1), g.input_index.reshape(-1)[index]
-        shape_features = _shape_features(_tensors(g.shapes, producer, output), _tensors(g.rank, producer, output))
+        shape_features = _shape_features(tensors(g.shapes, producer, output), tensors(g.rank, producer, output))
         edges = jnp.concatenate([shape_features, (position.astype(jnp.float32) / 4.0)[:, None]], axis=1)
         edges = jnp.where(edge_mask[:, None], edges, 0.0)
         globals_ = jnp.stack([state.cost, state.initial_cost, state.cost / state.initial_cost,
@@ -1579,24 +491,3 @@ class JaxEnv:
                                   n_edge=jnp.array([self.edge_capacity], jnp.int32))
         node_mask = jnp.concatenate([g.alive, jnp.zeros(1, bool)])
         return Observation(graph, node_mask, edge_mask, state.xfer_mask, state.location_mask, state.location_nodes)
-
-
-def node_signatures(graph: Graph) -> dict[int, int]:
-    """Node id -> a hash of what the node computes (op, attributes, shapes, constness, leaf name, and the
-    signatures of its inputs): equal across two graphs for nodes that compute the same thing, whatever
-    their ids. Compares `JaxEnv` and `Env` graphs and locations."""
-    signature: dict[int, int] = {}
-    for node_id in graph.order:
-        node = graph.nodes[node_id]
-        signature[node_id] = hash((node.op, tuple(sorted(node.attrs.items())), node.shapes, node.constant,
-                                   node.name if node.op in ("input", "weight") else "",
-                                   tuple((signature[r.node], r.index) for r in node.inputs)))
-    return signature
-
-
-def canonical_form(graph: Graph) -> tuple[Counter, tuple[int, ...]]:
-    """The multiset of node signatures and the signatures of the outputs: equal for graphs that compute the
-    same thing node for node."""
-    signature = node_signatures(graph)
-    return Counter(signature.values()), tuple(hash((signature[r.node], r.index)) for r in graph.outputs)
-

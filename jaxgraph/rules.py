@@ -116,12 +116,13 @@ def _constant_inputs(graph: Graph, node: Node, start: int) -> bool:
 
 
 def _siblings(graph: Graph, root: int) -> Iterator[tuple[Node, int, Node]]:
-    """Nodes of the root's op reading the root's first input tensor as their first input, with larger
-    ids (each pair once)."""
+    """Nodes of the root's op reading the root's first input tensor as their first input, the root excepted.
+    Each pair comes in both orders (TASO matches both mappings of a two-op pattern): which node's weights come
+    first is then the agent's choice, never a tie broken by node ids, which a rewrite makes as content hashes."""
     node = graph.nodes[root]
     for use in graph.uses(node.inputs[0].node):
         other = graph.nodes[use.node]
-        if use.node > root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]:
+        if use.node != root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]:
             yield node, use.node, other
 
 

@@ -3,7 +3,6 @@ for step on the graph (canonical forms), the xfer mask, the location sets, the n
 the cost; one compilation serves every step and every instance of the same sizes."""
 
 import dataclasses
-from collections import Counter
 
 import chex
 import jax
@@ -14,208 +13,30 @@ import pytest
 from jaxgraph import Env, GraphBuilder, MeasuredCost, Roofline, cost
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import node_cost
-from jaxgraph.jax_env import (
-    JAX_RULE_FAMILIES,
-    JAX_RULES,
-    JaxEnv,
-    _first_true,
-    _lowest_free,
-    canonical_form,
-    node_costs,
-    node_signatures,
-)
+from jaxgraph.graph import canonical_form
+from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_graph import first_true
+from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.onnx_io import load_onnx
+from jaxgraph.parity import replay_parity
 from jaxgraph.rl.study import batch_one
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
-from .conftest import SMALL, jit, small_model
+from .conftest import CAPACITY, ROOT_OPS, SMALL, jit, merge_graph, mixed_graph, small_model
 
 
-def mixed_graph(seed: int = 0):
-    """Every supported family applies somewhere: conv * constant (with and without conv bias, scalar and
-    per-channel, either operand order), conv + per-channel constant (with and without bias), stride 2 SAME
-    and VALID convs, conv -> batchnorm -> relu, group convs (4 groups, and 2 with bias and relu), a concat of
-    relus and a chain of three matmuls."""
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-
-    def w(name, shape):
-        return b.weight(name, rng.uniform(0.5, 1.5, shape).astype(np.float32))
-
-    x = b.input("x", (1, 4, 8, 8))
-    left = b.add("relu", [b.add("conv2d", [x, w("wl", (2, 4, 1, 1))])])
-    right = b.add("relu", [b.add("conv2d", [x, w("wr", (2, 4, 3, 3))], pads=(1, 1, 1, 1))])
-    y = b.add("concat", [left, right], axis=1)
-    y = b.add("conv2d", [y, w("w1", (4, 4, 3, 3)), w("b1", (4,))], pads=(1, 1, 1, 1))
-    y = b.add("mul", [y, w("s1", (1, 4, 1, 1))])
-    y = b.add("conv2d", [y, w("w2", (4, 4, 1, 1))])
-    y = b.add("mul", [w("s2", (1,)), y])
-    y = b.add("conv2d", [y, w("w3", (8, 4, 3, 3))], stride=(2, 2), pads=(1, 1, 1, 1))
-    y = b.add("add", [y, w("c3", (1, 8, 1, 1))])
-    y = b.add("relu", [y])
-    y = b.add("conv2d", [y, w("wg1", (8, 2, 3, 3))], groups=4, pads=(1, 1, 1, 1))
-    y = b.add("conv2d", [y, w("wg2", (8, 4, 3, 3)), w("bg2", (8,))], groups=2, pads=(1, 1, 1, 1), activation="relu")
-    y = b.add("conv2d", [y, w("w4", (8, 8, 1, 1)), w("b4", (8,))])
-    y = b.add("add", [w("c4", (8, 1, 1)), y])
-    y = b.add("conv2d", [y, w("w5", (8, 8, 3, 3))], stride=(2, 2))
-    y = b.add("batchnorm", [y, w("g5", (8,)), w("h5", (8,)), w("m5", (8,)), w("v5", (8,))])
-    y = b.add("relu", [y])
-    y = b.add("reshape", [y], shape=(1, 8))
-    for k, shape in enumerate([(8, 16), (16, 16), (16, 4)]):
-        y = b.add("matmul", [y, w(f"a{k}", shape)])
-    return b.build({"y": y})
-
-
-def merge_graph(seed: int = 0):
-    """The merge and split families fire: three convs on one input (equal 3x3 kernels, and a 1x1 to enlarge,
-    with biases), two relu convs (3x3 and 1x1), two 1x1 convs added (MergeConvsIntoAdd), three bias-free
-    matmuls and two linears with biases on one input, whose outputs are concatenated (so merging all three
-    and splicing the nested splits lets SplitConcat remove the split)."""
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder()
-
-    def w(name, shape):
-        return b.weight(name, rng.uniform(0.5, 1.5, shape).astype(np.float32))
-
-    x = b.input("x", (1, 4, 8, 8))
-    plain = [b.add("conv2d", [x, w(f"w{k}", (4, 4, size, size)), w(f"b{k}", (4,))], pads=(size // 2,) * 4)
-             for k, size in enumerate((3, 1, 3))]
-    relus = [b.add("conv2d", [x, w(f"r{k}", (4, 4, size, size))], pads=(size // 2,) * 4, activation="relu")
-             for k, size in enumerate((3, 1))]
-    z = b.add("add", [b.add("conv2d", [b.add("concat", plain, axis=1), w("p1", (4, 12, 1, 1))]),
-                      b.add("conv2d", [b.add("concat", relus, axis=1), w("p2", (4, 8, 1, 1))])])
-    t = b.add("reshape", [z], shape=(4, 64))
-    heads = [b.add("matmul", [t, w(f"m{k}", (64, 8))]) for k in range(3)]
-    linears = [b.add("add", [b.add("matmul", [t, w(f"l{k}", (64, 12))]), w(f"c{k}", (12,))]) for k in range(2)]
-    y = b.add("add", [b.add("concat", heads, axis=1), b.add("concat", linears, axis=1)])
-    return b.build({"y": y})
-
-
-CAPACITY = 64
-ROOT_OPS = {family.root for family in JAX_RULE_FAMILIES.values()}
-
-
-@pytest.fixture(scope="module")
-def jitted():
-    """One JaxEnv (capacity 64) for every test graph, its reset and step jitted once and checked not to retrace."""
-    env = JaxEnv(mixed_graph(), max_locations=32, node_capacity=CAPACITY, edge_capacity=2 * CAPACITY, max_siblings=5,
-                 root_capacity=dict.fromkeys(ROOT_OPS, CAPACITY))  # every test graph fits
-    reset = jit(chex.assert_max_traces(env.reset, n=1))
-    step = jit(chex.assert_max_traces(env.step, n=1))
-    return env, reset, step
-
-
-SIBLING_PAIRS = ("MergeMatmuls", "MergeLinears", "MergeConvs")
-
-
-def location_key(rule, members, derived):
-    """A location as the two envs are compared on it: its members' signatures in order, except a sibling pair
-    of two rewrite-made roots (`derived`), which is unordered: Env orders those by content hash, JaxEnv by slot."""
-    if rule.family in SIBLING_PAIRS and derived[0] and derived[1]:
-        return tuple(sorted((members[0::2], members[1::2])))
-    return members
-
-
-def env_locations(env, reference, xfer, signature):
-    """Env's locations of `xfer` as (key, tuple of node signatures)."""
-    found = []
-    for k in np.flatnonzero(reference.location_mask[xfer]):
-        location = env.location(xfer, k)
-        members = tuple(signature[i] for i in location)
-        found.append((location_key(env.rules[xfer], members, [i not in env.initial_graph.nodes for i in location]),
-                      members))
-    return found
-
-
-def jax_location(jenv, state, obs, xfer, location_id, signature):
-    """JaxEnv's location `location_id` of `xfer` as (key, tuple of node signatures)."""
-    row = [int(s) for s in np.asarray(obs.location_nodes[xfer, location_id]) if s < jenv.node_capacity]
-    members = tuple(signature[s] for s in row)
-    return location_key(jenv.rules[xfer], members, [int(state.graph.origin[s]) < 0 for s in row]), members
-
-
-def check_same(jenv, state, obs, instance, env, reference):
-    """The jitted state describes the same graph, masks, locations, features and cost as the Env (whose last
-    observation is `reference`)."""
-    graph = jenv.decode(state.graph, instance)
-    assert canonical_form(graph) == canonical_form(env.graph)
-    ours, theirs = node_signatures(graph), node_signatures(env.graph)
-    np.testing.assert_array_equal(np.asarray(obs.xfer_mask), reference.xfer_mask)
-    np.testing.assert_array_equal(np.asarray(obs.location_mask).sum(1), reference.location_mask.sum(1))
-    for xfer in np.flatnonzero(reference.xfer_mask[:-1]):
-        mine = {jax_location(jenv, state, obs, xfer, k, ours)[0] for k in np.flatnonzero(obs.location_mask[xfer])}
-        assert mine == {key for key, _ in env_locations(env, reference, xfer, theirs)}, jenv.rules[xfer].name
-    by_signature = {ours[slot]: slot for slot in graph.nodes}
-    for node_id, slot in env.node_slots.items():
-        np.testing.assert_allclose(np.asarray(obs.graph.nodes[by_signature[theirs[node_id]]]),
-                                   reference.graph.nodes[slot], rtol=1e-5, atol=1e-6)
-    assert float(state.cost) == pytest.approx(env.cost, rel=1e-5)
-    assert float(obs.graph.globals[0, 0]) == pytest.approx(cost(graph, jenv.model), rel=1e-5)
-    env_signature = {slot: theirs[node_id] for node_id, slot in env.node_slots.items()}
-    edges = edge_rows(obs, ours)
-    assert edges == edge_rows(reference, env_signature)
-    assert sum(edges.values()) == sum(len(n.inputs) for n in env.graph.nodes.values())
-    return ours, theirs
-
-
-def edge_rows(obs, signature):
-    """The live edge rows of an observation as a multiset of (sender, receiver, features), nodes by signature
-    (`signature`: slot -> signature): equal for observations of the same graph, whatever their row order."""
-    mask = np.asarray(obs.edge_mask)
-    senders, receivers, edges = (np.asarray(a)[mask] for a in (obs.graph.senders, obs.graph.receivers,
-                                                               obs.graph.edges))
-    return Counter((signature[int(s)], signature[int(r)], tuple(np.round(e, 4).tolist()))
-                   for s, r, e in zip(senders, receivers, edges))
-
-
-def replay(jenv, reset, step, instance, sequences, seed, stop=0.1, coverage=None):
-    """Random action sequences from the jitted env's masks (the NO-OP with probability `stop`), replayed on Env;
-    returns the steps taken. `coverage` (optional): a dict of sets "offered" and "applied" that gains the xfers
-    Env offered on the way and the ones the sequences took."""
-    env = Env(instance, max_locations=jenv.max_locations, rules=jenv.rules, node_capacity=jenv.node_capacity,
-              edge_capacity=jenv.edge_capacity, cost_model=jenv.model)
-    params = jenv.params(instance)
-    rng = np.random.default_rng(seed)
-    key = jax.random.key(seed)
-    taken = 0
-    for _ in range(sequences):
-        state, obs = reset(key, params)
-        reference = env.reset()
-        terminated = diverged = False
-        while not terminated:
-            ours, theirs = check_same(jenv, state, obs, instance, env, reference)
-            rewrites = np.flatnonzero(np.asarray(obs.xfer_mask)[:-1])
-            xfer = jenv.num_xfers if not len(rewrites) or rng.random() < stop else int(rng.choice(rewrites))
-            if coverage is not None:
-                coverage["offered"].update(np.flatnonzero(reference.xfer_mask[:-1]).tolist())
-                coverage["applied"].update([xfer] if xfer < jenv.num_xfers else [])
-            if xfer == jenv.num_xfers:
-                location_id = env_location = 0
-            else:
-                location_id = int(rng.choice(np.flatnonzero(np.asarray(obs.location_mask[xfer]))))
-                wanted, members = jax_location(jenv, state, obs, xfer, location_id, ours)
-                keys, env_members = zip(*env_locations(env, reference, xfer, theirs))
-                env_location = int(np.flatnonzero(reference.location_mask[xfer])[keys.index(wanted)])
-                # a pair of rewrite-made siblings merged in the other order: the graphs then differ in the order
-                # of the concatenated weights (same cost); the sequence stops after this step's checks
-                diverged = env_members[keys.index(wanted)] != members
-            state, obs, reward, terminated, truncated, info = step(key, state, jnp.array([xfer, location_id]), params)
-            before = Counter(node.op for node in env.graph.nodes.values())
-            reference, env_reward, env_terminated, env_truncated, _ = env.step((xfer, env_location))
-            if xfer < jenv.num_xfers:  # the growth JaxEnv's root lists allow for, against Env's own rewrite
-                growth = dict(JAX_RULE_FAMILIES[jenv.rules[xfer].family].growth)
-                after = Counter(node.op for node in env.graph.nodes.values())
-                assert all(after[op] - before[op] <= growth.get(op, 0) for op in ROOT_OPS), jenv.rules[xfer]
-            assert float(reward) == pytest.approx(env_reward, rel=1e-4, abs=1e-6 * env.initial_cost)
-            taken += 1
-            if diverged:  # only the cost is comparable now
-                assert float(state.cost) == pytest.approx(env.cost, rel=1e-5)
-                break
-            assert (bool(terminated), bool(truncated), bool(info["invalid"])) == (env_terminated, env_truncated, False)
-        else:
-            check_same(jenv, state, obs, instance, env, reference)
-    return taken
+def replay(jenv, reset, step, instance, sequences, seed, coverage=None):
+    """Random action sequences from the jitted env's masks replayed on Env (`jaxgraph.parity.replay_parity`): no
+    mismatch; returns the steps taken. `coverage` (optional): a dict of sets "offered" and "applied" that gains the
+    xfers Env offered on the way and the ones the sequences took."""
+    report = replay_parity(jenv, reset, step, instance, sequences, seed)
+    assert not report.mismatches, report.mismatches[:3]
+    if coverage is not None:
+        coverage["offered"] |= report.offered
+        coverage["applied"] |= report.applied
+    return report.steps
 
 
 def test_every_rule_is_supported():
@@ -223,20 +44,17 @@ def test_every_rule_is_supported():
 
 
 @pytest.mark.parametrize("capacity", [1, 31, 64, 346])
-def test_first_locations_and_free_slots_equal_numpy(capacity):
-    """The scatter-free location selection and free-slot pick against NumPy's flatnonzero on hundreds of random
-    rows: sparse and dense, more true slots than locations, none at all, capacities off the 32-slot block."""
+def test_first_locations_equal_numpy(capacity):
+    """The scatter-free location selection against NumPy's flatnonzero on hundreds of random rows: sparse and dense,
+    more true slots than locations, none at all, capacities off the 32-slot block."""
     rng = np.random.default_rng(capacity)
     density = rng.choice([0.0, 0.02, 0.3, 1.0], size=300)
     found = rng.random((300, capacity)) < density[:, None]
     size = 24
-    first = np.asarray(jit(_first_true, static_argnums=1)(jnp.asarray(found), size))
-    free = np.asarray(jit(jax.vmap(lambda row: _lowest_free(row, 5)))(jnp.asarray(found)))
-    for row, ours, slots in zip(found, first, free):
+    first = np.asarray(jit(first_true, static_argnums=1)(jnp.asarray(found), size))
+    for row, ours in zip(found, first):
         expected = np.flatnonzero(row)[:size]
         np.testing.assert_array_equal(ours, np.pad(expected, (0, size - len(expected)), constant_values=capacity))
-        open_slots = np.flatnonzero(~row)[:5]
-        np.testing.assert_array_equal(slots[:len(open_slots)], open_slots)
 
 
 @pytest.mark.parametrize("name", [*SMALL, "bert", "mobilenet_v2"])

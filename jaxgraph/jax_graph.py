@@ -1,0 +1,190 @@
+"""The jitted twin of `jaxgraph.graph.Graph`: a graph in fixed-capacity slots (`GraphState`), the integer layout of
+its attributes, and the per-slot facts that the rules' matches and the costs read (`slot_view`).
+
+Per slot: the op id (-1 for a free slot), attributes as a fixed integer vector, input slots and output indices,
+output shapes padded with 1, constness and the original node (the rank of its id). Weights are not carried: shapes
+only (`Env` keeps values for numerical checks). `jaxgraph.jax_env.JaxEnv.encode` and `decode` convert.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgraph.ops import OP_TYPES
+
+OP_ID = {op: i for i, op in enumerate(OP_TYPES)}
+PADDINGS = ("SAME", "VALID")
+
+# Attribute vector layout: integer fields, float attributes as ids into the environment's float table, and
+# one tuple field (perm, reshape target or split sizes) with its length.
+SCALAR_FIELDS = {"activation": 0, "groups": 7, "axis": 10, "count": 11, "count_include_pad": 12}
+PAIR_FIELDS = {"stride": 1, "kernel": 8}
+PADS_FIELD = 3
+FLOAT_FIELDS = {"eps": 13, "min": 14, "max": 15}
+TUPLE_FIELDS = ("perm", "shape", "sizes")
+TUPLE_LEN = 16
+TUPLE_START = 17
+
+
+class GraphState(NamedTuple):
+    """A graph in fixed-capacity slots. C slots, K inputs, O outputs of rank <= R per node, Q graph outputs."""
+
+    op: jax.Array  # [C] int32 index into OP_TYPES; -1: free slot
+    attrs: jax.Array  # [C, A] int32 attribute vector (layout above)
+    inputs: jax.Array  # [C, K] int32 producer slot of each input; C past num_inputs
+    input_index: jax.Array  # [C, K] int32 output index of each input
+    num_inputs: jax.Array  # [C] int32
+    shapes: jax.Array  # [C, O, R] int32 output shapes, padded with 1
+    rank: jax.Array  # [C, O] int32
+    num_outputs: jax.Array  # [C] int32
+    constant: jax.Array  # [C] bool
+    origin: jax.Array  # [C] int32 rank of the node's id among the instance's ids; rewrite-made: `_MADE`, `_ALTERED`
+    outputs: jax.Array  # [Q, 2] int32 graph outputs as (slot, output index)
+
+    @property
+    def alive(self) -> jax.Array:
+        return self.op >= 0
+
+    @property
+    def live_inputs(self) -> jax.Array:
+        """[C, K] bool: the input positions in use of live nodes (the graph's edges)."""
+        return self.alive[:, None] & (jnp.arange(self.inputs.shape[1])[None, :] < self.num_inputs[:, None])
+
+
+class SlotView(NamedTuple):
+    """Per-slot facts derived from a `GraphState` that matches read."""
+
+    alive: jax.Array  # [C]
+    sole: jax.Array  # [C] one consumer and not a graph output
+    producer: jax.Array  # [C, K] producer slot, clipped into range
+    in_shape: jax.Array  # [C, K, R]
+    in_rank: jax.Array  # [C, K]
+    in_const: jax.Array  # [C, K]
+    shape: jax.Array  # [C, R] output 0
+    rank: jax.Array  # [C]
+    stride: jax.Array  # [C] common stride, -1 if they differ
+    padding: jax.Array  # [C] index into ("SAME", "VALID"), -1 for neither
+    reads: jax.Array  # [C * O + 1] `tensor_reads`
+
+
+def tensor_reads(g: GraphState) -> jax.Array:
+    """[C * O + 1] int32: how many live inputs read each tensor (slot * O + output index); the last entry counts
+    the unused input positions. One scatter-add serves every consumer count a step needs."""
+    capacity, width = g.op.shape[0], g.shapes.shape[1]
+    tensor = jnp.where(g.live_inputs, g.inputs * width + g.input_index, capacity * width)
+    return jax.ops.segment_sum(jnp.ones(tensor.size, jnp.int32), tensor.reshape(-1), capacity * width + 1)
+
+
+def consumers(g: GraphState, reads: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per slot: how many live inputs read its outputs [C] int32 (from `tensor_reads`), and whether it holds a graph
+    output [C] bool."""
+    capacity = g.op.shape[0]
+    is_output = jnp.zeros(capacity + 1, bool).at[g.outputs[:, 0]].set(True)
+    return reads[:-1].reshape(capacity, -1).sum(axis=1), is_output[:capacity]
+
+
+def tensors(per_output: jax.Array, slot: jax.Array, index: jax.Array) -> jax.Array:
+    """`per_output[slot, index]` for a per-output array [C, O, ...] and in-range tensor ids (slot, index) [...]:
+    one gather of rows of the flattened [C * O, ...] array, several times cheaper under vmap on CPU than the
+    two-index gather (which XLA lowers to a batched gather)."""
+    capacity, width = per_output.shape[:2]
+    flat = per_output.reshape(capacity * width, *per_output.shape[2:])
+    return flat.at[slot * width + index].get(mode="promise_in_bounds")
+
+
+def at_rows(g: GraphState, rows: jax.Array | None) -> GraphState:
+    """The per-slot arrays of `g` at slots `rows` [N] (all slots for None); the graph outputs as they are."""
+    return g if rows is None else GraphState(*(array[rows] for array in g[:-1]), g.outputs)
+
+
+def slot_view(g: GraphState, rows: jax.Array | None = None, reads: jax.Array | None = None) -> SlotView:
+    """The view of every slot, or of the slots `rows` [N] (in-range) only: row i describes slot rows[i].
+    `reads`: `tensor_reads(g)` where the caller has it."""
+    capacity = g.op.shape[0]
+    sub = at_rows(g, rows)
+    alive = sub.alive
+    valid = sub.live_inputs
+    reads = tensor_reads(g) if reads is None else reads
+    uses, is_output = (a if rows is None else a[rows] for a in consumers(g, reads))
+    producer = jnp.minimum(sub.inputs, capacity - 1)
+    # one gather per input position, stacked: XLA drops the positions nothing reads (matches read two; they slice
+    # a position before taking rows, `v.in_shape[:, k][rows]`, or the whole stack is built)
+    in_shape, in_rank = (jnp.stack([tensors(per_output, producer[:, k], sub.input_index[:, k])
+                                    for k in range(producer.shape[1])], axis=1) for per_output in (g.shapes, g.rank))
+    shape = sub.shapes[:, 0]
+    stride_h, stride_w = sub.attrs[:, 1], sub.attrs[:, 2]
+    pads = sub.attrs[:, PADS_FIELD:PADS_FIELD + 4]
+    x = in_shape[:, 0]
+    same = (shape[:, 2] == -(-x[:, 2] // jnp.maximum(stride_h, 1))) & (
+        shape[:, 3] == -(-x[:, 3] // jnp.maximum(stride_w, 1)))
+    padding = jnp.where(~pads.any(axis=1), 1, jnp.where(same, 0, -1))
+    return SlotView(alive, alive & (uses == 1) & ~is_output, producer, in_shape, in_rank,
+                 g.constant[producer] & valid, shape, sub.rank[:, 0],
+                 jnp.where(stride_h == stride_w, stride_h, -1), padding, reads)
+
+
+def left4(shape: jax.Array, rank: jax.Array) -> jax.Array:
+    """[C, R] right-padded shapes of rank <= 4 -> [C, 4] left-padded with 1 (NumPy broadcasting)."""
+    source = jnp.arange(4)[None, :] - (4 - rank[:, None])  # where in `shape` left-padded dim j is
+    # a select over the R dims, not a gather: gathers with batch dimensions are slow on CPU under vmap
+    picked = jnp.where(source[:, :, None] == jnp.arange(shape.shape[-1])[None, None, :], shape[:, None, :], 0)
+    return jnp.where(source >= 0, picked.sum(axis=-1), 1)
+
+
+def _running_count(found: jax.Array, block: int = 32) -> jax.Array:
+    """[V, C] bool -> [V, C] int32 inclusive running count along each row. A block-triangular matmul: on CPU
+    about 3x cheaper than `jnp.cumsum` (an associative scan of many small passes); exact below 2**24."""
+    rows, capacity = found.shape
+    padded = -(-capacity // block) * block
+    x = jnp.pad(found, ((0, 0), (0, padded - capacity))).astype(jnp.float32).reshape(rows, padded // block, block)
+    within = x @ jnp.triu(jnp.ones((block, block), jnp.float32))
+    before = jnp.cumsum(within[:, :, -1], axis=1) - within[:, :, -1]
+    return (within + before[:, :, None]).reshape(rows, padded)[:, :capacity].astype(jnp.int32)
+
+
+def first_true(found: jax.Array, size: int) -> jax.Array:
+    """[V, C] bool -> [V, size] int32: the first `size` true slots of each row in increasing order, padded with
+    C (as `jnp.nonzero(size=...)`, which scatters; here a binary search of the running count, no scatter)."""
+    wanted = jnp.arange(1, size + 1, dtype=jnp.int32)
+    count = _running_count(found)
+    return jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
+
+
+def clear_slots(g: GraphState, dead: jax.Array) -> GraphState:
+    """Free the slots in `dead` [C]."""
+    capacity = g.op.shape[0]
+    return g._replace(op=jnp.where(dead, -1, g.op), inputs=jnp.where(dead[:, None], capacity, g.inputs),
+                      input_index=jnp.where(dead[:, None], 0, g.input_index),
+                      num_inputs=jnp.where(dead, 0, g.num_inputs), constant=g.constant & ~dead,
+                      origin=jnp.where(dead, -1, g.origin))
+
+
+def op_in(g: GraphState, ops: Sequence[str] | frozenset[str], slots: jax.Array | None = None) -> jax.Array:
+    """Whether the op of every slot (or of `slots`) is one of `ops`; False for free slots."""
+    op = g.op if slots is None else g.op[slots]
+    table = jnp.asarray(np.array([name in ops for name in OP_TYPES] + [False]))
+    return table[jnp.where(op >= 0, op, len(OP_TYPES))]
+
+
+def last_dim(shape: jax.Array, rank: jax.Array) -> jax.Array:
+    """[...] the last dimension of right-padded shapes [..., R] of rank `rank` (0 for rank 0)."""
+    dims = jnp.arange(shape.shape[-1]).reshape((1,) * rank.ndim + (-1,))
+    return jnp.where(dims == rank[..., None] - 1, shape, 0).sum(axis=-1)
+
+
+def per_channel(v: SlotView, r: jax.Array | slice, side: int, channels: jax.Array, exact: bool) -> jax.Array:
+    """Input `1 - side` of slots `r` (`slice(None)`: every slot) is a [1, channels, 1, 1]-broadcastable constant
+    (scalar allowed unless `exact`)."""
+    rank = v.in_rank[:, 1 - side][r]
+    full = left4(v.in_shape[:, 1 - side][r], rank)
+    second = full[:, 1] == channels if exact else (full[:, 1] == 1) | (full[:, 1] == channels)
+    return (v.in_const[:, 1 - side][r] & (rank <= 4) & (full[:, 0] == 1) & second
+            & (full[:, 2] == 1) & (full[:, 3] == 1))
+
+
+def same_shape(v: SlotView, a: jax.Array, b: jax.Array) -> jax.Array:
+    return (v.rank[a] == v.rank[b]) & (v.shape[a] == v.shape[b]).all(axis=-1)
