@@ -30,7 +30,7 @@ from jaxgraph.cost import CostModel, MeasuredCost, OrtCost, Roofline, cost, ort_
 from jaxgraph.execute import runner
 from jaxgraph.onnx_io import load_onnx, to_onnx
 from jaxgraph.search import greedy, taso_search
-from jaxsched.timing import compare
+from jaxsched.common.timing import compare
 
 PROG = "python -m jaxgraph.optimize"
 

@@ -30,7 +30,7 @@ from jaxquant.delta import DeltaRegime, delta_at, delta_regime
 from jaxquant.layers import project_latent, quantized_codes
 from jaxquant.metrics import entropy, sparsity
 from jaxquant.resnet import ModelConfig, ResNet
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.checkpoint import EpochCheckpointer
 
 # The offline default: a small ResNet (1 block per stage, 16/32/64 channels, ~78k parameters)
 # that trains on 8x8 digits in seconds per epoch on a CPU.

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsched.batch import PaddedProblem, Shape, pad_problem
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params

@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import platform
 from pathlib import Path
 
-import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import best_time
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig
 from jaxsched.deepsched.data import Split, load_or_build, training_problem
 from jaxsched.deepsched.decode import DECODERS, NeuralScheduler
@@ -28,7 +28,6 @@ from jaxsched.ga import ga
 from jaxsched.heft import heft
 from jaxsched.metrics import average_turnaround
 from jaxsched.problem import validate
-from jaxsched.timing import best_time
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
 
@@ -171,7 +170,7 @@ def train_and_evaluate(
     records = evaluate(schedulers, splits, evaluation, progress)
     results = {
         "config": json.loads(config.to_json()),
-        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}, jax {jax.__version__}",
+        "machine": machine_description(),
         "main": main,
         "samples": evaluation.samples,
         "variant_names": list(schedulers),

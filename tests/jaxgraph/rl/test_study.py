@@ -16,7 +16,7 @@ from jaxgraph.rl.toy import toy_graph
 def test_configs_reject_bad_input():
     with pytest.raises(ValueError, match="unknown study config"):
         study_config("huge")
-    good = study_config("test")
+    good = CONFIGS["test"]
     with pytest.raises(ValueError, match="at least two distinct"):
         StudyConfig(models=(("resnet18", ()), ("nonet", ())), agent=good.agent, world_model=good.world_model,
                     dream=good.dream, tau_model="resnet18", held_out="resnet18")

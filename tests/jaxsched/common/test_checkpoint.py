@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.checkpoint import EpochCheckpointer
 
 
 def _tree(value):
