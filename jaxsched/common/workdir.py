@@ -34,16 +34,16 @@ class ConfigMismatch(ValueError):
 def as_json(value: Any) -> Any:
     """`value` (dataclasses, tuples, NumPy scalars...) as it reads back from JSON, for comparisons and writing;
     ValueError when it is not JSON-serialisable."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
     try:
-        return json.loads(json.dumps(value, default=_scalar))
+        return json.loads(json.dumps(value, default=_json_default))
     except (TypeError, ValueError) as error:
         raise ValueError(f"not JSON-serialisable: {error}") from error
 
 
-def _scalar(value: Any) -> Any:
-    """NumPy and JAX scalars as Python numbers (json's `default` hook)."""
+def _json_default(value: Any) -> Any:
+    """Dataclasses as dicts, NumPy and JAX scalars as Python numbers (json's `default` hook)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
