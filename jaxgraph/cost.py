@@ -30,7 +30,7 @@ from typing import Mapping, Protocol, Sequence
 import jax
 import numpy as np
 
-from jaxgraph.arguments import number
+from jaxsched.common.arguments import number
 from jaxgraph.backends import CONST, EXTERNAL, ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Delta, Graph

@@ -21,7 +21,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import jraph
 import numpy as np
 
-from jaxgraph.arguments import integer
+from jaxsched.common.arguments import integer
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, affected, cost, cost_change, node_cost
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from jaxgraph.arguments import integer, number
+from jaxsched.common.arguments import integer, number
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 
 

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxgraph.arguments import integer, number
+from jaxsched.common.arguments import integer, number
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import CostModel, MeasuredCost, OrtCost, Roofline, cost, ort_session
 from jaxgraph.execute import runner

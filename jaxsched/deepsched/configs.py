@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any
+
+from jaxsched.common.arguments import integer, number
 
 VARIANTS = ("paper", "dag", "gnn", "feedback")
 RECURRENCES = ("gru", "mingru")
@@ -19,19 +20,13 @@ GENERATORS = ("topcuoglu", "cloudsim")
 def _check_ints(config: Any, minimum: int, *names: str) -> None:
     """Raises ValueError unless each named field of `config` is an integer >= `minimum`."""
     for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{type(config).__name__}.{name} must be an integer >= {minimum}, got {value!r}")
+        integer(f"{type(config).__name__}.{name}", getattr(config, name), minimum)
 
 
 def _check_floats(config: Any, positive: bool, *names: str) -> None:
     """Raises ValueError unless each named field is a finite number, > 0 (`positive`) or >= 0."""
     for name in names:
-        value = getattr(config, name)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < 0 or (positive and value == 0):
-            bound = "> 0" if positive else ">= 0"
-            raise ValueError(f"{type(config).__name__}.{name} must be a finite number {bound}, got {value!r}")
+        number(f"{type(config).__name__}.{name}", getattr(config, name), 0.0, above=positive)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,47 @@
+"""`python -m experiments.deepsched --config test` end to end: it writes its tables, JSON and plots, the tables
+show the JSON's numbers, a rerun reuses the dataset, the checkpoints and the evaluation, and another
+configuration is refused."""
+
+import json
+
+import pytest
+
+from experiments import deepsched as experiment
+from jaxsched.common import ConfigMismatch
+from jaxsched.deepsched import CONFIGS, train_and_evaluate
+from tests.experiments.conftest import markdown_table, modification_times
+
+
+def test_test_config_writes_tables_json_plots_and_resumes(tmp_path, capsys):
+    workdir = tmp_path / "deepsched"
+    results = experiment.main(["--config", "test", "--workdir", str(workdir), "--quiet"])
+    for name in ("config.json", "results.json", "results.md", "turnaround.png", "variants.png", "timing.png"):
+        assert (workdir / name).is_file(), name
+    assert json.loads((workdir / "results.json").read_text())["records"] == results["records"]
+    assert results["variant_names"] == ["feedback", "eft-rule"]
+    table = (workdir / "results.md").read_text()
+    main = markdown_table(table, "| split | size |")
+    assert [(cells[0], int(cells[1])) for cells in main] == [(row["split"], row["size"]) for row in results["by_split"]]
+    for cells, row in zip(main, results["by_split"]):
+        greedy, sampling = row["greedy"], row["sampling"]
+        assert cells[3] == f"{greedy['ratio_mean']:.3f} / {greedy['ratio_p95']:.3f}"
+        assert cells[-1] == f"{greedy['ga_ratio']:.3f}"
+        assert 0.0 < sampling["ratio_mean"] <= greedy["ratio_mean"] + 1e-9  # greedy is among the samples
+    variants = markdown_table(table, "| variant | decoder |")
+    assert [(cells[0], cells[1]) for cells in variants] == [(r["variant"], r["decoder"]) for r in results["variants"]]
+    assert all(cells[-4] == f"{r['summary']['ratio_mean']:.3f}" for cells, r in zip(variants, results["variants"]))
+
+    done = modification_times(workdir, "checkpoints/**/*") | modification_times(workdir, "data/**/*")
+    done |= modification_times(workdir, "*s.json")  # records.json, timing.json
+    again = experiment.main(["--config", "test", "--workdir", str(workdir), "--quiet"])
+    after = modification_times(workdir, "checkpoints/**/*") | modification_times(workdir, "data/**/*")
+    assert after | modification_times(workdir, "*s.json") == done  # nothing trained, labelled or evaluated again
+    assert again["records"] == results["records"]
+
+    with pytest.raises(ConfigMismatch, match="train.epochs") as mismatch:
+        train_and_evaluate(CONFIGS["test"].replace(train={"epochs": 4}), workdir)
+    assert mismatch.value.fields == ["train.epochs"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        experiment.main(["--config", "test", "--no-ga", "--workdir", str(workdir), "--quiet"])
+    assert exit_info.value.code == 2 and "eval.ga" in capsys.readouterr().err
