@@ -40,4 +40,4 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     assert mismatch.value.directory == workdir and mismatch.value.fields == ["seed"]
     with pytest.raises(SystemExit) as exit_info:
         graphopt_rl.main(["--config", "default", "--workdir", str(workdir), "--quiet"])
-    assert exit_info.value.code == 2 and "study.models" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "different run" in capsys.readouterr().err
