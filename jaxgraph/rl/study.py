@@ -125,7 +125,7 @@ CONFIGS = {
         dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
                           updates=3, horizon=6),
         taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
-        latency_repeats=2, step_time_envs=64),
+        latency_repeats=1, step_time_envs=16, eval_samples=0, optimum_budget=20),
     "default": StudyConfig(
         models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
                        bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
