@@ -1,5 +1,6 @@
-"""Domain-free infrastructure shared by every package: workdirs, checkpoints, presets, timing, the machine."""
+"""Domain-free infrastructure of every package: argument checks, workdirs, checkpoints, presets, timing, machine."""
 
+from jaxsched.common.arguments import integer, number
 from jaxsched.common.checkpoint import EpochCheckpointer, Restored
 from jaxsched.common.machine import cpu_model, machine_description
 from jaxsched.common.presets import STANDARD_NAMES, preset
@@ -30,8 +31,10 @@ __all__ = [
     "compare",
     "cpu_model",
     "differing_fields",
+    "integer",
     "machine_description",
     "median_time",
+    "number",
     "preset",
     "read_json",
     "write_json",
