@@ -10,7 +10,7 @@ import pytest
 from experiments import autotune
 from jaxsched.autotune.study import CONFIGS, run_study
 from jaxsched.common import ConfigMismatch
-from tests.experiments.conftest import markdown_table, modification_times
+from tests.experiments.outputs import markdown_table, modification_times
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
 

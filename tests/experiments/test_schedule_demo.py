@@ -8,7 +8,7 @@ import pytest
 
 from experiments import schedule_demo
 from jaxsched.common import ConfigMismatch
-from tests.experiments.conftest import markdown_table, modification_times
+from tests.experiments.outputs import markdown_table, modification_times
 
 
 def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
