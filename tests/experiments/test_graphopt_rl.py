@@ -11,6 +11,7 @@ from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 
 
+@pytest.mark.slow  # about 130 CPU-seconds, nearly all compilation of the study's many programs
 def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     workdir = tmp_path / "graphopt_rl"
     assert graphopt_rl.main(["--config", "test", "--workdir", str(workdir), "--quiet"]) == 0
