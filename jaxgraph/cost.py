@@ -30,10 +30,10 @@ from typing import Mapping, Protocol, Sequence
 import jax
 import numpy as np
 
-from jaxsched.common.arguments import number
 from jaxgraph.backends import CONST, EXTERNAL, ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Delta, Graph
+from jaxsched.common.arguments import number
 from jaxsched.common.machine import machine_description
 from jaxsched.common.timing import check_timing, median_time
 
