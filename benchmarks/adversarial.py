@@ -13,24 +13,16 @@ cores; a ratio >= 2 against some other scheduler for every scheduler.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
-import platform
-import subprocess
 import time
 
 import jax
 import numpy as np
 
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search
+from jaxsched.common.machine import machine_description
 from jaxsched.dense import to_problem
 from jaxsched.listsched import schedule
-
-
-def _machine() -> str:
-    model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((line.split(":", 1)[1].strip() for line in model.splitlines() if "Model name" in line), "?")
-    return f"{platform.machine()} {model}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, jax {jax.__version__}"
 
 
 def replayed_ratios(chains, config: SearchConfig) -> np.ndarray:
@@ -57,7 +49,7 @@ def main(argv=None) -> None:
     except ValueError as error:
         parser.exit(2, f"{error}\n")
     print(f"# {len(config.pairs)} chains, {config.steps} steps, {config.num_tasks} tasks x {config.num_procs} procs")
-    print(f"# {_machine()}")
+    print(f"# {machine_description(load=True)}")
     start = time.perf_counter()
     jax.block_until_ready(search(jax.random.key(0), config))
     compile_and_run = time.perf_counter() - start

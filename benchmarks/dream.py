@@ -1,11 +1,11 @@
 """Dream throughput: batched dream steps per second (world model imagining + controller acting, vmapped).
 
-    python benchmarks/dream.py [--config tiny] [--batches 1024,2048,4096] [--json out.json]
+    python benchmarks/dream.py [--config default] [--batches 1024,2048,4096] [--json out.json]
 
 One lockstep step of N dreams is what a dream-training rollout does per step: the controller (LatentPolicy on
 [z, h]) samples an action under the predicted masks and values the next state, the MDN-RNN advances every dream
 (LSTM, mixture sample at tau 1, reward, terminal and masks), finished dreams restart. The networks have the
-study config's sizes (`jaxgraph.rl.study_config`: the world model, controller, latent and action space of the
+study config's sizes (`jaxgraph.rl.CONFIGS`: the world model, controller, latent and action space of the
 BERT run) with freshly initialised parameters: the time of a step does not depend on the parameter values.
 The target: >= 100,000 steps/s on a CPU, >= 1,000,000 on a GPU.
 """
@@ -16,20 +16,20 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import sys
 
 import jax
 import jax.numpy as jnp
 
-from jaxgraph.rl import MDNRNN, DreamStart, study_config
+from jaxgraph.rl import CONFIGS, MDNRNN, DreamStart
 from jaxgraph.rl.dream import dream_step_seconds
 from jaxgraph.rules import RULES
+from jaxsched.common.machine import machine_description
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="tiny", choices=("test", "tiny", "full"))
+    parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
     parser.add_argument("--batches", default="1024,2048,4096", help="dreams per lockstep step, comma-separated")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", help="also write the numbers to this file")
@@ -42,15 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --batches must be positive integers and --repeats positive, got {args.batches!r}, "
               f"{args.repeats}", file=sys.stderr)
         return 2
-    config = study_config(args.config)
+    config = CONFIGS[args.config]
     latent, max_locations, num_xfers = config.agent.latent, config.agent.max_locations, len(RULES)
     model = MDNRNN(latent, num_xfers, max_locations, config.world_model)
     params = jax.jit(model.init)(jax.random.key(0), model.initial_carry(), jnp.zeros(latent),
                                  jnp.zeros(2, jnp.int32))
     start = DreamStart(jax.random.normal(jax.random.key(1), (1, latent)), jnp.ones((1, num_xfers + 1), bool),
                        jnp.ones((1, num_xfers, max_locations), bool))
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on "
-          f"{jax.devices()[0].platform}; load average {os.getloadavg()[0]:.1f}; config {args.config}: LSTM "
+    print(f"{machine_description(load=True)}; config {args.config}: LSTM "
           f"{config.world_model.hidden}, {config.world_model.mixtures} Gaussians, latent {latent}, controller "
           f"{config.dream.hidden}, {num_xfers} xfers x {max_locations} locations\n")
     print("| dreams per step | ms per lockstep step | dream steps/s |\n|---|---|---|")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 
 import jax
@@ -21,9 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsched
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import alternated_times
 from jaxsched.ga import GAConfig, GAState, breed, fitness_of, generation, numpy_draws, population_fitness
 from jaxsched.generate import random_dag
-from jaxsched.timing import alternated_times
 
 
 def main():
@@ -86,8 +86,7 @@ def main():
     jax_fitness = np.asarray(jax_fitness)
     same = np.allclose(jax_fitness, fitness, rtol=1e-5)
 
-    print(f"Machine: {platform.machine()} ({jax.devices()[0].device_kind}), {os.cpu_count()} cores, "
-          f"jax {jax.__version__}, clock {args.clock}\n")
+    print(f"Machine: {machine_description(load=True)}\n")
     print(f"GA, one generation: population {config.population}, {args.tasks} tasks x {args.procs} processors\n")
     print("| implementation | time per generation (s) | speed-up | same fitness |")
     print("|---|---|---|---|")

@@ -36,11 +36,9 @@ import json
 import logging
 import math
 import os
-import platform
 import tempfile
 import time
 
-import jax
 import numpy as np
 
 from jaxgraph import (
@@ -64,7 +62,8 @@ from jaxgraph import (
 from jaxgraph.cost import ort_session
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.optimize import main as optimize_cli
-from jaxsched.timing import alternated_times, compare
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import alternated_times, compare
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
 # baseline, and the thesis's TensorFlow -> TASO inference times (RTX 2070), for TASO's graphs.
@@ -319,13 +318,6 @@ def bench_search(graph, args) -> dict:
                 env_median_ms=float(np.median(steps)), env_p90_ms=float(np.percentile(steps, 90)))
 
 
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor())
-    return (f"{model}, {os.cpu_count()} cores; jax {jax.__version__} on {jax.devices()[0].platform}; "
-            f"load average {os.getloadavg()[0]:.1f}")
-
-
 def interval(s: dict) -> str:
     return f"{s['ratio']:.3f}x [{s['low']:.3f}, {s['high']:.3f}]"
 
@@ -421,7 +413,7 @@ def main() -> None:
         if getattr(args, key) is None:
             setattr(args, key, value)
     specs = args.models.split(",") if args.models else default_models()
-    print(f"machine: {machine()}\nflags: {vars(args)}", flush=True)
+    print(f"machine: {machine_description(load=True)}\nflags: {vars(args)}", flush=True)
     costs = {"analytic": Roofline(backend=ONNXRUNTIME)}
     if args.measured_budget:
         costs["measured"] = OrtCost()
@@ -441,8 +433,8 @@ def main() -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "flags": vars(args), "rows": rows, "search": search_rows,
-                       "transformers": transformer_rows}, f, indent=1, default=str)
+            json.dump({"machine": machine_description(load=True), "flags": vars(args), "rows": rows,
+                       "search": search_rows, "transformers": transformer_rows}, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

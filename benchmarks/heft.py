@@ -19,8 +19,9 @@ import time
 import numpy as np
 
 import jaxsched
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import best_time
 from jaxsched.generate import random_dag
-from jaxsched.timing import best_time
 
 
 def python_heft(problem: jaxsched.Problem) -> float:
@@ -162,7 +163,7 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}\n")
+    print(f"Machine: {machine_description(load=True)}, Python {platform.python_version()}\n")
     compare_python([tuple(int(x) for x in s.split("x")) for s in args.sizes], args.repeats)
     if args.batch:
         compare_batched(args.batch, 100, 16, args.repeats)

@@ -32,9 +32,10 @@ import jax
 import numpy as np
 
 import jaxsched
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import alternated_times
 from jaxsched.compiled import heft_inputs, heft_kernel
 from jaxsched.generate import random_dag
-from jaxsched.timing import alternated_times
 
 C_SOURCE = r"""
 #include <stdint.h>
@@ -230,8 +231,7 @@ def main():
                         help="cpu: process CPU time, the work done whatever else runs (threads add up)")
     args = parser.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes]
-    print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, clock {args.clock}, "
-          f"Python {platform.python_version()}, jax {jax.__version__} ({jax.devices()[0].device_kind})\n")
+    print(f"Machine: {machine_description(load=True)}, Python {platform.python_version()}, clock {args.clock}\n")
     print(HEADER)
     with tempfile.TemporaryDirectory() as directory:
         heft_c = build_c_baseline(directory)

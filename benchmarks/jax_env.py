@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
 import jax
@@ -38,6 +37,7 @@ from jaxgraph import MODELS, Env, Roofline
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.jax_rules import JAX_RULES
+from jaxsched.common.machine import machine_description
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 
@@ -200,8 +200,7 @@ def main() -> None:
     if len(backends) > 1 and not args.profile:
         parser.exit(2, "jax_env: several backends only with --profile\n")
     models = [Roofline(backend=BACKENDS[b]) for b in backends]
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} "
-          f"({jax.devices()[0].platform}), load average {os.getloadavg()[0]:.1f}")
+    print(f"# {machine_description(load=True)}")
     print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
     print(f"# cost: analytic Roofline of the backend(s) {', '.join(backends)}")
     if args.profile:

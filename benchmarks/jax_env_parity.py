@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import platform
 import sys
 import time
 
@@ -27,6 +26,7 @@ from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.parity import fitting_env
+from jaxsched.common.machine import machine_description
 
 BUILDERS = {
     "resnet18": dict(image_size=32, width=0.125),
@@ -79,8 +79,7 @@ def main(argv=None) -> int:
     except (KeyError, ValueError) as error:
         print(f"jax_env_parity: {error}", file=sys.stderr)
         return 2
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f} at the start; jax {jax.__version__}")
+    print(f"machine: {machine_description(load=True)} at the start")
     print("| set | backend | graphs | steps | rule families fired | mismatches | seconds |")
     print("|---|---|---|---|---|---|---|", flush=True)
     rows = [run("generated", fitting_env(generated, backend), generated, args.sequences) for backend in backends]

@@ -4,7 +4,7 @@ environments.
     python benchmarks/jax_ppo_epoch.py [--num-envs 8,256] [--backend onnxruntime]
 
 The graph, rules and agent are the end-to-end race's (`benchmarks/ppo_wallclock.py`): the tiny study's BERT, all 28
-rules, `study_config("tiny").agent` with `num_envs` replaced. For each size: the seconds to trace and lower
+rules, `CONFIGS["default"].agent` with `num_envs` replaced. For each size: the seconds to trace and lower
 `jax_ppo.make_trainer(...).run` for one epoch, to compile it, and two epochs run one after the other (the first
 call after compilation, then a second), and the environment steps per second of an epoch (PPO update included).
 """
@@ -22,13 +22,14 @@ from jaxgraph import jax_ppo
 from jaxgraph.backends import BACKENDS
 from jaxgraph.cost import Roofline
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.rl.study import build_graph, machine, study_config
+from jaxgraph.rl.study import CONFIGS, build_graph
 from jaxgraph.rules import RULES
+from jaxsched.common import machine_description
 
 
 def epoch_seconds(num_envs: int, backend: str) -> dict[str, float]:
     """Lower, compile and two epochs' seconds of the JaxEnv PPO program with `num_envs` environments."""
-    config = study_config("tiny")
+    config = CONFIGS["default"]
     agent = dataclasses.replace(config.agent, num_envs=num_envs)
     env = JaxEnv(build_graph(config, "bert"), max_locations=agent.max_locations, rules=RULES,
                  cost_model=Roofline(backend=BACKENDS[backend]), max_steps=agent.max_steps)
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"error: --num-envs must be positive integers, got {args.num_envs!r}", file=sys.stderr)
         return 2
-    print(f"{machine()}; tiny study BERT, cost Roofline(backend={args.backend}), 16 steps per environment an epoch\n")
+    print(f"{machine_description(load=True)}; default study BERT, "
+          f"cost Roofline(backend={args.backend}), 16 steps per environment an epoch\n")
     print("| environments | lower s | compile s | first epoch s | second epoch s | env steps/s (with the update) |")
     print("|---|---|---|---|---|---|")
     for size in sizes:

@@ -13,24 +13,16 @@ kernel alone (`list_schedule_batch` on ready plans). Target: JAX end to end at l
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
 import time
 
 import jax
 import numpy as np
 
 from jaxsched import Shape, pad_problems
+from jaxsched.common.machine import machine_description
 from jaxsched.generate import random_dag
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, padded_makespan, plan_batch, schedule_batch
-
-
-def _machine() -> str:
-    model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((line.split(":", 1)[1].strip() for line in model.splitlines() if "Model name" in line), "?")
-    return f"{platform.machine()} {model}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, jax {jax.__version__}"
 
 
 def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
@@ -55,7 +47,8 @@ def main(argv=None) -> None:
         parser.exit(2, f"--sample must lie in [1, --instances], got {args.sample}\n")
     problems = [random_dag(args.tasks, args.procs, integer=True, seed=s) for s in range(args.instances)]
     shape = Shape.of(problems)
-    print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; {_machine()}")
+    print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; "
+          f"{machine_description(load=True)}")
     print("| scheduler | NumPy loop (s, scaled) | JAX end to end (s) | JAX kernel (s) | speedup | kernel speedup |")
     print("|---|---|---|---|---|---|")
     for name in args.names:

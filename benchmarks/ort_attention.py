@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxgraph import bert, to_onnx
 from jaxgraph.cost import ort_session
-from jaxsched.timing import compare
+from jaxsched.common.timing import compare
 
 
 def with_contrib_attention(model, layers: int, heads: int):

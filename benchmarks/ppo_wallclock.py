@@ -6,7 +6,7 @@ The graph is the tiny study's BERT (`--model bert`: the `bert` builder at 16 tok
 intermediate 128) or the imported `tests/data/bert-legacy-op17.onnx` (`--model imported`). The target is TASO's
 search (alpha 1.05, budget 100, as in the study) on the same graph, rules (all 28 of `RULES`) and cost model; an
 unpruned search checks that it is the reachable optimum. The three trainers (`jaxgraph.rl.wallclock`) use the tiny
-study's sizes (`study_config("tiny")`): the same `AgentConfig` for both PPO trainers (8 envs x 16 steps an epoch,
+study's sizes (`CONFIGS["default"]`): the same `AgentConfig` for both PPO trainers (8 envs x 16 steps an epoch,
 GNN hidden 32, latent 16, 16 locations per xfer, episodes of at most 24 steps), and the study's world model
 (48 x 16 random-agent steps, 40 fit epochs) and dream controller (64 dreams x 16 steps per update, tau 1). Each
 runs on its own clock, one after another, until an evaluation reaches the target or `--time-cap` seconds pass
@@ -31,8 +31,9 @@ from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
 from jaxgraph.cost import Roofline
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.onnx_io import load_onnx
-from jaxgraph.rl.study import batch_one, build_graph, machine, study_config
+from jaxgraph.rl.study import CONFIGS, batch_one, build_graph
 from jaxgraph.rl.wallclock import TRAINERS, race, wallclock_table
+from jaxsched.common import machine_description
 
 IMPORTED = "tests/data/bert-legacy-op17.onnx"
 BACKENDS = {"taso": TASO, "xla": XLA, "onnxruntime": ONNXRUNTIME}
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args(argv)
-    config = study_config("tiny")
+    config = CONFIGS["default"]
     trainers = [t for t in args.trainers.split(",") if t]
     try:
         if args.eval_samples is not None:
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"{machine()}; model {args.model} ({graph.num_ops} ops), cost Roofline(backend={args.backend}), "
+    print(f"{machine_description(load=True)}; model {args.model} ({graph.num_ops} ops), "
+          f"cost Roofline(backend={args.backend}), "
           f"{config.agent.num_envs} environments x {config.agent.rollout_steps} steps per PPO epoch, "
           f"time cap {args.time_cap:g} s per trainer, seed {args.seed}; each evaluation: the most-likely-action "
           f"episode + {config.eval_samples} sampled, in {'JaxEnv' if args.jitted_evaluation else 'Env'} for the "
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as file:
             json.dump({**result, "runs": runs, "time_cap": args.time_cap, "model": args.model,
                        "backend": args.backend, "ppo_envs": config.agent.num_envs,
-                       "eval_samples": config.eval_samples, "machine": machine()}, file, indent=1)
+                       "eval_samples": config.eval_samples, "machine": machine_description(load=True)}, file, indent=1)
     return 0
 
 

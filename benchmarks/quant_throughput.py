@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 import jaxquant as jq
 from jaxquant.train import device_data
-from jaxsched.timing import best_time
+from jaxsched.common.timing import best_time
 
 
 def throughput(config: jq.TrainConfig, dataset: jq.Dataset, members: int, epochs: int) -> tuple[float, float]:

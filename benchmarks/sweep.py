@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 
 import jax
 import numpy as np
 
 import jaxquant as jq
-from jaxsched.timing import alternated_times, best_time
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import alternated_times, best_time
 
 REGIMES = ("constant", "linear", "square", "exp", "log")
 
@@ -81,9 +81,7 @@ def main(argv=None):
     losses = np.stack([np.asarray(alone.train_loss) for alone in outputs["alone"]])
     drift = np.abs(losses - np.asarray(outputs["together"].train_loss)).max(axis=0)  # [epochs]
 
-    device = jax.devices()[0]
-    print(f"device: {device.platform} ({device.device_kind}), jax {jax.__version__}, "
-          f"{platform.processor() or platform.machine()}")
+    print(f"machine: {machine_description(load=True)}")
     print(f"config: {args.config}, model widths {config.model.stage_widths}, {config.model.blocks_per_stage} "
           f"block(s)/stage, batch {config.batch_size}, {steps} steps per member\n")
     print(f"medians of {args.repeats} alternated runs; compilation timed once, excluded from the runs")

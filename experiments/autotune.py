@@ -6,7 +6,7 @@
 
 One core plays the device (profiling is pinned to it). Writes results/autotune/{results.json,
 results.md, gantt.png, simulation.png}; finished policies are kept in results/autotune/runs/ and a
-rerun with the same config skips them (delete that folder to measure again).
+rerun with the same config skips them (delete that folder to measure again); another config is refused.
 """
 
 from __future__ import annotations
@@ -16,20 +16,22 @@ import os
 import sys
 
 from jaxsched.autotune.study import CONFIGS, markdown, run_study
+from jaxsched.common import preset
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="default", help=f"one of {sorted(CONFIGS)}")
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/autotune")
     args = parser.parse_args(argv)
-    if args.config not in CONFIGS:
-        print(f"error: unknown config {args.config!r}; choose one of {sorted(CONFIGS)}", file=sys.stderr)
-        return 2
     if len(os.sched_getaffinity(0)) < 2:
         print("error: needs at least two usable cores (one plays the device)", file=sys.stderr)
         return 2
-    results = run_study(CONFIGS[args.config], args.workdir)
+    try:
+        results = run_study(preset(CONFIGS, args.config), args.workdir)
+    except ValueError as error:  # an unknown config name, a workdir of another configuration
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(markdown(results))
     return 0
 

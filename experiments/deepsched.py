@@ -1,12 +1,13 @@
 """DeepSched end to end: HEFT-labelled data, one network per variant, evaluation like the paper.
 
-    python -m experiments.deepsched                   # tiny CPU default (a few minutes)
+    python -m experiments.deepsched                   # the CPU default (a few minutes)
     python -m experiments.deepsched --config full     # the GPU configuration (188 processors)
     python -m experiments.deepsched --config test     # seconds: the test suite's configuration
 
-Writes `<workdir>/` (default results/deepsched): results.json, results.md (the tables printed at
-the end), PNG plots (with matplotlib), and checkpoints/<variant>/ (orbax; a rerun resumes or reuses
-them). The labelled dataset is cached under `--data-dir`.
+Writes `<workdir>/` (default results/deepsched): config.json, results.json, results.md (the tables
+printed at the end), PNG plots (with matplotlib), and checkpoints/<variant>/ (orbax; a rerun of the same
+configuration resumes or reuses them, another configuration is refused). The labelled dataset is cached
+under `--data-dir`.
 
 Tables: per split (seen = training instances, unseen = test instances, ood = application graphs)
 and size: makespan ratio to HEFT (mean, p95) of the main variant's greedy and sampling decoders,
@@ -22,16 +23,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from jaxsched.deepsched import configs, markdown, plots, train_and_evaluate
+from jaxsched.common import ConfigMismatch, preset, write_text
+from jaxsched.deepsched import CONFIGS, markdown, plots, train_and_evaluate
 from jaxsched.deepsched.configs import VARIANTS, DeepSchedConfig
-
-CONFIGS = {"tiny": configs.tiny, "full": configs.full, "test": configs.test}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (each flag overrides one field of the chosen configuration)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", choices=tuple(CONFIGS), default="tiny")
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/deepsched")
     parser.add_argument("--data-dir", default=None, help="dataset cache (default: <workdir>/data)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, help="networks to train and compare")
@@ -53,8 +53,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def make_config(args: argparse.Namespace) -> DeepSchedConfig:
-    """The chosen configuration with the flags applied; ValueError for a bad value."""
-    config = CONFIGS[args.config]()
+    """The chosen configuration with the flags applied; ValueError for a bad value or config name."""
+    config = preset(CONFIGS, args.config)
     overrides = {
         "variants": None if args.variants is None else tuple(args.variants),
         "main": args.main,
@@ -86,9 +86,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     workdir = Path(args.workdir)
-    results = train_and_evaluate(config, workdir, args.data_dir, progress=not args.quiet)
+    try:
+        results = train_and_evaluate(config, workdir, args.data_dir, progress=not args.quiet)
+    except ConfigMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     table = markdown(results)
-    (workdir / "results.md").write_text(table)
+    write_text(workdir / "results.md", table)
     if not plots(results, workdir):
         print("matplotlib is not installed: skipping plots (pip install 'jax-research-systems[plots]')")
     print(table)

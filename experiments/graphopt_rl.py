@@ -1,6 +1,6 @@
 """The graph-optimization agents of seed 004 (thesis chapter 5), end to end.
 
-    python -m experiments.graphopt_rl                 # tiny default: small graphs, CPU, minutes
+    python -m experiments.graphopt_rl                 # the default: small graphs, CPU, minutes
     python -m experiments.graphopt_rl --config full   # the thesis's graphs and sizes (GPU machine)
     python -m experiments.graphopt_rl --config test   # seconds (the test suite)
 
@@ -8,8 +8,9 @@ Per model graph: greedy, TASO search, the model-free PPO agent and the model-bas
 model, PPO controller trained in dreams) on onnxruntime's runtime-aware cost, with the measured
 end-to-end latency of each result (onnxruntime, JAX) and the real-environment interactions each used;
 on BERT the Table 5.1 analog (tau sweep x seeds as one vmapped program, each controller evaluated in
-the real Env) and the real vs dream step time; a multi-graph agent on a held-out graph. Writes to --out:
-  results.json, table.md, models/*.json (one per finished model: a rerun skips them), held_out.json,
+the real Env) and the real vs dream step time; a multi-graph agent on a held-out graph. Writes to --workdir
+(a rerun of the same configuration resumes; another configuration is refused):
+  config.json, results.json, table.md, models/*.json (one per finished model: a rerun skips them), held_out.json,
   checkpoints/ (per-epoch orbax checkpoints of the model-free agents: a rerun resumes them),
   rewards.png, world_model.png, transformations.png
 """
@@ -19,17 +20,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxgraph.rl import results_table, run_study, study_config
+from jaxgraph.rl import CONFIGS, results_table, run_study
+from jaxsched.common import ConfigMismatch
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="tiny", choices=("test", "tiny", "full"))
-    parser.add_argument("--out", default="results/graphopt_rl")
+    parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
+    parser.add_argument("--workdir", default="results/graphopt_rl")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    results = run_study(study_config(args.config), args.out, seed=args.seed, progress=not args.quiet)
+    try:
+        results = run_study(CONFIGS[args.config], args.workdir, seed=args.seed, progress=not args.quiet)
+    except ConfigMismatch as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(results_table(results))
     return 0
 

@@ -1,23 +1,56 @@
 """Schedule a few DAGs of different kinds with HEFT and the GA; validate, tabulate, draw Gantt charts.
 
     python -m experiments.schedule_demo                       # small default, about a minute on CPU
+    python -m experiments.schedule_demo --config full         # 200 tasks on 16 processors, the JAX GA
+    python -m experiments.schedule_demo --config test         # seconds: the test suite's configuration
     python -m experiments.schedule_demo --tasks 200 --procs 16 --ga-backend jax --generations 200
 
-Writes results/schedule_demo/{results.json, results.md, gantt.png} (the PNG needs the `plots` extra).
+Writes results/schedule_demo/{config.json, results.json, results.md, gantt.png} (the PNG needs the `plots`
+extra) and each DAG's schedules under dags/ as soon as they are done: a rerun of the same configuration reuses
+them, another configuration is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
-import sys
+import dataclasses
 import time
+from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 import jaxsched
 from jaxsched import generate
+from jaxsched.common import ConfigMismatch, Workdir, preset, write_json, write_text
+
+METHODS = ("HEFT", "GA")
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoConfig:
+    """The DAGs' size, the machine and the GA's budget."""
+
+    tasks: int = 40  # about this many tasks per DAG
+    procs: int = 4
+    population: int = 40
+    generations: int = 40
+    ga_backend: str = "numpy"
+    seed: int = 0
+
+    def __post_init__(self):
+        for name, least in {"tasks": 4, "procs": 1, "population": 2, "generations": 0, "seed": 0}.items():
+            if getattr(self, name) < least:
+                raise ValueError(f"--{name} must be at least {least}, got {getattr(self, name)}")
+        if self.ga_backend not in ("numpy", "jax"):
+            raise ValueError(f"--ga-backend must be numpy or jax, got {self.ga_backend!r}")
+
+
+CONFIGS = {
+    "test": DemoConfig(tasks=12, procs=2, population=4, generations=2),
+    "default": DemoConfig(),
+    "full": DemoConfig(tasks=200, procs=16, population=100, generations=200, ga_backend="jax"),
+}
 
 
 def workloads(num_tasks: int, num_procs: int, seed: int) -> dict[str, jaxsched.Problem]:
@@ -40,38 +73,46 @@ def workloads(num_tasks: int, num_procs: int, seed: int) -> dict[str, jaxsched.P
     return problems
 
 
-def run(args) -> list[dict]:
-    rows = []
-    problems = workloads(args.tasks, args.procs, args.seed)
-    schedules = {}
-    for name, problem in tqdm(problems.items(), desc="scheduling"):
-        for method in ("HEFT", "GA"):
-            t0 = time.perf_counter()
-            if method == "HEFT":
-                schedule = jaxsched.heft(problem)
-            else:
-                schedule = jaxsched.ga(
-                    problem, population=args.population, generations=args.generations,
-                    seed=args.seed, backend=args.ga_backend,
-                )
-            seconds = time.perf_counter() - t0
-            jaxsched.validate(problem, schedule)
-            schedules[name, method] = (problem, schedule)
-            rows.append({
-                "dag": name, "tasks": problem.num_tasks, "edges": problem.num_edges, "method": method,
-                **jaxsched.summary(problem, schedule), "seconds": seconds,
-            })
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(rows, indent=2))
-    table = _markdown(rows)
-    (out / "results.md").write_text(table + "\n")
+def schedule_dag(problem: jaxsched.Problem, name: str, config: DemoConfig) -> dict:
+    """HEFT's and the GA's schedules of one DAG, validated, with their metrics and seconds (JSON-ready)."""
+    rows, schedules = [], {}
+    for method in METHODS:
+        t0 = time.perf_counter()
+        if method == "HEFT":
+            schedule = jaxsched.heft(problem)
+        else:
+            schedule = jaxsched.ga(problem, population=config.population, generations=config.generations,
+                                   seed=config.seed, backend=config.ga_backend)
+        seconds = time.perf_counter() - t0
+        jaxsched.validate(problem, schedule)
+        schedules[method] = {field: getattr(schedule, field).tolist() for field in ("proc", "start", "finish")}
+        rows.append({"dag": name, "tasks": problem.num_tasks, "edges": problem.num_edges, "method": method,
+                     **jaxsched.summary(problem, schedule), "seconds": seconds})
+    return {"rows": rows, "schedules": schedules}
+
+
+def run(config: DemoConfig, workdir: str | Path) -> list[dict]:
+    """Schedule every DAG (each one a stage of the workdir), write the table, JSON and Gantt charts; the rows.
+    Raises `ConfigMismatch` when `workdir` holds results of another configuration."""
+    work = Workdir(workdir, config)
+    problems = workloads(config.tasks, config.procs, config.seed)
+    done = {name: work.stage(f"dags/{name.replace(' ', '_')}.json",
+                             lambda name=name: schedule_dag(problems[name], name, config))
+            for name in tqdm(problems, desc="scheduling")}
+    rows = [row for dag in done.values() for row in dag["rows"]]
+    write_json(work / "results.json", rows)
+    table = markdown(rows)
+    write_text(work / "results.md", table + "\n")
     print(table)
-    _plot(schedules, out / "gantt.png")
+    schedules = {(name, method): (problems[name], jaxsched.Schedule(*(np.asarray(dag["schedules"][method][field])
+                                                                     for field in ("proc", "start", "finish"))))
+                 for name, dag in done.items() for method in METHODS}
+    _plot(schedules, work / "gantt.png")
     return rows
 
 
-def _markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict]) -> str:
+    """The results table: per DAG and method, makespan, SLR, average turnaround and waiting, seconds."""
     lines = [
         "| DAG | tasks | method | makespan | SLR | avg turnaround | avg waiting | time (s) |",
         "|---|---|---|---|---|---|---|---|",
@@ -84,7 +125,7 @@ def _markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _plot(schedules, path: pathlib.Path) -> None:
+def _plot(schedules, path: Path) -> None:
     try:
         import matplotlib
 
@@ -106,23 +147,28 @@ def _plot(schedules, path: pathlib.Path) -> None:
     print(f"Gantt charts written to {path}")
 
 
-def main(argv=None):
+def main(argv=None) -> list[dict]:
+    """Parse the flags (each overrides one field of the chosen configuration) and run the demo; the rows."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=40, help="about this many tasks per DAG")
-    parser.add_argument("--procs", type=int, default=4)
-    parser.add_argument("--population", type=int, default=40)
-    parser.add_argument("--generations", type=int, default=40)
-    parser.add_argument("--ga-backend", choices=("numpy", "jax"), default="numpy")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="results/schedule_demo")
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
+    parser.add_argument("--tasks", type=int, help="about this many tasks per DAG")
+    parser.add_argument("--procs", type=int)
+    parser.add_argument("--population", type=int)
+    parser.add_argument("--generations", type=int)
+    parser.add_argument("--ga-backend", choices=("numpy", "jax"))
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--workdir", default="results/schedule_demo")
     args = parser.parse_args(argv)
-    limits = {"tasks": 4, "procs": 1, "population": 2, "generations": 0, "seed": 0}
-    for name, least in limits.items():  # checked before any work: one line and exit code 2
-        if getattr(args, name) < least:
-            print(f"error: --{name} must be at least {least}, got {getattr(args, name)}", file=sys.stderr)
-            raise SystemExit(2)
-    return run(args)
-
+    flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(DemoConfig)}
+    changes = {name: value for name, value in flags.items() if value is not None}
+    try:  # checked before any work: one line and exit code 2
+        config = dataclasses.replace(preset(CONFIGS, args.config), **changes)
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+    try:
+        return run(config, args.workdir)
+    except ConfigMismatch as error:
+        parser.exit(2, f"error: {error}\n")
 
 if __name__ == "__main__":
     main()

@@ -3,12 +3,13 @@
     python -m experiments.ternary_sweep                       # digits, one seed (CPU, minutes)
     python -m experiments.ternary_sweep --seeds 4 --baselines fp,binary,twn,ttq   # the documented run
     python -m experiments.ternary_sweep --delta-max 0.3 --grid-delta-maxes 0.2,0.4 --grid-seeds 1  # other caps
-    python -m experiments.ternary_sweep --config cifar10 --cifar-dir PATH   # the paper's study (GPU)
+    python -m experiments.ternary_sweep --config full --cifar-dir PATH   # the paper's study on CIFAR-10 (GPU)
+    python -m experiments.ternary_sweep --config test          # seconds: the test suite's configuration
 
 Runs the full-precision and binary baselines (optionally TWN and TTQ), the fixed-Δ runs of Fig. 2
 and the growth regimes of Fig. 3/4 (at the study's cap Δ_max, and the log regime at further caps),
 each group as one vmapped program with per-epoch orbax checkpoints (rerun the same command to
-resume after a kill), then writes to --out:
+resume after a kill; another configuration is refused), then writes to --workdir:
   table.md       Table-2-style summary (accuracy, sparsity, entropy, difference to FP), the Δ_max
                  exploration, the compression report, the targets, all runs
   results.json   configuration, per-epoch histories, summary rows, compression report
@@ -20,12 +21,13 @@ resume after a kill), then writes to --out:
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 import jaxquant as jq
+from jaxsched.common import preset, write_json, write_text
 
 
 def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, list[dict]], out: Path) -> None:
@@ -90,50 +92,56 @@ def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, 
 
 
 
+def make_study(args: argparse.Namespace) -> jq.Study:
+    """The chosen preset with the flags applied; ValueError for a bad value or config name."""
+    study = preset(jq.CONFIGS, args.config)
+    if args.epochs is not None:
+        study = study.with_epochs(args.epochs)
+    changes = {}
+    if args.seeds is not None:
+        changes["seeds"] = tuple(range(args.seeds))
+    if args.baselines is not None:
+        changes["baselines"] = tuple(kind for kind in args.baselines.split(",") if kind)
+    if args.delta_max is not None:
+        changes["delta_max"] = args.delta_max
+    if args.grid_delta_maxes is not None:
+        changes["grid_delta_maxes"] = tuple(float(c) for c in args.grid_delta_maxes.split(",") if c)
+    if args.grid_seeds is not None:
+        changes["grid_seeds"] = args.grid_seeds
+    if args.cifar_dir is not None:
+        changes["train"] = dataclasses.replace(study.train, data_dir=args.cifar_dir)
+    return dataclasses.replace(study, **changes)
+
+
 def main(argv=None) -> dict:
     """Parse the flags, run `jaxquant.train_and_evaluate` and write the report; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", choices=("digits", "cifar10"), default="digits")
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(jq.CONFIGS)}")
     parser.add_argument("--cifar-dir", default=None, help=f"CIFAR-10 directory (default: ${jq.data.CIFAR10_ENV})")
-    parser.add_argument("--epochs", type=int, default=None, help="default: 40 (digits), 500 (cifar10)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per setting; default: 1 (digits), 3 (cifar10)")
-    parser.add_argument("--baselines", default="fp,binary",
-                        help="comma-separated baselines among fp, binary, twn, ttq (default: fp,binary)")
-    parser.add_argument("--delta-max", type=float, default=None,
-                        help=f"cap of the regime comparison; default: {jq.DIGITS_DELTA_MAX:g} (digits), 0.9 (cifar10)")
-    parser.add_argument("--grid-delta-maxes", default=None,
-                        help="comma-separated further caps for the grid regimes; default: "
-                             f"{','.join(f'{c:g}' for c in jq.DIGITS_GRID_DELTA_MAXES)} (digits), 0.7,0.8 (cifar10)")
-    parser.add_argument("--grid-seeds", type=int, default=None,
-                        help="seeds of the grid runs (the first N); default: all (digits), 1 (cifar10)")
-    parser.add_argument("--out", default="results/ternary")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the config's (40 default, 500 full)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per setting; default: the config's")
+    parser.add_argument("--baselines", default=None,
+                        help="comma-separated baselines among fp, binary, twn, ttq (default: the config's)")
+    parser.add_argument("--delta-max", type=float, default=None, help="cap of the regime comparison")
+    parser.add_argument("--grid-delta-maxes", default=None, help="comma-separated further caps for the grid regimes")
+    parser.add_argument("--grid-seeds", type=int, default=None, help="seeds of the grid runs (the first N)")
+    parser.add_argument("--workdir", default="results/ternary")
     args = parser.parse_args(argv)
-
-    baselines = tuple(kind for kind in args.baselines.split(",") if kind)
-    unknown = set(baselines) - set(jq.BASELINES)
-    if unknown:
-        parser.error(f"unknown baselines {sorted(unknown)}")
     try:
-        grid = None if args.grid_delta_maxes is None else tuple(float(c) for c in args.grid_delta_maxes.split(",") if c)
-        if args.config == "digits":
-            study = jq.digits_study(args.epochs or 40, args.seeds or 1, baselines, args.delta_max, grid,
-                                    args.grid_seeds)
-        else:
-            study = jq.cifar10_study(args.epochs or 500, args.seeds or 3, baselines, args.cifar_dir, args.delta_max,
-                                     grid, 1 if args.grid_seeds is None else args.grid_seeds)
+        study = make_study(args)
     except ValueError as error:
         parser.error(str(error))
     print(f"model: {study.train.model}")
-    out = Path(args.out)
+    workdir = Path(args.workdir)
     try:
-        result = jq.train_and_evaluate(study, out, progress=True)
-    except (ValueError, FileNotFoundError) as error:  # bad data path or files, a foreign checkpoint dir
+        result = jq.train_and_evaluate(study, workdir, progress=True)
+    except (ValueError, FileNotFoundError) as error:  # bad data path or files, a workdir of another configuration
         parser.exit(2, f"{parser.prog}: error: {error}\n")
-    (out / "table.md").write_text(result.report)
-    (out / "results.json").write_text(json.dumps(result.summary, indent=1))
-    plot(study, result.results, result.summary["runs"], out)
+    write_text(workdir / "table.md", result.report)
+    write_json(workdir / "results.json", result.summary)
+    plot(study, result.results, result.summary["runs"], workdir)
     print(result.report)
-    print(f"wrote {out}/table.md, results.json and plots in {result.summary['seconds']:.0f} s")
+    print(f"wrote {workdir}/table.md, results.json and plots in {result.summary['seconds']:.0f} s")
     return result.summary
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import tempfile
@@ -31,11 +30,12 @@ from typing import Mapping, Protocol, Sequence
 import jax
 import numpy as np
 
-from jaxgraph.arguments import number
 from jaxgraph.backends import CONST, EXTERNAL, ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Delta, Graph
-from jaxsched.timing import check_timing, median_time
+from jaxsched.common.arguments import number
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import check_timing, median_time
 
 
 class CostModel(Protocol):
@@ -239,7 +239,7 @@ class OrtCost:
     def __init__(self, cache_dir: str | os.PathLike | None = None, warmup: int = 5, repeats: int = 30) -> None:
         check_timing(repeats, warmup)
         self.warmup, self.repeats = warmup, repeats
-        machine = re.sub(r"[^A-Za-z0-9_.-]+", "_", platform.processor() or platform.machine())
+        machine = re.sub(r"[^A-Za-z0-9_.-]+", "_", machine_description())
         self._cache = _CachedTimes.open(cache_dir, f"kernel_costs-onnxruntime-{machine}")
         self.path = self._cache.path
 

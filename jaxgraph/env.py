@@ -21,12 +21,12 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import jraph
 import numpy as np
 
-from jaxgraph.arguments import integer
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, affected, cost, cost_change, node_cost
 from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
 from jaxgraph.rules import RULES, Location, Rule
+from jaxsched.common.arguments import integer
 
 NODE_FEATURES = len(OP_TYPES) + len(ACTIVATIONS) + 13
 EDGE_FEATURES = 6

@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from jaxgraph.arguments import integer, number
 from jaxgraph.backends import BACKENDS, TASO, nchwc_block
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
 from jaxgraph.env import NODE_FEATURES, Observation
@@ -48,6 +47,7 @@ from jaxgraph.jax_graph import (
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
 from jaxgraph.rules import Rule
+from jaxsched.common.arguments import integer, number
 
 
 class EnvParams(NamedTuple):

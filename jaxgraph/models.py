@@ -13,8 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from jaxgraph.arguments import integer, number
 from jaxgraph.graph import Graph, GraphBuilder, Ref
+from jaxsched.common.arguments import integer, number
 
 
 class _Layers:

@@ -24,13 +24,13 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxgraph.arguments import integer, number
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import CostModel, MeasuredCost, OrtCost, Roofline, cost, ort_session
 from jaxgraph.execute import runner
 from jaxgraph.onnx_io import load_onnx, to_onnx
 from jaxgraph.search import greedy, taso_search
-from jaxsched.timing import compare
+from jaxsched.common.arguments import integer, number
+from jaxsched.common.timing import compare
 
 PROG = "python -m jaxgraph.optimize"
 

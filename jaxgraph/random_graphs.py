@@ -20,8 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from jaxgraph.arguments import integer
 from jaxgraph.graph import Graph, GraphBuilder, Ref
+from jaxsched.common.arguments import integer
 
 MAX_CONCAT = 4  # the widest concat the generator writes (the single output is a tree of them)
 

@@ -10,11 +10,11 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from jaxgraph.arguments import integer, number
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, cost_change
 from jaxgraph.graph import Graph
 from jaxgraph.locations import LocationIndex
 from jaxgraph.rules import RULES, Location, Rule
+from jaxsched.common.arguments import integer, number
 
 
 @dataclass(frozen=True)

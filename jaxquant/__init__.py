@@ -2,14 +2,12 @@
 
 from jaxquant.configs import (
     BASELINES,
+    CONFIGS,
     DIGITS_DELTA_MAX,
     DIGITS_GRID_DELTA_MAXES,
     GROWING,
     Study,
-    cifar10_study,
-    digits_study,
     ternary_members,
-    tiny_study,
 )
 from jaxquant.conv import conv2d
 from jaxquant.data import Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
@@ -64,14 +62,12 @@ from jaxquant.train import (
 
 __all__ = [
     "BASELINES",
+    "CONFIGS",
     "DIGITS_DELTA_MAX",
     "DIGITS_GRID_DELTA_MAXES",
     "GROWING",
     "Study",
-    "cifar10_study",
-    "digits_study",
     "ternary_members",
-    "tiny_study",
     "aggregate",
     "cap_lines",
     "cap_rows",

@@ -16,13 +16,14 @@ selected by it, so members of a vmapped sweep can each follow a different regime
 
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxsched.common.arguments import number
 
 REGIMES = ("constant", "linear", "square", "exp", "log")
 
@@ -47,10 +48,7 @@ def delta_regime(kind: str | int, delta0: float, m: float, delta_max: float) -> 
     if not 0 <= int(kind) < len(REGIMES):
         raise ValueError(f"Δ regime index {kind} out of range [0, {len(REGIMES)})")
     for name, value in (("Δ0", delta0), ("M", m), ("Δ_max", delta_max)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{name} must be a real number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
+        number(name, value)
     if delta0 < 0 or m < 0:
         raise ValueError(f"Δ0 and M must be non-negative, got Δ0={delta0}, M={m}")
     if not 0 <= delta_max < 1:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from jaxquant.layers import QuantConv, QuantDense
 from jaxquant.quantize import QuantConfig
+from jaxsched.common.arguments import integer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,9 +40,7 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("num_classes", "blocks_per_stage", "base_width", "inflation"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ModelConfig.{name} must be an integer >= 1, got {value!r}")
+            integer(f"ModelConfig.{name}", getattr(self, name), 1)
 
     @property
     def stage_widths(self) -> tuple[int, int, int]:

@@ -2,7 +2,8 @@
 
 Each quantizer group (the baselines, then every ternary member of the study) trains as one vmapped
 program with per-epoch orbax checkpoints under `workdir/checkpoints/<kind>`, so rerunning the same
-call resumes after a kill. The log-regime model is exported in every format and reloaded.
+call resumes after a kill (another study in the same workdir is refused). The log-regime model is exported in
+every format and reloaded.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jaxquant.report import cap_rows, check_targets, report_markdown, table_rows
 from jaxquant.resnet import ModelConfig, ResNet, count_params
 from jaxquant.sweep import SweepMember, SweepResult, run_sweep, summarize
 from jaxquant.train import evaluate_model
+from jaxsched.common.workdir import Workdir
 
 
 class StudyResult(NamedTuple):
@@ -67,9 +69,9 @@ def export_log_model(study: Study, result: SweepResult, dataset: Dataset, out: P
 
 def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = False) -> StudyResult:
     """Run every group of `study` (checkpointed under `workdir`), export the log-regime model, and
-    build the summary and report. With `progress`, show a bar per group and print its time."""
-    out = Path(workdir)
-    out.mkdir(parents=True, exist_ok=True)
+    build the summary and report. With `progress`, show a bar per group and print its time. Raises
+    `ConfigMismatch` when `workdir` holds results of another study."""
+    out = Workdir(workdir, study).path
     dataset = load_dataset(study.train.dataset, study.train.data_dir)
     params = parameter_count(study.train.model, dataset)
     start = time.time()

@@ -18,6 +18,7 @@ from jaxquant.data import Dataset
 from jaxquant.delta import DeltaRegime, delta_regime, stack_regimes
 from jaxquant.metrics import peak_epoch
 from jaxquant.train import EpochMetrics, TrainConfig, TrainState, fit
+from jaxsched.common.arguments import integer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,8 +32,7 @@ class SweepMember:
     seed: int = 0
 
     def __post_init__(self):
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"SweepMember.seed must be a non-negative integer, got {self.seed!r}")
+        integer("SweepMember.seed", self.seed, 0)
         self.delta_regime()  # validates the regime fields
 
     def delta_regime(self) -> DeltaRegime:

@@ -30,7 +30,8 @@ from jaxquant.delta import DeltaRegime, delta_at, delta_regime
 from jaxquant.layers import project_latent, quantized_codes
 from jaxquant.metrics import entropy, sparsity
 from jaxquant.resnet import ModelConfig, ResNet
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.arguments import integer
+from jaxsched.common.checkpoint import EpochCheckpointer
 
 # The offline default: a small ResNet (1 block per stage, 16/32/64 channels, ~78k parameters)
 # that trains on 8x8 digits in seconds per epoch on a CPU.
@@ -65,11 +66,8 @@ class TrainConfig:
         if self.dataset not in DATASETS:
             raise ValueError(f"unknown dataset {self.dataset!r}; expected one of {DATASETS}")
         for name in ("epochs", "batch_size", "eval_batch_size", "reference_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrainConfig.{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.data_seed, bool) or not isinstance(self.data_seed, int):
-            raise ValueError(f"TrainConfig.data_seed must be an integer, got {self.data_seed!r}")
+            integer(f"TrainConfig.{name}", getattr(self, name), 1)
+        integer("TrainConfig.data_seed", self.data_seed)
         if len(self.learning_rates) != len(self.lr_epochs) or not self.lr_epochs:
             raise ValueError("learning_rates and lr_epochs must be non-empty and of equal length")
         if self.lr_epochs[0] != 0 or list(self.lr_epochs) != sorted(self.lr_epochs):

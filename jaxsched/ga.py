@@ -25,6 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
+from jaxsched.common.arguments import integer
 from jaxsched.compiled import population_fitness_numba
 from jaxsched.kernels import simulate_padded
 from jaxsched.problem import Problem, Schedule, check_problem
@@ -48,8 +49,8 @@ class GAConfig:
     def __post_init__(self):
         for name in ("population", "generations", "tournament", "elite"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if value is not None:
+                integer(name, value)
         if self.population < 2 or self.generations < 0:
             raise ValueError(f"need population >= 2 and generations >= 0, got {self.population}, {self.generations}")
         if self.elite is None:
@@ -237,8 +238,7 @@ def ga(
     config = GAConfig(population=population, generations=generations, **options)
     if shape is not None and backend != "jax":
         raise ValueError("shape pads the problem for the JAX GA; it needs backend='jax'")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    integer("seed", seed, 0)
     if backend in ("numpy", "numba"):
         proc, priority = _evolve_numpy(problem, config, seed, progress, compiled=backend == "numba")
     elif backend == "jax":

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from jaxsched.common import arguments
 from jaxsched.problem import Problem
 
 
@@ -29,18 +30,14 @@ def _rng(seed) -> np.random.Generator:
 def _check_counts(**counts) -> None:
     """Raises ValueError unless every count is an integer >= 1."""
     for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        arguments.integer(name, value, 1)
 
 
 def _check_finite(**values) -> None:
     """Raises ValueError unless every value is a finite real number (NaN fails every comparison and
     would pass the range checks)."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{name} must be a real number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
+        arguments.number(name, value)
 
 
 def _costs(rng, num_tasks, num_edges, num_procs, ccr, beta, mean_comp, integer):

@@ -26,7 +26,7 @@ from jaxgraph.rl.episode import Episode, run_episode, split_keys
 from jaxgraph.rl.policy import LatentPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.world_model import MDNRNN, DreamState, imagine
-from jaxsched.timing import median_time
+from jaxsched.common.timing import median_time
 
 
 class DreamStart(NamedTuple):

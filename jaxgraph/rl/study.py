@@ -1,4 +1,4 @@
-"""The agents' evaluation (thesis chapter 5) end to end: `run_study(config, out)` behind
+"""The agents' evaluation (thesis chapter 5) end to end: `run_study(config, workdir)` behind
 `python -m experiments.graphopt_rl`.
 
 Per model graph it runs greedy, TASO search, the model-free agent and the model-based agent on the same
@@ -13,17 +13,16 @@ The world model's latent z comes from a GraphEncoder with random, frozen paramet
 "Agents"): a frozen encoder cannot collapse z to a constant that the MDN-RNN would predict perfectly, and
 it costs no real-environment interactions, so the model-based agent's count is its random rollouts alone.
 
-Every stage writes its JSON under `out/` as soon as it is done (model-free training also checkpoints
-per epoch); a rerun loads finished stages and resumes the rest.
+Every stage writes its JSON under the workdir as soon as it is done (model-free training also checkpoints
+per epoch); a rerun of the same configuration loads finished stages and resumes the rest, and another
+configuration is refused (`jaxsched.common.Workdir`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import operator
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,9 @@ from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES, Rule
 from jaxgraph.search import greedy, taso_search
-from jaxsched.timing import alternated_times
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import alternated_times
+from jaxsched.common.workdir import Workdir, write_json, write_text
 
 METHODS = ("greedy", "taso", "model_free", "model_based")
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
@@ -112,69 +113,40 @@ SMALL_IMAGE = dict(image_size=32, width=0.25, num_classes=10)
 SMALL_TRANSFORMER = dict(seq_length=16, hidden=64, heads=2, layers=2)
 
 
-def study_config(name: str) -> StudyConfig:
-    """`test` (seconds, for the test suite), `tiny` (the default: minutes on 2 CPU cores, small graphs) and
-    `full` (the thesis's sizes and budgets: full-size graphs, LSTM 256, a GPU machine)."""
-    if name == "test":
-        return StudyConfig(
-            models=_models(bert=dict(SMALL_TRANSFORMER, layers=1, intermediate=128),
-                           taso_attention_stack=dict(SMALL_TRANSFORMER, layers=1)),
-            agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2, update_epochs=2), hidden=16, latent=8,
-                              message_steps=1, num_envs=4, rollout_steps=4, epochs=2, max_locations=4, max_steps=6),
-            world_model=WorldModelConfig(hidden=16, mixtures=2, learning_rate=3e-3),
-            dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
-                              updates=3, horizon=6),
-            taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
-            latency_repeats=2, step_time_envs=64)
-    if name == "tiny":
-        return StudyConfig(
-            models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
-                           bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
-            agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16,
-                              message_steps=2, num_envs=8, rollout_steps=16, epochs=15, max_locations=16,
-                              max_steps=24),
-            world_model=WorldModelConfig(hidden=64, mixtures=4, learning_rate=3e-3),
-            dream=DreamConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=4), hidden=32, num_envs=64,
-                              rollout_steps=16, updates=40, horizon=24),
-            onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=48, wm_length=16, wm_epochs=40,
-            wm_batch=16, taso_budget=100, latency_repeats=15)
-    if name == "full":
-        return StudyConfig(
-            models=_models(resnet18={}, resnet50={}, squeezenet1_1={}, inception_v3={}, mobilenet_v2={}, bert={},
-                           taso_attention_stack={}),
-            agent=AgentConfig(epochs=2000, max_locations=200, max_steps=100),
-            world_model=WorldModelConfig(),
-            dream=DreamConfig(num_envs=1024, updates=500),
-            onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=512, wm_length=32, wm_epochs=200,
-            wm_batch=64, latency_repeats=30, step_time_envs=65536)
-    raise ValueError(f"unknown study config {name!r}: choose test, tiny or full")
+# `test` (seconds, for the test suite), `default` (minutes on 2 CPU cores, small graphs) and `full` (the thesis's
+# sizes and budgets: full-size graphs, LSTM 256, a GPU machine); look one up with `jaxsched.common.preset`.
+CONFIGS = {
+    "test": StudyConfig(
+        models=_models(bert=dict(SMALL_TRANSFORMER, layers=1, intermediate=128),
+                       taso_attention_stack=dict(SMALL_TRANSFORMER, layers=1)),
+        agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2, update_epochs=2), hidden=16, latent=8,
+                          message_steps=1, num_envs=4, rollout_steps=4, epochs=2, max_locations=4, max_steps=6),
+        world_model=WorldModelConfig(hidden=16, mixtures=2, learning_rate=3e-3),
+        dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
+                          updates=3, horizon=6),
+        taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
+        latency_repeats=1, step_time_envs=16, eval_samples=0, optimum_budget=20),
+    "default": StudyConfig(
+        models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
+                       bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
+        agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16,
+                          message_steps=2, num_envs=8, rollout_steps=16, epochs=15, max_locations=16,
+                          max_steps=24),
+        world_model=WorldModelConfig(hidden=64, mixtures=4, learning_rate=3e-3),
+        dream=DreamConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=4), hidden=32, num_envs=64,
+                          rollout_steps=16, updates=40, horizon=24),
+        onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=48, wm_length=16, wm_epochs=40,
+        wm_batch=16, taso_budget=100, latency_repeats=15),
+    "full": StudyConfig(
+        models=_models(resnet18={}, resnet50={}, squeezenet1_1={}, inception_v3={}, mobilenet_v2={}, bert={},
+                       taso_attention_stack={}),
+        agent=AgentConfig(epochs=2000, max_locations=200, max_steps=100),
+        world_model=WorldModelConfig(),
+        dream=DreamConfig(num_envs=1024, updates=500),
+        onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=512, wm_length=32, wm_epochs=200,
+        wm_batch=64, latency_repeats=30, step_time_envs=65536),
+}
 
-
-# ---------------------------------------------------------------------------------------------- files
-
-def _read(path: Path) -> dict | None:
-    """A finished stage's JSON, or None when the stage has not finished (or was cut off while writing)."""
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def _write(path: Path, value: Any) -> None:
-    """Write JSON atomically (a kill leaves the old file or none, never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=1, default=float))
-    os.replace(tmp, path)
-
-
-def _stage(path: Path, compute: Callable[[], dict]) -> dict:
-    """The stage's saved result, or compute and save it."""
-    done = _read(path)
-    if done is None:
-        done = compute()
-        _write(path, done)
-    return done
 
 
 # ------------------------------------------------------------------------------------- world model data
@@ -458,33 +430,23 @@ def batch_one(path: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def run_study(config: StudyConfig, out: str | Path, seed: int = 0, progress: bool = True) -> dict:
-    """Run (or resume) every stage, then write results.json, table.md and the plots to `out`."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress: bool = True) -> dict:
+    """Run (or resume) every stage in `workdir`, then write results.json, table.md and the plots there; raises
+    `ConfigMismatch` when `workdir` holds results of another configuration or seed."""
+    work = Workdir(workdir, {"study": config, "seed": seed})
     key = jax.random.key(seed)
     graphs = {name: build_graph(config, name) for name, _ in config.models}
     imported, notes = imported_models(config)
     rows = {}
     for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
-        file = out / "models" / f"{name.replace(':', '_')}.json"
-        rows[name] = _stage(file, functools.partial(run_model, config, name, graph, out, jax.random.fold_in(key, i),
-                                                    progress))
-    multi = _stage(out / "held_out.json",
-                   lambda: held_out(config, graphs, out, jax.random.fold_in(key, 10_000), progress))
-    results = {"machine": machine(), "config": dataclasses.asdict(config), "models": rows, "held_out": multi,
-               "notes": notes}
-    _write(out / "results.json", results)
-    (out / "table.md").write_text(results_table(results))
-    plot_results(results, out)
+        rows[name] = work.stage(f"models/{name.replace(':', '_')}.json",
+                                functools.partial(run_model, config, name, graph, work.path,
+                                                  jax.random.fold_in(key, i), progress))
+    multi = work.stage("held_out.json",
+                       lambda: held_out(config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
+    results = {"machine": machine_description(load=True), "config": dataclasses.asdict(config), "models": rows,
+               "held_out": multi, "notes": notes}
+    write_json(work / "results.json", results)
+    write_text(work / "table.md", results_table(results))
+    plot_results(results, work.path)
     return results
-
-
-def machine() -> str:
-    """The CPU, core count, JAX device and load average (for the results' header)."""
-    import platform
-
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    return (f"{cpu}, {os.cpu_count()} cores; jax {jax.__version__} on {jax.devices()[0].platform}; "
-            f"load average {os.getloadavg()[0]:.1f}")

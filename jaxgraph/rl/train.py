@@ -28,7 +28,7 @@ from jaxgraph.rl.policy import GraphPolicy
 from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
 from jaxgraph.rl.rollout import EnvPool, collect, graph_agent, stack
 from jaxgraph.rules import RULES, Rule
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.checkpoint import EpochCheckpointer
 
 
 class AgentResult(NamedTuple):

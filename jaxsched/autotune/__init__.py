@@ -29,7 +29,7 @@ from jaxsched.autotune.policies import (
     make_policy,
 )
 from jaxsched.autotune.ray_backend import node_resources, resource_name, run_on_ray
-from jaxsched.autotune.records import Record, TuningRecords, machine_name
+from jaxsched.autotune.records import Record, TuningRecords
 from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, local_machine, pin_to_cores, thread_affinities
 from jaxsched.autotune.runner import ProcessRunner, RunResult
 from jaxsched.autotune.scheduler import Scheduler, StageStart
@@ -56,7 +56,6 @@ __all__ = [
     "LoadAware",
     "local_machine",
     "Machine",
-    "machine_name",
     "make_policy",
     "measure_alone",
     "mock_jobs",

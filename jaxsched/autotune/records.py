@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
-import platform
 import sqlite3
 import time
 from pathlib import Path
@@ -51,20 +49,6 @@ class Record(NamedTuple):
     config: dict[str, int]
     seconds: float
     machine: str
-
-
-def machine_name() -> str:
-    """A name for this kind of machine (records are only comparable on the same kind):
-    architecture, CPU model and usable core count."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.machine()} {model} x{len(os.sched_getaffinity(0))}"
 
 
 class TuningRecords:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-from jaxsched.autotune.records import TuningRecords, machine_name
+from jaxsched.autotune.records import TuningRecords
 from jaxsched.autotune.runner import ProcessRunner
 from jaxsched.autotune.tuning import TuningJob
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.machine import machine_description
 
 
 class Answer(NamedTuple):
@@ -46,7 +47,7 @@ class TuningService:
     ):
         self.records = records
         self.runner = runner
-        self.machine = machine or machine_name()
+        self.machine = machine or machine_description()
         self.job_options = dict(job_options or {})
         self.answers: dict[str, Answer] = {}
         self.jobs: dict[str, TuningJob] = {}

@@ -3,7 +3,7 @@
 `run_study(config, workdir)`:
 1. tunes the same mix of real jobs under every policy with the process runner on `local_machine()`
    (one core plays the device), keeping each finished policy's run in `workdir/runs/` (a rerun
-   skips finished policies);
+   skips finished policies; another configuration is refused: `jaxsched.common.Workdir`);
 2. re-measures each job's chosen best configuration alone, pinned to the device core (tuned
    quality and profiling error);
 3. per policy: makespan, busy fraction and idle time per resource, per-stage slowdown against the
@@ -34,6 +34,7 @@ from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
 from jaxsched.autotune.tuning import TuningJob, check_protocol, measure_alone
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.workdir import Workdir, write_json, write_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,18 +276,14 @@ def simulation_study(config: StudyConfig, reference: Trace, machine: Machine, in
 
 
 def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
-    """Runs the whole study (see the module docstring); returns what it writes to results.json."""
-    workdir = Path(workdir)
-    (workdir / "runs").mkdir(parents=True, exist_ok=True)
+    """Runs the whole study (see the module docstring); returns what it writes to results.json. Raises
+    `ConfigMismatch` when `workdir` holds results of another configuration."""
+    work = Workdir(workdir, config)
     machine = local_machine()
-    runs = {}
-    for policy in tqdm(config.policies, desc="tuning under each policy"):
-        path = workdir / "runs" / f"{policy}.json"
-        stored = json.loads(path.read_text()) if path.exists() else None
-        if stored is None or stored.get("config") != json.loads(json.dumps(dataclasses.asdict(config))):
-            stored = {"config": dataclasses.asdict(config), **tune_with_policy(config, policy, machine)}
-            path.write_text(json.dumps(stored))
-        runs[policy] = stored
+    runs = {
+        policy: work.stage(f"runs/{policy}.json", lambda policy=policy: tune_with_policy(config, policy, machine))
+        for policy in tqdm(config.policies, desc="tuning under each policy")
+    }
     alone = measure_best_alone(config, runs, machine)
     summary = measured_summary(config, runs, alone, machine)
     reference = _trace_from_json(runs["sequential"]["trace"])
@@ -305,9 +302,9 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
         "fitted_interference": interference,
         "simulation": simulation,
     }
-    (workdir / "results.json").write_text(json.dumps(results, indent=1))
-    (workdir / "results.md").write_text(markdown(results))
-    _plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, workdir)
+    write_json(work / "results.json", results)
+    write_text(work / "results.md", markdown(results))
+    _plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, work.path)
     return results
 
 

@@ -5,7 +5,7 @@ executables as serialized bytes (`jax.experimental.serialize_executable`), as TV
 modules to its device runner, so the profile stage may run in another process or on a Ray node.
 Profiling follows TVM's measure loop (`profile_calls`): a warm-up call, then `repeats` timed repeats of
 `number` calls each (`number` chosen so a repeat lasts at least `min_repeat_s`), interleaved across
-the batch's candidates (`jaxsched.timing.alternated_times`) so a slow spell hits them alike. A
+the batch's candidates (`jaxsched.common.timing.alternated_times`) so a slow spell hits them alike. A
 candidate's time is its fastest repeat per call.
 
 The clock is the process's CPU time by default (`clock="cpu"`): the profiling worker has every
@@ -29,7 +29,7 @@ from jaxsched.autotune import cost_model
 from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
 from jaxsched.autotune.resources import Demand, Machine
 from jaxsched.autotune.workloads import Workload
-from jaxsched.timing import CLOCKS, alternated_times, check_timing
+from jaxsched.common.timing import CLOCKS, alternated_times, check_timing
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The 
 `evaluate.train_and_evaluate(config, workdir)`. See docs/deepsched.md.
 """
 
-from jaxsched.deepsched.configs import DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig, full, tiny
+from jaxsched.deepsched.configs import CONFIGS, DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
 from jaxsched.deepsched.decode import NeuralScheduler
 from jaxsched.deepsched.evaluate import train_and_evaluate
@@ -28,6 +28,7 @@ from jaxsched.deepsched.report import markdown, plots
 from jaxsched.deepsched.train import FitResult, Metrics, TrainState, fit, loss_fn, make_train
 
 __all__ = [
+    "CONFIGS",
     "PROC_FEATURES",
     "STATE_FEATURES",
     "TASK_FEATURES",
@@ -50,7 +51,6 @@ __all__ = [
     "bucket_shape",
     "eft_rule_params",
     "fit",
-    "full",
     "label",
     "load_or_build",
     "load_problems",
@@ -62,6 +62,5 @@ __all__ = [
     "problem_features",
     "save_problems",
     "time_scale",
-    "tiny",
     "train_and_evaluate",
 ]

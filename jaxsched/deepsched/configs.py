@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any
+
+from jaxsched.common.arguments import integer, number
 
 VARIANTS = ("paper", "dag", "gnn", "feedback")
 RECURRENCES = ("gru", "mingru")
@@ -19,19 +20,13 @@ GENERATORS = ("topcuoglu", "cloudsim")
 def _check_ints(config: Any, minimum: int, *names: str) -> None:
     """Raises ValueError unless each named field of `config` is an integer >= `minimum`."""
     for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{type(config).__name__}.{name} must be an integer >= {minimum}, got {value!r}")
+        integer(f"{type(config).__name__}.{name}", getattr(config, name), minimum)
 
 
 def _check_floats(config: Any, positive: bool, *names: str) -> None:
     """Raises ValueError unless each named field is a finite number, > 0 (`positive`) or >= 0."""
     for name in names:
-        value = getattr(config, name)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < 0 or (positive and value == 0):
-            bound = "> 0" if positive else ">= 0"
-            raise ValueError(f"{type(config).__name__}.{name} must be a finite number {bound}, got {value!r}")
+        number(f"{type(config).__name__}.{name}", getattr(config, name), 0.0, above=positive)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,25 +193,14 @@ class DeepSchedConfig:
         return {"config": sections, "seed": seed}
 
 
-def tiny() -> DeepSchedConfig:
-    """CPU default: 16 to 64 tasks on 8 processors, 384 training instances per size, 12 epochs."""
-    return DeepSchedConfig()
-
-
-def full() -> DeepSchedConfig:
-    """GPU configuration at the paper's scale of machines: 188 processors (the paper's count), DAGs
-    of 128 to 512 tasks (the paper's smallest instance has 486), 2,048 training instances per size
-    (the padded comp array alone is about 3 GB), hidden size 64, 100 epochs (the paper's count)."""
-    return DeepSchedConfig(
-        model=ModelConfig(hidden=64, graph_layers=3),
-        data=DataConfig(num_procs=188, sizes=(128, 256, 512), num_train=2048, num_val=128, num_test=128, num_ood=64),
-        train=TrainConfig(epochs=100, batch_size=32, learning_rate=1e-3, decay_every=20, num_seeds=2),
-    )
-
-
-def test() -> DeepSchedConfig:
-    """Seconds-long configuration for the test suite."""
-    return DeepSchedConfig(
+# The experiment's presets (look one up with `jaxsched.common.preset`):
+# - `test`: seconds, for the test suite;
+# - `default`: CPU, 16 to 64 tasks on 8 processors, 384 training instances per size, 12 epochs;
+# - `full`: GPU, at the paper's scale of machines: 188 processors (the paper's count), DAGs of 128 to 512 tasks
+#   (the paper's smallest instance has 486), 2,048 training instances per size (the padded comp array alone is
+#   about 3 GB), hidden size 64, 100 epochs (the paper's count).
+CONFIGS = {
+    "test": DeepSchedConfig(
         model=ModelConfig(hidden=8, graph_layers=1, max_tasks=64, max_procs=8),
         data=DataConfig(num_procs=4, sizes=(8, 12), num_train=32, num_val=8, num_test=8, num_ood=4),
         train=TrainConfig(epochs=3, batch_size=8, learning_rate=3e-3, decay_every=2, num_seeds=2),
@@ -231,4 +215,11 @@ def test() -> DeepSchedConfig:
             timing_procs=4,
             timing_ga_max=16,
         ),
-    )
+    ),
+    "default": DeepSchedConfig(),
+    "full": DeepSchedConfig(
+        model=ModelConfig(hidden=64, graph_layers=3),
+        data=DataConfig(num_procs=188, sizes=(128, 256, 512), num_train=2048, num_val=128, num_test=128, num_ood=64),
+        train=TrainConfig(epochs=100, batch_size=32, learning_rate=1e-3, decay_every=20, num_seeds=2),
+    ),
+}

@@ -4,7 +4,8 @@ Labels are HEFT's schedules: on the CPU from the compiled HEFT (`jaxsched.heft_b
 equal to the NumPy reference to the last bit), on an accelerator from the batched JAX HEFT
 (`jaxsched.heft_batch`, float32), in chunks with a progress bar. A dataset is built once per
 `DataConfig` and saved under `<directory>/<config hash>/` (problems as ragged arrays, features and
-labels as padded arrays), so every later run and every variant reuses it.
+labels as padded arrays; a `jaxsched.common.Workdir` that records the configuration), so every later run and
+every variant reuses it.
 
 Splits: "train", "val", "test" draw from the training distribution at every size in
 `DataConfig.sizes` ("seen" instances for evaluation are the first training instances of each size,
@@ -27,6 +28,7 @@ from tqdm.auto import tqdm
 
 from jaxsched import generate
 from jaxsched.batch import Shape, pad_problems, stack
+from jaxsched.common.workdir import Workdir, as_json, write_text
 from jaxsched.compiled import heft_batch_numba
 from jaxsched.deepsched.configs import DataConfig
 from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
@@ -166,9 +168,9 @@ def padded_shape(problems: Sequence[Problem]) -> Shape:
 FORMAT = 3  # bump when the saved arrays change, so that old caches are not read (3: float64 labels on the CPU)
 
 
-def _config_hash(config: DataConfig) -> str:
-    text = json.dumps({"format": FORMAT, **dataclasses.asdict(config)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+def _identity(config: DataConfig) -> dict:
+    """What a saved dataset must match to be read back: the data configuration and the file format."""
+    return {"format": FORMAT, **dataclasses.asdict(config)}
 
 
 def save_problems(path: str | os.PathLike, problems: Sequence[Problem]) -> None:
@@ -208,11 +210,11 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
 
     All splits share one padded shape, so one compilation serves them all.
     """
-    root = Path(directory) / _config_hash(config)
+    identity = _identity(config)
+    digest = hashlib.sha256(json.dumps(as_json(identity), sort_keys=True).encode()).hexdigest()[:12]
+    root = Workdir(Path(directory) / digest, identity).path
     done = root / "complete"
     if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True))
         drawn = {
             split: generate_problems(config, split) for split in tqdm(SPLITS, desc="generating", disable=not progress)
         }
@@ -221,7 +223,7 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
             save_problems(root / f"{split}_problems.npz", problems)
             data = label(problems, shape, progress=progress)
             np.savez_compressed(root / f"{split}_data.npz", *data.features, *data.labels, kinds=kinds, sizes=sizes)
-        done.write_text("ok\n")
+        write_text(done, "ok\n")
     splits = {}
     for split in SPLITS:
         count = len(Features._fields) + len(Labels._fields)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsched.batch import PaddedProblem, Shape, pad_problem
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.arguments import integer, number
+from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params
@@ -155,12 +155,9 @@ class NeuralScheduler:
             raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
-        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-            raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
-        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        integer("samples", samples, 1)
+        number("temperature", temperature, 0.0, above=True)
+        integer("seed", seed, 0)
         self.check(problem)
         shape = bucket_shape(problem) if shape is None else Shape(*shape)
         features = problem_features(problem, shape)

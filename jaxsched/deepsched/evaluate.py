@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import platform
 from pathlib import Path
 
-import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from jaxsched.common.machine import machine_description
+from jaxsched.common.timing import best_time
+from jaxsched.common.workdir import Workdir, write_json
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig
 from jaxsched.deepsched.data import Split, load_or_build, training_problem
 from jaxsched.deepsched.decode import DECODERS, NeuralScheduler
@@ -28,7 +29,6 @@ from jaxsched.ga import ga
 from jaxsched.heft import heft
 from jaxsched.metrics import average_turnaround
 from jaxsched.problem import validate
-from jaxsched.timing import best_time
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
 
@@ -150,11 +150,12 @@ def train_and_evaluate(
     config: DeepSchedConfig, workdir: str | Path, data_dir: str | Path | None = None, progress: bool = True
 ) -> dict:
     """Trains (or resumes, or reuses) every network of `config.eval` under `<workdir>/checkpoints/`,
-    evaluates and times them (module docstring) and writes `<workdir>/results.json`; returns the
-    results. The labelled dataset is cached under `data_dir` (default `<workdir>/data`)."""
+    evaluates and times them (module docstring; each a stage of the workdir: a rerun reuses them) and writes
+    `<workdir>/results.json`; returns the results. The labelled dataset is cached under `data_dir` (default
+    `<workdir>/data`). Raises `ConfigMismatch` when `workdir` holds results of another configuration."""
     evaluation = config.eval
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    work = Workdir(workdir, config)
+    workdir = work.path
     splits = load_or_build(config.data, workdir / "data" if data_dir is None else data_dir, progress=progress)
     runs = {variant: {"variant": variant} for variant in evaluation.variants}
     if "feedback" in evaluation.variants and evaluation.ablation:
@@ -168,10 +169,10 @@ def train_and_evaluate(
     if "feedback" in evaluation.variants:
         schedulers["eft-rule"] = NeuralScheduler.eft_rule(config, like=schedulers["feedback"].params)
     main = evaluation.main if evaluation.main in schedulers else evaluation.variants[0]
-    records = evaluate(schedulers, splits, evaluation, progress)
+    records = work.stage("records.json", lambda: evaluate(schedulers, splits, evaluation, progress))
     results = {
         "config": json.loads(config.to_json()),
-        "machine": f"{platform.processor() or platform.machine()}, {jax.devices()[0].platform}, jax {jax.__version__}",
+        "machine": machine_description(),
         "main": main,
         "samples": evaluation.samples,
         "variant_names": list(schedulers),
@@ -187,8 +188,9 @@ def train_and_evaluate(
         "variants": [
             {"variant": v, "decoder": d, **variant_summary(records, f"{v}/{d}")} for v in schedulers for d in DECODERS
         ],
-        "timing": timing(schedulers, config, progress) if evaluation.timing_sizes else [],
+        "timing": work.stage("timing.json", lambda: timing(schedulers, config, progress))
+        if evaluation.timing_sizes else [],
         "records": records,
     }
-    (workdir / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(workdir / "results.json", results)
     return results

@@ -3,7 +3,7 @@ which runs the same epochs for several seeds at once with orbax checkpoints and 
 
 PureJaxRL style: `jax.jit(jax.vmap(make_train(config, data)))(keys)` trains one network per key in
 a single compiled call; `fit` calls the same jitted, vmapped epoch once per epoch instead, so that
-it can save a checkpoint after every epoch (`jaxsched.checkpoint.EpochCheckpointer`: a directory
+it can save a checkpoint after every epoch (`jaxsched.common.checkpoint.EpochCheckpointer`: a directory
 of another configuration or seed is refused, a damaged latest epoch falls back to the one before).
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet

@@ -16,7 +16,7 @@ from jaxgraph import (  # noqa: E402
     save_onnx,
 )
 from jaxgraph.optimize import main  # noqa: E402
-from jaxsched.timing import Comparison  # noqa: E402
+from jaxsched.common.timing import Comparison  # noqa: E402
 
 from .conftest import small_model  # noqa: E402
 

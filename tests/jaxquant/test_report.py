@@ -1,10 +1,16 @@
 """The study configurations and report helpers on hand-written rows (fast: no training)."""
 
+import dataclasses
 import math
 
 import pytest
 
 import jaxquant as jq
+
+
+def _digits(seeds, **changes):
+    """The default (digits) study with `seeds` seeds and the FP baseline only."""
+    return dataclasses.replace(jq.CONFIGS["default"], seeds=tuple(range(seeds)), baselines=("fp",), **changes)
 
 
 def _row(regime, delta_max, seed, accuracy, sparsity=0.9, entropy=0.5, delta0=0.1):
@@ -14,7 +20,7 @@ def _row(regime, delta_max, seed, accuracy, sparsity=0.9, entropy=0.5, delta0=0.
 
 
 def test_digits_grid_runs_every_seed_at_the_neighbouring_caps():
-    study = jq.digits_study(40, 3, ("fp",))
+    study = _digits(3)
     roles = jq.ternary_members(study)
     assert study.delta_max == 0.25
     assert [(m.delta_max, m.seed) for m in roles["grid"]] == [(c, s) for c in (0.2, 0.3) for s in range(3)]
@@ -26,14 +32,14 @@ def test_digits_grid_runs_every_seed_at_the_neighbouring_caps():
 
 def test_grid_seeds_one_keeps_the_earlier_member_order():
     # The earlier documented run (cap 0.3, grid 0.2/0.4 on the first seed) stays resumable from its checkpoints.
-    study = jq.digits_study(40, 4, ("fp",), delta_max=0.3, grid_delta_maxes=(0.2, 0.4), grid_seeds=1)
+    study = _digits(4, delta_max=0.3, grid_delta_maxes=(0.2, 0.4), grid_seeds=1)
     grid = jq.ternary_members(study)["grid"]
     assert [(m.regime, m.delta_max, m.seed) for m in grid] == [("log", 0.2, 0), ("log", 0.4, 0)]
     assert grid[0].m == pytest.approx(0.621335, rel=1e-5)  # 0.1 + 0.1 M log 5 = 0.2
 
 
 def test_cap_rows_aggregate_each_cap_over_seeds():
-    study = jq.digits_study(40, 2, ("fp",))
+    study = _digits(2)
     ternary = [_row("log", 0.25, 0, 0.98), _row("log", 0.25, 1, 0.96), _row("log", 0.2, 0, 1.0),
                _row("log", 0.2, 1, 0.99), _row("linear", 0.25, 0, 0.5), _row("constant", 0.25, 0, 0.1, delta0=0.2)]
     caps = jq.cap_rows(study, {"ternary": ternary})
@@ -57,15 +63,3 @@ def test_targets_report_met_and_missed_with_numbers():
     assert lines[3].startswith("MISSED: log-regime accuracy above binary 98.50%")
     assert lines[4].startswith("MISSED: ANS-coded size 1.029x the pooled entropy and 1.059x")
     assert jq.percent(nan) == "–"
-
-
-def test_tiny_study_trains_and_reports_in_one_call(tmp_path):
-    study = jq.tiny_study(epochs=1)
-    result = jq.train_and_evaluate(study, tmp_path)
-    assert [row["name"] for row in result.summary["table"]] == ["Ours (fixed Δ = 0.1)"] + [
-        f"Ours ({kind} regime)" for kind in jq.GROWING]
-    assert result.report.startswith("# Ternary sparsification study: digits")
-    assert len(result.summary["histories"]["ternary"]["test_accuracy"]) == 2 + 4 + 1  # fixed, regimes, grid
-    compression = result.summary["compression"]
-    assert compression["reloaded_accuracy"] == compression["trained_accuracy"]
-    assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {"ternary"}

@@ -91,7 +91,7 @@ def test_jax_ga_loop_equals_the_scanned_ga(monkeypatch):
         (dict(population=10.5), "population must be an integer"),
         (dict(elite=True), "elite must be an integer"),
         (dict(crossover_rate=float("nan")), "crossover_rate"),
-        (dict(seed=-1), "seed must be a non-negative integer"),
+        (dict(seed=-1), "seed must be an integer >= 0"),
         (dict(shape=(24, 3, 64, 8)), "needs backend='jax'"),
     ],
 )

@@ -1,22 +1,22 @@
 """The agents' study (`python -m experiments.graphopt_rl`): configs reject bad input, random-agent data is
-consistent with the real Env, targets are judged from hand-made numbers, and a tiny end-to-end run writes
-its files and skips finished models on a rerun."""
+consistent with the real Env, and targets are judged from hand-made numbers (the end-to-end run of the test
+config is tests/experiments/test_graphopt_rl.py)."""
 
-import json
 
 import numpy as np
 import pytest
 
 from experiments import graphopt_rl
 from jaxgraph import Env, cost
-from jaxgraph.rl import StudyConfig, judge_targets, random_sequences, study, study_config
+from jaxgraph.rl import CONFIGS, StudyConfig, judge_targets, random_sequences
 from jaxgraph.rl.toy import toy_graph
+from jaxsched.common import preset
 
 
 def test_configs_reject_bad_input():
-    with pytest.raises(ValueError, match="unknown study config"):
-        study_config("huge")
-    good = study_config("test")
+    with pytest.raises(ValueError, match="unknown config 'huge'; choose one of test, default, full"):
+        preset(CONFIGS, "huge")
+    good = CONFIGS["test"]
     with pytest.raises(ValueError, match="at least two distinct"):
         StudyConfig(models=(("resnet18", ()), ("nonet", ())), agent=good.agent, world_model=good.world_model,
                     dream=good.dream, tau_model="resnet18", held_out="resnet18")
@@ -72,31 +72,3 @@ def test_targets_are_judged_from_the_numbers():
     assert "+5.26%" in what[0][2]  # 1.0 / 0.95 - 1
     tie = judge_targets(hand_made_results(0.96, 0.95 * (1 - 1e-16), 0.95, 1.0, 2e5))
     assert not tie[1][1]  # the same graph's cost summed in another order is not "better than TASO"
-
-
-@pytest.mark.slow
-def test_tiny_run_writes_its_files_and_skips_finished_work_on_rerun(tmp_path, monkeypatch):
-    out = tmp_path / "results"
-    assert graphopt_rl.main(["--config", "test", "--out", str(out), "--quiet"]) == 0
-    for name in ("results.json", "table.md", "held_out.json", "rewards.png", "world_model.png",
-                 "transformations.png", "models/bert.json", "models/taso_attention_stack.json"):
-        assert (out / name).is_file(), name
-    results = json.loads((out / "results.json").read_text())
-    bert = results["models"]["bert"]
-    sweep = bert["tau_sweep"]
-    assert np.asarray(sweep["dream_pct"]).shape == np.asarray(sweep["real_pct"]).shape == (2, 2)
-    assert set(bert["latency_ms"]["onnxruntime"]) == {"original", "greedy", "taso", "model_free", "model_based"}
-    for method in bert["methods"].values():
-        assert method["cost"] <= bert["initial_cost"] * 1.5 and method["interactions"] >= 0
-
-    (out / "held_out.json").unlink()  # as if killed before the held-out stage finished
-    (out / "results.json").unlink()
-
-    def no_rerun(*args, **kwargs):
-        raise AssertionError("a finished model was recomputed")
-
-    monkeypatch.setattr(study, "run_model", no_rerun)
-    assert graphopt_rl.main(["--config", "test", "--out", str(out), "--quiet"]) == 0
-    again = json.loads((out / "results.json").read_text())
-    assert again["models"] == results["models"]
-    assert again["held_out"] == results["held_out"]  # resumed from its finished checkpoints

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxgraph import RULES, Roofline, cost
-from jaxgraph.rl import Clock, Evaluation, TrainerRun, race, study_config, toy_graph, wallclock_table
+from jaxgraph.rl import CONFIGS, Clock, Evaluation, TrainerRun, race, toy_graph, wallclock_table
 
 TOY = toy_graph(2)
 TOY_RULES = RULES[:2]  # FuseConvRelu and FuseConvBatchNorm (stride 1, SAME): the toy's rewrites; few rules compile fast
@@ -61,7 +61,7 @@ def test_table_states_reached_and_missed_targets():
 @pytest.mark.slow
 def test_host_trainers_race_to_the_toy_optimum():
     """PPO on Env and the world-model agent (about 2 minutes under load on 2 cores: their compilations)."""
-    config = study_config("test")
+    config = CONFIGS["test"]
     cost_model = Roofline()
     result = race(TOY.graph, config, cost_model, 20.0,
                   jax.random.key(0), rules=TOY_RULES, trainers=("host_env", "world_model"), chunk_updates=2)
@@ -82,7 +82,7 @@ def test_host_trainers_race_to_the_toy_optimum():
 def test_jitted_trainer_races_to_the_toy_optimum():
     """PPO on JaxEnv: one compilation of the training chunk and one of the evaluation (about 2 minutes under
     load on 2 cores)."""
-    result = race(TOY.graph, study_config("test"), Roofline(), 60.0, jax.random.key(0), rules=TOY_RULES,
+    result = race(TOY.graph, CONFIGS["test"], Roofline(), 60.0, jax.random.key(0), rules=TOY_RULES,
                   trainers=("jax_env",))
     run = result["runs"]["jax_env"]
     check_run(run, cost(TOY.optimal_graph), 60.0)

@@ -10,7 +10,7 @@ import scipy.stats
 from jaxsched.autotune import cost_model, tuning
 from jaxsched.autotune.tuning import TuningJob, measure_alone
 from jaxsched.autotune.workloads import Workload
-from jaxsched.timing import alternated_times
+from jaxsched.common.timing import alternated_times
 
 
 @pytest.mark.parametrize(

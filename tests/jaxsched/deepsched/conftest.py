@@ -8,7 +8,7 @@ from jaxsched.deepsched import configs, fit, load_or_build
 
 @pytest.fixture(scope="session")
 def test_config():
-    return configs.test()
+    return configs.CONFIGS["test"]
 
 
 @pytest.fixture(scope="session")

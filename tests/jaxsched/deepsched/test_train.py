@@ -131,7 +131,7 @@ def test_killed_training_resumes_without_losing_finished_epochs(test_config, spl
     data_dir = tmp_path / "data"
     script = (
         "import sys; from jaxsched.deepsched import configs, fit, load_or_build\n"
-        "config = configs.test().replace(train={'epochs': 50})\n"
+        "config = configs.CONFIGS['test'].replace(train={'epochs': 50})\n"
         f"splits = load_or_build(config.data, {str(data_dir)!r}, progress=False)\n"
         f"fit(config, splits['train'].data, splits['val'].data, {str(tmp_path / 'ckpt')!r}, progress=False)\n"
     )

@@ -1,5 +1,6 @@
-"""Argument checks shared by the public entry points: a bad number gets a `ValueError` naming the
-argument, never a silent conversion (1.7 read as 1, NaN passing every comparison, 0 read as "default")."""
+"""Argument checks shared by every package's public entry points and configs: a bad number gets a `ValueError`
+naming the argument, never a silent conversion (1.7 read as 1, NaN passing every comparison, 0 read as
+"default")."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ def integer(name: str, value: Any, minimum: int | None = None) -> int:
     """`value` as an int. ValueError naming `name` if it is not an integer scalar (a bool, 1.7 or 2.0 is
     not; a NumPy or JAX integer scalar is) or is below `minimum`."""
     array = np.asarray(value) if not isinstance(value, (str, bytes)) else np.asarray(None)
+    wanted = "an integer" if minimum is None else f"an integer >= {minimum}"
     if array.ndim != 0 or array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be {wanted}, got {value!r}")
     result = int(array)
     if minimum is not None and result < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {result}")
+        raise ValueError(f"{name} must be {wanted}, got {result}")
     return result
 
 
@@ -31,7 +33,7 @@ def number(name: str, value: Any, minimum: float | None = None, *, above: bool =
         raise ValueError(f"{name} must be a real number, got {value!r}")
     result = float(array)
     if math.isnan(result) or (finite and math.isinf(result)):
-        raise ValueError(f"{name} must be a {'finite ' if finite else ''}number, got {result}")
+        raise ValueError(f"{name} must be {'finite' if finite else 'a number'}, got {result}")
     if minimum is not None and (result <= minimum if above else result < minimum):
-        raise ValueError(f"{name} must be {'above' if above else 'at least'} {minimum}, got {result}")
+        raise ValueError(f"{name} must be {'>' if above else '>='} {minimum}, got {result}")
     return result

@@ -5,18 +5,15 @@ Each checkpoint step is a finished epoch and holds a pytree plus a JSON record o
 example the metric history). Saves are synchronous, so once `save` returns the epoch survives a
 kill (orbax writes to a temporary directory and renames it). Restoring
 
-* raises `ValueError` when the directory was written by a different run (never mixes runs);
+* raises `ConfigMismatch` (`jaxsched.common.workdir`) naming the differing fields when the directory was
+  written by a different run (never mixes runs);
 * falls back to the previous intact step when the latest one is damaged (a truncated file, a
   missing item folder) and deletes the damaged later steps, so training redoes only those epochs;
 * raises `ValueError` naming the directory when no step is intact.
-
-The module lives in `jaxsched` because the project's top level is fixed to its three packages;
-`jaxquant` and `jaxgraph` import it from here.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +21,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+from jaxsched.common.workdir import as_json, check_same_config
 
 
 class Restored(NamedTuple):
@@ -34,12 +33,11 @@ class Restored(NamedTuple):
     meta: Any
 
 
-def _json_round_trip(value: Any, what: str) -> Any:
-    """`value` as it will read back from JSON (tuples become lists, and so on), for comparisons;
-    ValueError naming `what` when it is not JSON-serialisable."""
+def _as_json(value: Any, what: str) -> Any:
+    """`value` as it reads back from JSON; ValueError naming `what` when it is not JSON-serialisable."""
     try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as error:
+        return as_json(value)
+    except ValueError as error:
         raise ValueError(f"the checkpoint's {what} must be JSON-serialisable: {error}") from error
 
 
@@ -60,7 +58,7 @@ class EpochCheckpointer:
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be at least 1, got {max_to_keep}")
         self.directory = Path(directory).expanduser().resolve()
-        self.identity = None if identity is None else _json_round_trip(identity, "identity")
+        self.identity = None if identity is None else _as_json(identity, "identity")
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -104,11 +102,8 @@ class EpochCheckpointer:
                     stacklevel=2,
                 )
                 continue
-            if self.identity is not None and run["identity"] != self.identity:
-                raise ValueError(
-                    f"{self.directory} holds checkpoints of a different run (its configuration or seeds "
-                    "differ); use another directory or delete it"
-                )
+            if self.identity is not None:
+                check_same_config(self.directory, run["identity"], self.identity)
             for damaged in steps[:position]:
                 self.manager.delete(damaged)
             return Restored(int(step), jax.tree.map(np.asarray, tree), run.get("meta"))
@@ -118,7 +113,7 @@ class EpochCheckpointer:
         """Write `tree` (and JSON `meta`) as the checkpoint of finished epoch `epoch`; returns when on disk."""
         if self.identity is None:
             raise ValueError("an EpochCheckpointer opened with identity=None is read-only")
-        run = {"identity": self.identity, "meta": _json_round_trip(meta, "meta")}
+        run = {"identity": self.identity, "meta": _as_json(meta, "meta")}
         self.manager.save(epoch, args=ocp.args.Composite(tree=ocp.args.StandardSave(tree), run=ocp.args.JsonSave(run)))
         self.manager.wait_until_finished()
 

@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxsched.checkpoint import EpochCheckpointer
+from jaxsched.common import ConfigMismatch, EpochCheckpointer
 
 
 def _tree(value):
@@ -35,8 +35,9 @@ def test_empty_directory_restores_none(tmp_path):
 def test_other_run_is_refused(tmp_path):
     _save_epochs(tmp_path, [1])
     with EpochCheckpointer(tmp_path, {"run": 2}) as checkpointer:
-        with pytest.raises(ValueError, match="different run"):
+        with pytest.raises(ConfigMismatch, match="different run") as mismatch:
             checkpointer.restore_latest(_tree(0))
+    assert mismatch.value.fields == ["run"]
 
 
 def test_identity_compared_after_json_round_trip(tmp_path):

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from jaxsched import timing
-from jaxsched.timing import alternated_times, best_time, compare
+from jaxsched.common import timing
+from jaxsched.common.timing import alternated_times, best_time, compare
 
 
 def test_runs_alternate_in_counterbalanced_turns_after_warmup():

@@ -22,15 +22,15 @@ import jax
 import numpy as np
 import scipy.stats
 
+from jaxsched.common.arguments import integer
+
 CLOCKS: Mapping[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def check_timing(repeats: int, warmup: int, clock: str = "wall") -> None:
     """ValueError unless `repeats` >= 1 and `warmup` >= 0 are integers (not booleans) and `clock` is in `CLOCKS`."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    integer("repeats", repeats, 1)
+    integer("warmup", warmup, 0)
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
 
