@@ -8,6 +8,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxgraph.rl import (
     DreamConfig,
@@ -76,6 +77,7 @@ def dream_value(model, wm_params, actions, key, tau):
     return total, done
 
 
+@pytest.mark.numerics
 def test_tau_sweep_times_seeds_is_one_program_that_learns_the_optimum(counter_world_model):
     model, wm_params, _ = counter_world_model
     taus = jnp.array([0.1, 1.0, 3.0])
