@@ -32,16 +32,20 @@ CONFIG = DreamConfig(ppo=PPOConfig(learning_rate=3e-3, minibatches=4), hidden=32
 START = DreamStart(latent(0)[None], masks(0)[0][None], masks(0)[1][None])
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def greedy_step(model, wm_params, params, carry, z, xfer_mask, location_mask):
+    """The controller's most likely action on latent z and the world model's next carry."""
+    policy = LatentPolicy(X, L, CONFIG.hidden)
+    action, _, _ = sample_action(None, functools.partial(
+        policy.apply, params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask))
+    return action, model.apply(wm_params, carry, z, action)[0]
+
+
 def true_counter_episode(model, wm_params, params):
     """The controller's most likely actions in the real counter (the world model only tracks h)."""
-    policy = LatentPolicy(X, L, CONFIG.hidden)
     k, carry, actions, total = 0, model.initial_carry(), [], 0.0
     while k < 4 and len(actions) < 10:
-        z = jnp.asarray(latent(k))
-        xfer_mask, location_mask = masks(k)
-        action, _, _ = sample_action(None, functools.partial(
-            policy.apply, params, jnp.concatenate([z, carry[1]]), xfer_mask, location_mask))
-        carry, _ = model.apply(wm_params, carry, z, action)
+        action, carry = greedy_step(model, wm_params, params, carry, jnp.asarray(latent(k)), *masks(k))
         xfer, location = (int(a) for a in action)
         actions.append((xfer, location))
         if xfer == X:
