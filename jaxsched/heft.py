@@ -19,7 +19,8 @@ from jaxsched.timeline import Timelines
 
 
 def mean_bandwidth(problem: Problem) -> float:
-    """Mean bandwidth between distinct processors (1 without bandwidths or with one processor)."""
+    """Mean bandwidth between distinct processors (1 without bandwidths or with one processor): the paper's
+    B-bar; infinite when a link is instant, so that mean transfer times (data / B-bar) are then zero."""
     if problem.bandwidth is None or problem.num_procs == 1:
         return 1.0
     return float(problem.bandwidth[~np.eye(problem.num_procs, dtype=bool)].mean())

@@ -66,13 +66,14 @@ class Problem:
       src, dst: [E] edge endpoints; task `dst` needs the output of task `src`.
       data: [E] communication time of each edge when its tasks run on different processors
         (divided by `bandwidth[p, q]` when given; zero on the same processor).
-      bandwidth: optional [P, P] relative link speed between processors (diagonal ignored).
+      bandwidth: optional [P, P] relative link speed between processors (diagonal ignored); `inf` is an
+        instant link, whose transfers take zero time.
       task_arrival: optional [T] release time: a task never starts before it (default 0).
       task_priority, task_memory: optional [T] task features for the neural scheduler.
       proc_cores, proc_frequency, proc_memory: optional [P] processor features.
 
-    Raises ValueError on construction for wrong shapes, negative/NaN/inf costs, edge indices out of
-    range, self loops, duplicate edges and cycles (naming one cycle).
+    Raises ValueError on construction for wrong shapes, negative/NaN/inf costs, a NaN, negative, zero or
+    -inf bandwidth, edge indices out of range, self loops, duplicate edges and cycles (naming one cycle).
     """
 
     comp: np.ndarray
@@ -119,9 +120,14 @@ class Problem:
             if bandwidth.shape != (num_procs, num_procs):
                 raise ValueError(f"bandwidth must have shape {(num_procs, num_procs)}, got {bandwidth.shape}")
             np.fill_diagonal(bandwidth, 1.0)
-            bandwidth = _as_float_array("bandwidth", bandwidth, bandwidth.shape)
-            if np.any(bandwidth == 0):
-                raise ValueError("bandwidth must be positive between distinct processors")
+            bad = ~(bandwidth > 0)  # NaN, zero, negative, -inf; +inf is an instant link (zero transfer time)
+            if bad.any():
+                index = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise ValueError(
+                    f"bandwidth must be positive (inf for an instant link) between distinct processors, "
+                    f"got {bandwidth[index]} at index {index}"
+                )
+            bandwidth.setflags(write=False)
             if np.any(bandwidth < 1 / np.finfo(np.float64).max):
                 raise ValueError(
                     f"bandwidth {bandwidth.min():.3g} is too small: transfer times (data / bandwidth) overflow float64"
@@ -164,7 +170,7 @@ class Problem:
 
     @functools.cached_property
     def inverse_bandwidth(self) -> np.ndarray:
-        """[P, P] factor turning `data` into a transfer time; zero on the diagonal."""
+        """[P, P] factor turning `data` into a transfer time; zero on the diagonal and on instant links."""
         factor = 1.0 - np.eye(self.num_procs)
         if self.bandwidth is None:
             return factor

@@ -20,6 +20,7 @@ def test_paper_learning_rate_schedule_scaled_to_run_length():
     np.testing.assert_allclose([schedule(step) for step in steps], expected, rtol=1e-6)
 
 
+@pytest.mark.numerics
 def test_whole_run_is_one_vmappable_function_that_learns(whole_run):
     state, metrics = whole_run
     chex.assert_shape(metrics.test_accuracy, (2, TINY.epochs))

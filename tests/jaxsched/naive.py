@@ -17,11 +17,19 @@ def _earliest_start(intervals, ready, duration):
     raise AssertionError("unreachable: the last finish time always fits")
 
 
+def _transfer(problem, edge, source, target):
+    """data x (1 / bandwidth) between distinct processors (0 on an instant link, bandwidth inf), 0 on one
+    processor; multiplied by the inverse, as jaxsched does, so that times agree to the last bit."""
+    if source == target:
+        return 0.0
+    return problem.data[edge] * (1.0 if problem.bandwidth is None else 1.0 / problem.bandwidth[source, target])
+
+
 def _ready(problem, task, proc_of, finish, target):
     ready = float(problem.arrival[task])
     for e in np.flatnonzero(problem.dst == task):
         u = int(problem.src[e])
-        ready = max(ready, finish[u] + problem.data[e] * problem.inverse_bandwidth[proc_of[u], target])
+        ready = max(ready, finish[u] + _transfer(problem, e, proc_of[u], target))
     return ready
 
 

@@ -1,12 +1,13 @@
 """Small random problems for tests: integer costs (exact in float32), zero costs included, random
-task numbering, optional bandwidths and release times."""
+task numbering, optional bandwidths (some of them instant links) and release times."""
 
 import numpy as np
 
 from jaxsched import Problem
 
 
-def random_problem(seed, max_tasks=12, max_procs=4, bandwidth=False, arrival=False) -> Problem:
+def random_problem(seed, max_tasks=12, max_procs=4, bandwidth=False, arrival=False, instant=False) -> Problem:
+    """With `instant` (implies `bandwidth`), each link is instant (bandwidth inf) with probability 0.3."""
     rng = np.random.default_rng(seed)
     num_tasks, num_procs = int(rng.integers(1, max_tasks + 1)), int(rng.integers(1, max_procs + 1))
     order = rng.permutation(num_tasks)
@@ -17,9 +18,16 @@ def random_problem(seed, max_tasks=12, max_procs=4, bandwidth=False, arrival=Fal
         src=src,
         dst=dst,
         data=rng.integers(0, 9, len(src)).astype(float),
-        bandwidth=rng.integers(1, 4, (num_procs, num_procs)).astype(float) if bandwidth else None,
+        bandwidth=_links(rng, num_procs, instant) if bandwidth or instant else None,
         task_arrival=rng.integers(0, 20, num_tasks).astype(float) if arrival else None,
     )
+
+
+def _links(rng, num_procs, instant):
+    links = rng.integers(1, 4, (num_procs, num_procs)).astype(float)
+    if instant:
+        links[rng.random((num_procs, num_procs)) < 0.3] = np.inf
+    return links
 
 
 def topcuoglu_example() -> Problem:

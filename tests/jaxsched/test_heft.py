@@ -24,9 +24,9 @@ def test_published_example_ranks_and_schedule():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10**6), st.booleans(), st.booleans())
-def test_heft_matches_naive_reference_and_validates(seed, bandwidth, arrival):
-    problem = random_problem(seed, bandwidth=bandwidth, arrival=arrival)
+@given(st.integers(0, 10**6), st.booleans(), st.booleans(), st.booleans())
+def test_heft_matches_naive_reference_and_validates(seed, bandwidth, arrival, instant):
+    problem = random_problem(seed, bandwidth=bandwidth, arrival=arrival, instant=instant)
     np.testing.assert_allclose(upward_rank(problem), naive_upward_rank(problem))
     schedule = heft(problem)
     validate(problem, schedule)

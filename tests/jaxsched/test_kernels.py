@@ -60,13 +60,24 @@ def test_simulate_batch_equals_numpy_simulate():
         _assert_matches(problem, out, i, simulate(problem, proc[i, :t], priority[i, :t]))
 
 
-def test_bandwidths_and_release_times_under_x64():
+@pytest.mark.parametrize("instant", [False, True])
+def test_bandwidths_and_release_times_under_x64(instant):
+    """Finite bandwidths, and instant links (bandwidth inf: zero transfer time, never inf x 0 = NaN)."""
     with jax.enable_x64(True):
-        problems, batch = _batch(range(200, 232), bandwidth=True, arrival=True)
+        problems = [random_problem(s, bandwidth=True, arrival=True, instant=instant) for s in range(200, 232)]
+        assert not instant or sum(np.isinf(p.bandwidth).sum() for p in problems) > 10
         batch = pad_problems(problems, SHAPE, dtype=np.float64)
+        assert all(np.isfinite(np.asarray(array)).all() for array in batch if np.asarray(array).dtype.kind == "f")
         out = heft_batch(batch)
         for i, problem in enumerate(problems):
             _assert_matches(problem, out, i, heft(problem))
+    rng = np.random.default_rng(0)
+    proc = np.stack([rng.integers(0, p.num_procs, SHAPE.num_tasks) for p in problems])
+    priority = rng.integers(0, 5, proc.shape).astype(np.float32)
+    out = simulate_batch(pad_problems(problems, SHAPE), proc, priority)
+    for i, problem in enumerate(problems):
+        t = problem.num_tasks
+        _assert_matches(problem, out, i, simulate(problem, proc[i, :t], priority[i, :t]))
 
 
 def test_padding_does_not_change_the_schedule():
@@ -136,7 +147,8 @@ def _padded_inputs(problem, proc, priority):
 
 def _wave_problems():
     for seed in range(30):
-        yield random_problem(seed, max_tasks=20, max_procs=5, bandwidth=seed % 3 == 0, arrival=seed % 2 == 0)
+        yield random_problem(seed, max_tasks=20, max_procs=5, bandwidth=seed % 3 == 0, arrival=seed % 2 == 0,
+                             instant=seed % 5 == 0)
     for seed in range(6):
         yield cloudsim(int(5 + 6 * seed), 1 + seed % 5, seed=seed)
         yield random_dag(int(5 + 6 * seed), 1 + seed % 5, ccr=5.0, seed=seed)

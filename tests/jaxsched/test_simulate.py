@@ -10,9 +10,9 @@ from tests.jaxsched.problems import random_problem
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10**6), st.booleans())
-def test_simulate_matches_greedy_reference_and_validates(seed, extras):
-    problem = random_problem(seed, bandwidth=extras, arrival=extras)
+@given(st.integers(0, 10**6), st.booleans(), st.booleans())
+def test_simulate_matches_greedy_reference_and_validates(seed, extras, instant):
+    problem = random_problem(seed, bandwidth=extras, arrival=extras, instant=instant)
     rng = np.random.default_rng(seed)
     proc = rng.integers(0, problem.num_procs, problem.num_tasks)
     priority = rng.integers(0, 5, problem.num_tasks).astype(float)  # many ties on purpose

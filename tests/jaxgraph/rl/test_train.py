@@ -35,6 +35,7 @@ def trained():
     return config, make_train(config, [TOY.graph])(jax.random.key(0))
 
 
+@pytest.mark.numerics
 def test_tiny_ppo_finds_the_known_optimum(trained):
     config, result = trained
     optimum = cost(TOY.optimal_graph)

@@ -4,6 +4,7 @@ deterministic transition, no retrace."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
@@ -37,6 +38,7 @@ def test_temperature_to_zero_picks_the_most_likely_component():
     np.testing.assert_allclose(hot, 0.25, atol=0.03)  # tau -> infinity: uniform
 
 
+@pytest.mark.numerics
 def test_tiny_world_model_fits_a_deterministic_transition(counter_world_model):
     model, params, metrics = counter_world_model
     assert float(metrics["latent_nll"]) < -2.0  # sharp Gaussians around the right successor

@@ -20,7 +20,8 @@ SHAPE = Shape(16, 4, 32, 16)
 
 def _problems():
     for seed in range(6):
-        yield random_problem(seed, max_tasks=16, max_procs=4, bandwidth=seed % 2 == 0, arrival=seed % 3 == 0)
+        yield random_problem(seed, max_tasks=16, max_procs=4, bandwidth=seed % 2 == 0, arrival=seed % 3 == 0,
+                             instant=seed == 4)
     yield cloudsim(14, 4, seed=1)
     yield random_dag(16, 3, ccr=10.0, seed=2)
     yield gaussian_elimination(5, 4, seed=3)
