@@ -18,6 +18,7 @@ from jaxgraph.cost import (
 )
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
+from jaxgraph.exhaustive import canonical_key, exhaustive_search
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref
 from jaxgraph.jax_env import (
     JAX_RULES,
@@ -48,6 +49,7 @@ from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
+from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
     "Backend",
@@ -80,19 +82,23 @@ __all__ = [
     "Rule",
     "SearchResult",
     "TASO",
+    "TrapGraph",
     "XLA",
     "ZOO_MODELS",
     "affected",
     "apply_edit",
     "bert",
     "canonical_form",
+    "canonical_key",
     "cost",
     "cost_change",
     "execute",
     "execute_reference",
+    "exhaustive_search",
     "fold_constants",
     "greedy",
     "inception_v3",
+    "is_trap",
     "kernel_graph",
     "load_onnx",
     "make_rule",
@@ -109,6 +115,7 @@ __all__ = [
     "taso_attention_stack",
     "taso_search",
     "to_onnx",
+    "trap_graph",
     "with_random_weights",
     "zoo_path",
 ]

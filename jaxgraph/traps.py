@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxgraph.arguments import integer
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost
-from jaxgraph.graph import Graph, GraphBuilder, Ref
+from jaxgraph.graph import Graph, GraphBuilder
 
 MOTIF_OPS = 5  # two convs, two relus, one concat
 _INERT = ("sigmoid", "tanh", "maxpool2d")
