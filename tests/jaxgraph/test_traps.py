@@ -30,3 +30,21 @@ def test_seeded_and_sized():
 def test_impossible_sizes_are_refused(kwargs):
     with pytest.raises(ValueError):
         trap_graph(**{"seed": 0, **kwargs})
+
+
+@pytest.mark.slow
+def test_host_ppo_reaches_the_exhaustive_optimum_greedy_misses():
+    """A small one-trap graph: the agent's cheapest evaluated graph is the exhaustive optimum (computed here,
+    independently of the agent), which greedy does not reach."""
+    import jax
+
+    from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
+
+    trap = trap_graph(0, min_ops=6, max_ops=8, max_traps=1)
+    optimum = exhaustive_search(trap.graph).cost
+    assert greedy(trap.graph).cost > optimum * (1 + 1e-6)
+    config = AgentConfig(ppo=PPOConfig(learning_rate=1e-3, entropy_coef=0.05, minibatches=2), hidden=32, latent=16,
+                         message_steps=2, num_envs=8, rollout_steps=8, epochs=30, max_locations=4, max_steps=8)
+    agent = make_train(config, [trap.graph])(jax.random.key(0))
+    episodes = evaluate_agent(agent, trap.graph, config, key=jax.random.key(1), samples=16)
+    assert best_of(episodes).best_cost <= optimum * (1 + 1e-6)
