@@ -1,9 +1,11 @@
 """Trap graphs: the constructed optimum is the exhaustive optimum, computes the same function, and greedy
 stops strictly above it."""
 
+import jax
 import pytest
 
 from jaxgraph import execute_reference, exhaustive_search, greedy, random_inputs, trap_graph
+from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
 
 from .conftest import assert_same_outputs
 
@@ -36,10 +38,6 @@ def test_impossible_sizes_are_refused(kwargs):
 def test_host_ppo_reaches_the_exhaustive_optimum_greedy_misses():
     """A small one-trap graph: the agent's cheapest evaluated graph is the exhaustive optimum (computed here,
     independently of the agent), which greedy does not reach."""
-    import jax
-
-    from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
-
     trap = trap_graph(0, min_ops=6, max_ops=8, max_traps=1)
     optimum = exhaustive_search(trap.graph).cost
     assert greedy(trap.graph).cost > optimum * (1 + 1e-6)
