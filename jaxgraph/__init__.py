@@ -18,6 +18,7 @@ from jaxgraph.cost import (
 )
 from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
+from jaxgraph.exhaustive import canonical_key, exhaustive_search
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
 from jaxgraph.jax_cost import node_costs
 from jaxgraph.jax_edits import Edit, apply_edit
@@ -43,6 +44,7 @@ from jaxgraph.random_graphs import random_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
+from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
     "Backend",
@@ -76,6 +78,7 @@ __all__ = [
     "Rule",
     "SearchResult",
     "TASO",
+    "TrapGraph",
     "XLA",
     "ZOO_MODELS",
     "affected",
@@ -83,14 +86,17 @@ __all__ = [
     "bert",
     "compare_states",
     "canonical_form",
+    "canonical_key",
     "cost",
     "cost_change",
     "execute",
     "execute_reference",
+    "exhaustive_search",
     "fitting_env",
     "fold_constants",
     "greedy",
     "inception_v3",
+    "is_trap",
     "kernel_graph",
     "load_onnx",
     "make_rule",
@@ -109,6 +115,7 @@ __all__ = [
     "taso_attention_stack",
     "taso_search",
     "to_onnx",
+    "trap_graph",
     "with_random_weights",
     "zoo_path",
 ]

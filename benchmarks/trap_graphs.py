@@ -1,0 +1,105 @@
+"""Trap graphs: who reaches the exhaustive optimum where greedy descent cannot.
+
+    python benchmarks/trap_graphs.py [--graphs 20] [--max-traps 3] [--agent-seconds 60] [--json rows.json]
+
+On seeded `trap_graph`s of 10-60 ops (TASO's additive roofline cost), per graph: the exhaustive optimum
+(`exhaustive_search`, checked against the optimum the generator built), greedy, `taso_search` at alpha 1.0
+and 1.05 (budget 1000), and, with `--agent-seconds` > 0, a host PPO agent (`jaxgraph.rl`) trained on that
+graph alone for that many seconds of wall time and then evaluated by its most-likely episode plus
+`--samples` sampled ones, keeping the cheapest graph any of them visited (`best_of`). A method hits when
+it ends within 1e-6 (relative) of the exhaustive optimum. With `--json`, finished graphs are written after
+each one and a rerun with the same arguments skips them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import jax
+
+from jaxgraph import exhaustive_search, greedy, taso_search, trap_graph
+from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
+
+_METHODS = ("greedy", "taso_1.0", "taso_1.05", "ppo")
+
+
+def agent_config(entropy: float, lam: float, max_steps: int) -> AgentConfig:
+    """A small host agent: 8 environments x 16 lockstep steps per epoch, epochs until the time budget."""
+    return AgentConfig(ppo=PPOConfig(learning_rate=1e-3, entropy_coef=entropy, lam=lam, minibatches=2),
+                       hidden=32, latent=16, message_steps=2, num_envs=8, rollout_steps=16, epochs=100_000,
+                       max_locations=8, max_steps=max_steps)
+
+
+def train_and_evaluate(graph, config: AgentConfig, seconds: float, samples: int, seed: int) -> tuple[float, int]:
+    """Train a host PPO agent on `graph` for `seconds`; the cheapest graph its evaluation episodes visited,
+    and the real-environment steps training used."""
+    start = time.perf_counter()
+    train = make_train(config, [graph], on_epoch=lambda agent: time.perf_counter() - start > seconds)
+    agent = train(jax.random.key(seed))
+    episodes = evaluate_agent(agent, graph, config, key=jax.random.key(seed + 1), samples=samples)
+    return best_of(episodes).best_cost, agent.env_steps
+
+
+def measure(seed: int, args) -> dict:
+    trap = trap_graph(seed, max_traps=args.max_traps)
+    exhaustive = exhaustive_search(trap.graph, max_states=args.max_states)
+    if abs(exhaustive.cost - trap.optimum_cost) > 1e-9 * trap.optimum_cost:
+        raise RuntimeError(f"seed {seed}: the generator's optimum {trap.optimum_cost} is not the exhaustive "
+                           f"one {exhaustive.cost}")
+    row = {"seed": seed, "ops": trap.num_ops, "traps": trap.traps, "states": exhaustive.explored,
+           "initial": exhaustive.initial_cost, "optimum": exhaustive.cost, "exhaustive_s": exhaustive.seconds,
+           "greedy": greedy(trap.graph).cost,
+           "taso_1.0": taso_search(trap.graph, alpha=1.0, budget=1000).cost,
+           "taso_1.05": taso_search(trap.graph, alpha=1.05, budget=1000).cost}
+    if args.agent_seconds > 0:
+        config = agent_config(args.entropy, args.lam, args.max_steps)
+        row["ppo"], row["ppo_env_steps"] = train_and_evaluate(trap.graph, config, args.agent_seconds,
+                                                              args.samples, seed)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graphs", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--max-traps", type=int, default=3)
+    parser.add_argument("--max-states", type=int, default=100_000)
+    parser.add_argument("--agent-seconds", type=float, default=0.0)
+    parser.add_argument("--samples", type=int, default=32, help="sampled evaluation episodes per agent")
+    parser.add_argument("--entropy", type=float, default=0.01)
+    parser.add_argument("--lam", type=float, default=0.97)
+    parser.add_argument("--max-steps", type=int, default=24, help="episode length during training")
+    parser.add_argument("--json", help="write the rows here after each graph; resume from it")
+    args = parser.parse_args()
+    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    rows = []
+    if args.json and os.path.exists(args.json):
+        with open(args.json) as file:
+            saved = json.load(file)
+        if saved["settings"] != settings:
+            raise SystemExit(f"{args.json} holds a run with other settings; use another file")
+        rows = saved["rows"]
+    print(f"{'seed':>4} {'ops':>4} {'traps':>5} {'states':>6} {'optimum':>8} "
+          + " ".join(f"{m:>10}" for m in _METHODS))
+    for seed in range(args.first_seed, args.first_seed + args.graphs):
+        if seed >= args.first_seed + len(rows):
+            rows.append(measure(seed, args))
+            if args.json:
+                with open(args.json, "w") as file:
+                    json.dump({"settings": settings, "rows": rows}, file, indent=1)
+        row = rows[seed - args.first_seed]
+        cells = " ".join(f"{row[m] / row['optimum']:>10.4f}" if m in row else f"{'-':>10}" for m in _METHODS)
+        print(f"{row['seed']:>4} {row['ops']:>4} {row['traps']:>5} {row['states']:>6} {row['optimum']:>8.4f} {cells}",
+              flush=True)
+    print("hits (cost within 1e-6 of the exhaustive optimum; cells above are cost / optimum):")
+    for method in _METHODS:
+        if method in rows[0]:
+            hits = sum(row[method] <= row["optimum"] * (1 + 1e-6) for row in rows)
+            print(f"  {method:>10}: {hits}/{len(rows)}")
+
+
+if __name__ == "__main__":
+    main()
