@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from jaxsched import generate
 from jaxsched.batch import Shape, pad_problems, stack
+from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.deepsched.configs import DataConfig
 from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
 from jaxsched.kernels import heft_batch
@@ -133,15 +134,19 @@ def generate_problems(config: DataConfig, split: str) -> tuple[list[Problem], li
     return problems, kinds, sizes
 
 
-def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True) -> LabelledSet:
+def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True,
+          devices: Devices = None) -> LabelledSet:
     """Features and HEFT labels padded to `shape`. HEFT runs batched in JAX, `chunk` problems per
-    call (the last chunk filled up with repeats, so every call has one shape and compiles once)."""
+    call (the last chunk filled up with repeats, so every call has one shape and compiles once), each chunk
+    split across `devices` (`jaxsched.common.batch_mesh`: default all devices; the labels do not depend on it)."""
+    mesh = batch_mesh(devices)
     features, procs, times = [], [], []
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]
         filled = list(part) + [part[-1]] * (chunk - len(part))
         batch = pad_problems(filled, shape)
-        heft = heft_batch(batch)
+        placed, size = shard_batch(batch, mesh)
+        heft = gather(heft_batch(placed), size)
         for index, problem in enumerate(part):
             scale = time_scale(problem)
             features.append(problem_features(problem, shape))
@@ -198,8 +203,10 @@ def load_problems(path: str | os.PathLike) -> list[Problem]:
         raise ValueError(f"{path} does not hold problems written by save_problems ({error!r})") from error
 
 
-def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True) -> dict[str, Split]:
-    """Every split of `config`'s dataset, read from `directory` or built (HEFT-labelled) and saved there.
+def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True,
+                  devices: Devices = None) -> dict[str, Split]:
+    """Every split of `config`'s dataset, read from `directory` or built (HEFT-labelled across `devices`, see
+    `label`) and saved there.
 
     All splits share one padded shape, so one compilation serves them all.
     """
@@ -214,7 +221,7 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
         shape = padded_shape([p for problems, _, _ in drawn.values() for p in problems])
         for split, (problems, kinds, sizes) in drawn.items():
             save_problems(root / f"{split}_problems.npz", problems)
-            data = label(problems, shape, progress=progress)
+            data = label(problems, shape, progress=progress, devices=devices)
             np.savez_compressed(root / f"{split}_data.npz", *data.features, *data.labels, kinds=kinds, sizes=sizes)
         done.write_text("ok\n")
     splits = {}
