@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import jaxquant as jq
+from jaxsched.common import join_from_environment
 
 
 def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, list[dict]], out: Path) -> None:
@@ -107,7 +108,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--grid-seeds", type=int, default=None,
                         help="seeds of the grid runs (the first N); default: all (digits), 1 (cifar10)")
     parser.add_argument("--out", default="results/ternary")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
+                        "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
+                        "every process's devices)")
     args = parser.parse_args(argv)
+    join_from_environment()
 
     baselines = tuple(kind for kind in args.baselines.split(",") if kind)
     unknown = set(baselines) - set(jq.BASELINES)
@@ -126,7 +132,7 @@ def main(argv=None) -> dict:
     print(f"model: {study.train.model}")
     out = Path(args.out)
     try:
-        result = jq.train_and_evaluate(study, out, progress=True)
+        result = jq.train_and_evaluate(study, out, progress=True, devices=args.devices)
     except (ValueError, FileNotFoundError) as error:  # bad data path or files, a foreign checkpoint dir
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     (out / "table.md").write_text(result.report)

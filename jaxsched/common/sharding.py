@@ -36,29 +36,32 @@ def batch_mesh(devices: Devices = None) -> Mesh:
     if isinstance(devices, Mesh):
         if len(devices.axis_names) != 1:
             raise ValueError(f"a batch mesh has one axis, got axes {devices.axis_names}")
-        mesh = devices
-    else:
-        if devices is None:
-            devices = jax.devices()
-        elif isinstance(devices, int) and not isinstance(devices, bool):
-            available = jax.devices()
-            if not 1 <= devices <= len(available):
-                raise ValueError(f"asked for {devices} devices, {len(available)} are available")
-            devices = available[:devices]
-        devices = list(devices)
-        if not devices:
-            raise ValueError("a mesh needs at least one device")
-        mesh = Mesh(np.array(devices), (BATCH_AXIS,))
-    platforms = sorted({device.platform for device in mesh.devices.flat})
+        _check_one_platform(list(devices.devices.flat))
+        return devices
+    if devices is None:
+        devices = jax.devices()
+    elif isinstance(devices, int) and not isinstance(devices, bool):
+        available = jax.devices()
+        if not 1 <= devices <= len(available):
+            raise ValueError(f"asked for {devices} devices, {len(available)} are available")
+        devices = available[:devices]
+    devices = list(devices)
+    if not devices:
+        raise ValueError("a mesh needs at least one device")
+    _check_one_platform(devices)
+    return Mesh(np.array(devices), (BATCH_AXIS,))
+
+
+def _check_one_platform(devices: list) -> None:
+    platforms = sorted({device.platform for device in devices})
     if len(platforms) > 1:
-        listed = ", ".join(f"{device} ({device.platform})" for device in mesh.devices.flat)
+        listed = ", ".join(f"{device} ({device.platform})" for device in devices)
         raise ValueError(f"a mesh's devices must share one platform, got {platforms}: {listed}")
-    return mesh
 
 
-def batch_sharding(mesh: Mesh, rank: int = 1) -> NamedSharding:
-    """The sharding of an array of `rank` dimensions whose leading axis is split across `mesh`."""
-    return NamedSharding(mesh, PartitionSpec(mesh.axis_names[0], *([None] * (rank - 1))))
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """The sharding of an array whose leading axis is split across `mesh` (any rank)."""
+    return NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -106,12 +109,23 @@ def shard_batch(tree: Any, mesh: Mesh, *, pad: bool = True) -> tuple[Any, int]:
     `tree` (the same seeds give the same batch) and keeps its own devices' slices."""
     size = batch_size(tree)
     padded = pad_batch(tree, padded_size(size, mesh, pad=pad))
-    return jax.tree.map(lambda leaf: jax.device_put(leaf, batch_sharding(mesh, leaf.ndim)), padded), size
+    return jax.tree.map(lambda leaf: _place(leaf, batch_sharding(mesh)), padded), size
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
     """`tree` placed whole on every device of `mesh` (the same value in every process)."""
-    return jax.tree.map(lambda leaf: jax.device_put(leaf, replicated(mesh)), tree)
+    return jax.tree.map(lambda leaf: _place(leaf, replicated(mesh)), tree)
+
+
+def _place(leaf: Any, sharding: NamedSharding) -> jax.Array:
+    """`leaf` (the same value in every process) laid out as `sharding`; with several processes, each process
+    fills only its own devices' slices (`jax.device_put` only reaches this process's devices)."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(leaf, sharding)
+    if jnp.issubdtype(jnp.result_type(leaf), jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(_place(jax.random.key_data(leaf), sharding), impl=jax.random.key_impl(leaf))
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 def constrain_batch(tree: Any, mesh: Mesh, axis: int = 0) -> Any:
@@ -161,6 +175,15 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
     if jax.process_count() != num_processes:
         raise ValueError(f"this process was started for {num_processes} processes but the coordinator at "
                          f"{coordinator_address} reports {jax.process_count()}")
+
+
+def join_from_environment() -> bool:
+    """`initialize_distributed()` from the environment when `JAX_COORDINATOR_ADDRESS` is set (what an experiment
+    calls first, so that one command per process runs one program over every process); True if it joined."""
+    if "JAX_COORDINATOR_ADDRESS" not in os.environ:
+        return False
+    initialize_distributed()
+    return True
 
 
 def _env_int(name: str) -> int | None:

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from jaxsched.common.sharding import Devices
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig
 from jaxsched.deepsched.data import Split, load_or_build, training_problem
 from jaxsched.deepsched.decode import DECODERS, NeuralScheduler
@@ -147,15 +148,18 @@ def timing(schedulers: dict[str, NeuralScheduler], config: DeepSchedConfig, prog
 
 
 def train_and_evaluate(
-    config: DeepSchedConfig, workdir: str | Path, data_dir: str | Path | None = None, progress: bool = True
+    config: DeepSchedConfig, workdir: str | Path, data_dir: str | Path | None = None, progress: bool = True,
+    devices: Devices = None,
 ) -> dict:
     """Trains (or resumes, or reuses) every network of `config.eval` under `<workdir>/checkpoints/`,
     evaluates and times them (module docstring) and writes `<workdir>/results.json`; returns the
-    results. The labelled dataset is cached under `data_dir` (default `<workdir>/data`)."""
+    results. The labelled dataset is cached under `data_dir` (default `<workdir>/data`). HEFT labelling and
+    training split their batches across `devices` (default all)."""
     evaluation = config.eval
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    splits = load_or_build(config.data, workdir / "data" if data_dir is None else data_dir, progress=progress)
+    splits = load_or_build(config.data, workdir / "data" if data_dir is None else data_dir, progress=progress,
+                           devices=devices)
     runs = {variant: {"variant": variant} for variant in evaluation.variants}
     if "feedback" in evaluation.variants and evaluation.ablation:
         runs["feedback-noprior"] = {"variant": "feedback", "eft_prior": 0.0}
@@ -163,7 +167,7 @@ def train_and_evaluate(
     for name, model_fields in runs.items():
         checkpoint_dir = workdir / "checkpoints" / name
         run_config = config.replace(model=model_fields)
-        fit(run_config, splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress)
+        fit(run_config, splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress, devices=devices)
         schedulers[name] = NeuralScheduler.load(checkpoint_dir)
     if "feedback" in evaluation.variants:
         schedulers["eft-rule"] = NeuralScheduler.eft_rule(config, like=schedulers["feedback"].params)
