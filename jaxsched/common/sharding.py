@@ -140,17 +140,18 @@ def constrain_batch(tree: Any, mesh: Mesh, axis: int = 0) -> Any:
     return jax.tree.map(constrain, tree)
 
 
-def gather(tree: Any, size: int | None = None, axis: int = 0) -> Any:
-    """Every leaf of `tree` as a host-addressable array, whole on this process (collected from the other
-    processes if some of it lives there), cut to its first `size` entries along `axis` (the padding dropped)."""
+def gather(tree: Any, size: int | None = None) -> Any:
+    """Every leaf of `tree` whole on this process's default device (collected from the other processes if some of
+    it lives there), cut to its first `size` entries (the padding dropped). Shards are copied through the host,
+    not gathered by a device collective, so this never waits on the other devices' threads."""
 
     def whole(leaf):
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-                impl = jax.random.key_impl(leaf)
-                return jax.random.wrap_key_data(whole(jax.random.key_data(leaf)), impl=impl)
-            leaf = jnp.asarray(multihost_utils.process_allgather(leaf, tiled=True))
-        return leaf if size is None else jax.lax.slice_in_dim(leaf, 0, size, axis=axis)
+        if not isinstance(leaf, jax.Array):
+            return leaf if size is None else leaf[:size]
+        if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(whole(jax.random.key_data(leaf)), impl=jax.random.key_impl(leaf))
+        host = np.asarray(leaf if leaf.is_fully_addressable else multihost_utils.process_allgather(leaf, tiled=True))
+        return jax.device_put(host if size is None else host[:size])
 
     return jax.tree.map(whole, tree)
 

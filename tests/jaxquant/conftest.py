@@ -50,8 +50,9 @@ def whole_run(tiny_digits, population_members):
 
 @pytest.fixture(scope="session")
 def trained_population(tiny_digits, population_members):
-    """Both members trained for TINY.epochs epochs in one vmapped program (no checkpoints)."""
-    return jq.run_sweep(TINY, population_members, dataset=tiny_digits, progress=False)
+    """Both members trained for TINY.epochs epochs in one vmapped program (no checkpoints), on one device like
+    `whole_run` (other device counts: tests/jaxsched/common/device_counts.py)."""
+    return jq.run_sweep(TINY, population_members, dataset=tiny_digits, progress=False, devices=1)
 
 
 def fit_killed_after_epoch_two(workdir, dataset, members) -> list[int]:

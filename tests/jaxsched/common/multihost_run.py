@@ -21,8 +21,10 @@ if __name__ == "__main__":
         initialize_distributed(timeout_s=60)
     from tests.jaxsched.common import workloads
 
-    results = (workloads.quant_sweep(), workloads.dream_sweep()(), workloads.deepsched_training(workdir))
-    leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(results)]
+    results = {"quant": workloads.quant_sweep(), "dream": workloads.dream_sweep()(),
+               "deepsched": workloads.deepsched_training(workdir)}
+    leaves = {f"{name}_{i}": np.asarray(leaf) for name, tree in results.items()
+              for i, leaf in enumerate(jax.tree.leaves(tree))}
     if jax.process_index() == 0:
-        np.savez(out, *leaves)
+        np.savez(out, **leaves)
     print(f"process {jax.process_index()} of {jax.process_count()}: {len(leaves)} arrays", flush=True)

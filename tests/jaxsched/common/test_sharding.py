@@ -17,6 +17,7 @@ import pytest
 from jaxsched.common import batch_mesh, gather, initialize_distributed, replicate, shard_batch
 
 ROOT = Path(__file__).resolve().parents[3]
+TERNARY_RTOL = 1e-2  # as in device_counts.py (not imported: it sets the device count when imported)
 
 
 def test_a_batch_that_does_not_divide_is_padded_split_and_cut_back():
@@ -118,5 +119,6 @@ def test_two_processes_give_the_one_process_result(tmp_path):
     assert [f"process {i} of 2" in _finish(p) for i, p in enumerate(pair)] == [True, True]
     one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     assert len(one.files) == len(two.files) > 0
-    for name in one.files:  # rtol: the device_counts tolerance (per-device batch sizes, cross-device sums)
-        np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    for name in one.files:  # the device_counts tolerances
+        rtol = TERNARY_RTOL if name.startswith("quant") else 1e-5
+        np.testing.assert_allclose(two[name], one[name], rtol=rtol, atol=1e-6, err_msg=name)
