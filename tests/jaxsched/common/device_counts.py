@@ -8,8 +8,7 @@ sweeps): XLA:CPU compiles the per-device program for the smaller per-device batc
 compiled for another batch size may round differently (one ulp, measured: a vmapped dream training of 6 members
 against the same 6 trained one at a time differs by up to 1.2e-7 on one device). DeepSched's data-parallel
 training also sums its gradients across devices, in another order. Ternary training amplifies such a rounding
-difference: a latent weight one ulp from the threshold Δ flips its ternary value, so its sweep is compared with
-rtol 1e-2 (measured after one epoch: one weight of 864 off by 9e-4 relative, the others equal)."""
+difference (`workloads.TERNARY_RTOL`)."""
 
 import os
 import sys
@@ -24,9 +23,9 @@ import numpy as np  # noqa: E402
 import jaxsched  # noqa: E402
 from jaxsched.deepsched.data import label, padded_shape  # noqa: E402
 from tests.jaxsched.common import workloads  # noqa: E402
+from tests.jaxsched.common.workloads import TERNARY_RTOL  # noqa: E402
 
 COUNTS = (2, 3, 4)
-TERNARY_RTOL = 1e-2
 
 
 def compiles(run) -> int:

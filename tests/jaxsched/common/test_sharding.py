@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from jaxsched.common import batch_mesh, gather, initialize_distributed, replicate, shard_batch
+from tests.jaxsched.common.workloads import TERNARY_RTOL
 
 ROOT = Path(__file__).resolve().parents[3]
-TERNARY_RTOL = 1e-2  # as in device_counts.py (not imported: it sets the device count when imported)
 
 
 def test_a_batch_that_does_not_divide_is_padded_split_and_cut_back():
