@@ -69,7 +69,7 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def padded_size(size: int, mesh: Mesh, *, pad: bool = True) -> int:
+def padded_batch_size(size: int, mesh: Mesh, *, pad: bool = True) -> int:
     """`size` rounded up to a multiple of the mesh's device count; without `pad`, `size` itself, which must
     then divide evenly (a batch smaller than the device count cannot, so it is refused)."""
     count = mesh.devices.size
@@ -108,7 +108,7 @@ def shard_batch(tree: Any, mesh: Mesh, *, pad: bool = True) -> tuple[Any, int]:
     across `mesh`, and the real batch size for `gather`. In several processes every process passes the same
     `tree` (the same seeds give the same batch) and keeps its own devices' slices."""
     size = batch_size(tree)
-    padded = pad_batch(tree, padded_size(size, mesh, pad=pad))
+    padded = pad_batch(tree, padded_batch_size(size, mesh, pad=pad))
     return jax.tree.map(lambda leaf: _place(leaf, batch_sharding(mesh)), padded), size
 
 

@@ -23,7 +23,7 @@ from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
 from jaxsched.checkpoint import EpochCheckpointer
-from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, pad_batch, padded_size, replicate
+from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, pad_batch, padded_batch_size, replicate
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet
@@ -93,7 +93,7 @@ def _data_parallel(batch: LabelledSet, mesh: Mesh) -> LabelledSet:
     instance with no real task (task_mask False), so the loss, its gradient and the metrics, all means over real
     tasks, are unchanged; the gradient's sum over the batch becomes a cross-device reduction."""
     size = batch.labels.proc.shape[0]
-    padded = pad_batch(batch, padded_size(size, mesh))
+    padded = pad_batch(batch, padded_batch_size(size, mesh))
     real = (jnp.arange(padded.labels.proc.shape[0]) < size)[:, None]
     padded = padded._replace(features=padded.features._replace(task_mask=padded.features.task_mask & real))
     return constrain_batch(padded, mesh)
