@@ -7,7 +7,8 @@ programs are compared with a stated tolerance even where members never interact 
 sweeps): XLA:CPU compiles the per-device program for the smaller per-device batch, and a float32 program
 compiled for another batch size may round differently (one ulp, measured: a vmapped dream training of 6 members
 against the same 6 trained one at a time differs by up to 1.2e-7 on one device). DeepSched's data-parallel
-training also sums its gradients across devices, in another order. Ternary training amplifies such a rounding
+training also sums its gradients across devices, in another order; so do PPO's means over the environments, whose
+minibatches then take cross-device gathers (rtol 1e-3: measured 2e-4 after 2 epochs, absolute 7e-6). Ternary training amplifies such a rounding
 difference (`workloads.TERNARY_RTOL`)."""
 
 import os
@@ -91,7 +92,7 @@ def deepsched_training():
 def ppo():
     """4 environments (a count each device count divides: 1, 2, 4)."""
     trainers = {n: workloads.ppo_train(n) for n in (1, 2, 4)}
-    same("ppo", lambda n: trainers[n](), rtol=1e-5, counts=(2, 4))
+    same("ppo", lambda n: trainers[n](), rtol=1e-3, counts=(2, 4))
 
 
 CHECKS = {"ppo": ppo, "ga": ga, "labels": labels, "quant_sweep": quant_sweep, "dream_sweep": dream_sweep,
