@@ -8,8 +8,8 @@ sweeps): XLA:CPU compiles the per-device program for the smaller per-device batc
 compiled for another batch size may round differently (one ulp, measured: a vmapped dream training of 6 members
 against the same 6 trained one at a time differs by up to 1.2e-7 on one device). DeepSched's data-parallel
 training also sums its gradients across devices, in another order; so do PPO's means over the environments, whose
-minibatches then take cross-device gathers (rtol 1e-3: measured 2e-4 after 2 epochs, absolute 7e-6). Ternary training amplifies such a rounding
-difference (`workloads.TERNARY_RTOL`)."""
+minibatches then take cross-device gathers (rtol 1e-3: measured 2e-4 after 2 epochs, absolute 7e-6). Ternary
+training amplifies such a rounding difference (`workloads.TERNARY_RTOL`)."""
 
 import os
 import sys
