@@ -128,16 +128,10 @@ def _place(leaf: Any, sharding: NamedSharding) -> jax.Array:
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def constrain_batch(tree: Any, mesh: Mesh, axis: int = 0) -> Any:
-    """Inside a jitted program: split axis `axis` of every leaf of `tree` across `mesh` (whose device count
+def constrain_batch(tree: Any, mesh: Mesh) -> Any:
+    """Inside a jitted program: split the leading axis of every leaf of `tree` across `mesh` (whose device count
     must divide it), for batches the program builds itself (environment states after a reset)."""
-
-    def constrain(leaf):
-        spec = [None] * leaf.ndim
-        spec[axis] = mesh.axis_names[0]
-        return jax.lax.with_sharding_constraint(leaf, NamedSharding(mesh, PartitionSpec(*spec)))
-
-    return jax.tree.map(constrain, tree)
+    return jax.lax.with_sharding_constraint(tree, jax.tree.map(lambda _: batch_sharding(mesh), tree))
 
 
 def gather(tree: Any, size: int | None = None) -> Any:
