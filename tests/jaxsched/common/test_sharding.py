@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsched.common import batch_mesh, gather, initialize_distributed, replicate, shard_batch
+from jaxsched.common import batch_mesh, constrain_batch, gather, initialize_distributed, replicate, shard_batch
 from tests.jaxsched.common.workloads import TERNARY_RTOL
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,6 +45,14 @@ def test_a_jitted_program_follows_the_placement_and_compiles_once_per_shape():
         out = row_dot(placed, weights)
         assert out.sharding.spec == jax.sharding.PartitionSpec("batch")
         np.testing.assert_array_equal(gather(out, size), one_device(rows, np.arange(4.0, dtype=np.float32)))
+
+
+def test_a_batch_built_inside_a_program_is_pinned_across_the_mesh():
+    mesh = batch_mesh()
+    build = jax.jit(lambda x: constrain_batch({"rows": jnp.tile(x, (4, 1)), "ids": jnp.arange(4)}, mesh))
+    out = build(jnp.ones(3))
+    assert [leaf.sharding.spec for leaf in jax.tree.leaves(out)] == [jax.sharding.PartitionSpec("batch")] * 2
+    np.testing.assert_array_equal(out["ids"], np.arange(4))
 
 
 def test_bad_meshes_and_batches_are_refused():
