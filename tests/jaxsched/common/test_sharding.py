@@ -99,7 +99,7 @@ def _finish(process, timeout=600):
     return output
 
 
-def test_ga_on_1_to_4_devices_equals_one_device():
+def test_ga_on_1_2_4_devices_equals_one_device():
     """About 30 s on 2 loaded cores (4 fake CPU devices in a subprocess)."""
     print(_finish(_run(["tests.jaxsched.common.device_counts", "ga"])))
 
