@@ -73,10 +73,11 @@ def deepsched_training(workdir, devices=None):
     return fit(config, train_set, val_set, workdir, progress=False, devices=devices).state.params
 
 
+PPO_AGENT = dataclasses.replace(tiny_agent(), num_envs=4, rollout_steps=2, epochs=2, max_steps=6)
+
+
 def ppo_train(devices=None):
-    """`train() -> JaxTrainResult` of PPO on the 2-block toy graph with 4 environments for 2 epochs."""
-    toy = toy_graph(2)
-    agent = dataclasses.replace(tiny_agent(), num_envs=4, rollout_steps=2, epochs=2, max_steps=6)
-    env = JaxEnv(toy.graph, max_locations=agent.max_locations, rules=RULES[:2])
-    train = jax.jit(jax_ppo.make_train(agent, env, devices=devices))
+    """`train() -> JaxTrainResult` of PPO (`PPO_AGENT`) on the 2-block toy graph with 4 environments, 2 epochs."""
+    env = JaxEnv(toy_graph(2).graph, max_locations=PPO_AGENT.max_locations, rules=RULES[:2])
+    train = jax.jit(jax_ppo.make_train(PPO_AGENT, env, devices=devices))
     return lambda: train(jax.random.key(0))
