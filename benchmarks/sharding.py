@@ -1,6 +1,6 @@
 """Batch axis across devices: a vmapped jaxquant sweep and a jitted PPO run on 1 device against all devices.
 
-    flock /tmp/bench.lock python -m benchmarks.sharding                  # CPU: 2 host devices
+    python -m benchmarks.sharding                                        # CPU: 2 host devices
     python -m benchmarks.sharding --host-devices 0                       # GPU/TPU: the real devices
 
 Each side is the library's own entry point with `devices=N`: `jaxquant.run_sweep` of `--members` members (digits,
