@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from jaxsched.common import ConfigMismatch, preset, write_text
+from jaxsched.common import ConfigMismatch, batch_mesh, join_from_environment, preset, write_text
 from jaxsched.deepsched import CONFIGS, markdown, plots, train_and_evaluate
 from jaxsched.deepsched.configs import VARIANTS, DeepSchedConfig
 
@@ -49,6 +49,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timing-procs", type=int)
     parser.add_argument("--timing-ga-max", type=int, help="largest size the GA is timed at")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
+                        "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
+                        "every process's devices)")
     return parser.parse_args(argv)
 
 
@@ -80,14 +84,16 @@ def make_config(args: argparse.Namespace) -> DeepSchedConfig:
 def main(argv: Sequence[str] | None = None) -> dict:
     """Runs the experiment; prints the tables and writes them to `<workdir>/results.md`."""
     args = parse_args(argv)
+    join_from_environment()
     try:
         config = make_config(args)
+        batch_mesh(args.devices)  # more devices than there are: one line, exit 2
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     workdir = Path(args.workdir)
     try:
-        results = train_and_evaluate(config, workdir, args.data_dir, progress=not args.quiet)
+        results = train_and_evaluate(config, workdir, args.data_dir, progress=not args.quiet, devices=args.devices)
     except ConfigMismatch as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

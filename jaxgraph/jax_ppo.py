@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from jaxgraph.jax_env import EnvParams, JaxEnv
 from jaxgraph.rl.configs import AgentConfig
@@ -24,6 +25,7 @@ from jaxgraph.rl.episode import Episode
 from jaxgraph.rl.policy import GraphPolicy, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.rollout import graph_agent
+from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, replicated
 
 
 class JaxTrainResult(NamedTuple):
@@ -49,10 +51,23 @@ def _episode_params(config: AgentConfig, env: JaxEnv, params: EnvParams | None) 
     return env_params._replace(max_steps=jnp.int32(config.max_steps or 0))
 
 
-def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None) -> JaxTrainer:
+def _env_mesh(config: AgentConfig, devices: Devices) -> Mesh:
+    mesh = batch_mesh(devices)
+    if config.num_envs % mesh.devices.size:
+        raise ValueError(f"num_envs={config.num_envs} does not split across {mesh.devices.size} devices; "
+                         "pass devices= a count that divides it")
+    return mesh
+
+
+def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None, devices: Devices = None
+                 ) -> JaxTrainer:
     """The pieces of `make_train` on `params` (default `env.params()`): running `init` and then `run` on the
-    epoch keys in several chunks gives exactly the parameters of one `run` over all of them."""
+    epoch keys in several chunks gives exactly the parameters of one `run` over all of them. The environments
+    are split across `devices` (`jaxsched.common.batch_mesh`: default all devices, whose count must divide
+    `config.num_envs`), the policy parameters replicated; the PPO update's means over the batch become
+    cross-device sums, so results equal a one-device run up to float rounding."""
     env_params = _episode_params(config, env, params)
+    mesh = _env_mesh(config, devices)
     policy = GraphPolicy(env.num_xfers, config.hidden, config.latent, config.message_steps)
     update = make_update(graph_agent(policy).evaluate, config.ppo)
     optimizer = make_optimizer(config.ppo)
@@ -73,10 +88,11 @@ def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = No
         _, first_obs = first_states()
         policy_params = policy.init(key, jax.tree.map(lambda x: x[0], first_obs), jnp.argmax)
         with jax.numpy_dtype_promotion("standard"):
-            return TrainState(policy_params, optimizer.init(policy_params))
+            state = TrainState(policy_params, optimizer.init(policy_params))
+        return jax.lax.with_sharding_constraint(state, replicated(mesh))  # on the mesh, where `run` needs it
 
     def run(state: TrainState, epoch_keys: jax.Array) -> tuple[TrainState, JaxTrainResult]:
-        first, first_obs = first_states()
+        first, first_obs = constrain_batch(first_states(), mesh)
 
         def rollout_step(carry, key):
             env_state, obs, policy_params = carry
@@ -91,7 +107,7 @@ def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = No
                                    (first, first_obs), (next_state, next_obs))
             transition = Trajectory(obs, action, log_prob, values, reward / env_state.initial_cost, next_values,
                                     terminated, done)
-            return (*restart, policy_params), transition
+            return (*constrain_batch(restart, mesh), policy_params), transition
 
         def epoch(state, key):
             rollout_key, update_key = jax.random.split(key)
@@ -109,10 +125,11 @@ def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = No
     return JaxTrainer(init, run)
 
 
-def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None) -> Callable[[jax.Array],
-                                                                                             JaxTrainResult]:
-    """`train(key) -> JaxTrainResult` on `params` (default `env.params()`); pure and jittable."""
-    trainer = make_trainer(config, env, params)
+def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None, devices: Devices = None
+               ) -> Callable[[jax.Array], JaxTrainResult]:
+    """`train(key) -> JaxTrainResult` on `params` (default `env.params()`), the environments split across
+    `devices` (see `make_trainer`); pure and jittable."""
+    trainer = make_trainer(config, env, params, devices)
 
     def train(key: jax.Array) -> JaxTrainResult:
         key, init_key = jax.random.split(key)

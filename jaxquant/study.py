@@ -26,6 +26,7 @@ from jaxquant.report import cap_rows, check_targets, report_markdown, table_rows
 from jaxquant.resnet import ModelConfig, ResNet, count_params
 from jaxquant.sweep import SweepMember, SweepResult, run_sweep, summarize
 from jaxquant.train import evaluate_model
+from jaxsched.common.sharding import Devices
 from jaxsched.common.workdir import Workdir
 
 
@@ -67,10 +68,11 @@ def export_log_model(study: Study, result: SweepResult, dataset: Dataset, out: P
     return report
 
 
-def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = False) -> StudyResult:
-    """Run every group of `study` (checkpointed under `workdir`), export the log-regime model, and
-    build the summary and report. With `progress`, show a bar per group and print its time. Raises
-    `ConfigMismatch` when `workdir` holds results of another study."""
+def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = False, devices: Devices = None
+                       ) -> StudyResult:
+    """Run every group of `study` (checkpointed under `workdir`; members split across `devices`, default all),
+    export the log-regime model, and build the summary and report. With `progress`, show a bar per group and
+    print its time. Raises `ConfigMismatch` when `workdir` holds results of another study."""
     out = Workdir(workdir, study).path
     dataset = load_dataset(study.train.dataset, study.train.data_dir)
     params = parameter_count(study.train.model, dataset)
@@ -83,7 +85,7 @@ def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = Fa
         config = dataclasses.replace(study.train, model=dataclasses.replace(study.train.model, quant=QuantConfig(kind)))
         group_start = time.time()
         results[kind] = run_sweep(config, members, workdir=out / "checkpoints" / kind, dataset=dataset,
-                                  progress=progress)
+                                  progress=progress, devices=devices)
         if progress:
             print(f"{kind}: {len(members)} member(s) in one vmapped program, {time.time() - group_start:.0f} s")
     rows = {kind: summarize(result) for kind, result in results.items()}

@@ -19,6 +19,7 @@ from jaxquant.delta import DeltaRegime, delta_regime, stack_regimes
 from jaxquant.metrics import peak_epoch
 from jaxquant.train import EpochMetrics, TrainConfig, TrainState, fit
 from jaxsched.common.arguments import integer
+from jaxsched.common.sharding import Devices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +79,12 @@ def run_sweep(
     workdir: str | None = None,
     dataset: Dataset | None = None,
     progress: bool = True,
+    devices: Devices = None,
 ) -> SweepResult:
-    """Train every member in one vmapped program (checkpointed under `workdir` if given)."""
+    """Train every member in one vmapped program (checkpointed under `workdir` if given), the members split
+    across `devices` (default all devices; see `fit`)."""
     keys, regimes = member_inputs(members)
-    result = fit(config, keys, regimes, workdir=workdir, dataset=dataset, progress=progress)
+    result = fit(config, keys, regimes, workdir=workdir, dataset=dataset, progress=progress, devices=devices)
     return SweepResult(tuple(members), result.state, result.history)
 
 

@@ -32,6 +32,7 @@ from jaxquant.metrics import entropy, sparsity
 from jaxquant.resnet import ModelConfig, ResNet
 from jaxsched.common.arguments import integer
 from jaxsched.common.checkpoint import EpochCheckpointer
+from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
 
 # The offline default: a small ResNet (1 block per stage, 16/32/64 channels, ~78k parameters)
 # that trains on 8x8 digits in seconds per epoch on a CPU.
@@ -327,12 +328,16 @@ def fit(
     dataset: Dataset | None = None,
     progress: bool = True,
     on_epoch_end: Callable[[int, EpochMetrics], None] | None = None,
+    devices: Devices = None,
 ) -> FitResult:
     """Train K members (one per key, with optional stacked regimes) epoch by epoch.
 
-    With `workdir`, the population is checkpointed with orbax after every epoch and a rerun with
-    the same arguments resumes after the last finished epoch; the result equals an uninterrupted
-    run. `on_epoch_end(epoch, metrics)` is called after each epoch's checkpoint is written.
+    The members are split across `devices` (`jaxsched.common.batch_mesh`: default all devices, of every
+    process in a multi-process run), padded to a multiple of the device count; each member's result is
+    the same on any number of devices. With `workdir`, the population is checkpointed with orbax after
+    every epoch (without the padding, so a run resumes on another device count) and a rerun with the
+    same arguments resumes after the last finished epoch; the result equals an uninterrupted run.
+    `on_epoch_end(epoch, metrics)` is called after each epoch's checkpoint is written.
     """
     keys = jnp.asarray(keys)
     if keys.ndim != 1 or not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
@@ -352,19 +357,21 @@ def fit(
         if restored is not None:
             start, tree = restored.epoch, restored.tree
             state, history = jax.tree.map(jnp.asarray, tree["state"]), EpochMetrics(*map(np.array, tree["history"]))
-    if state is None:
-        state = init(keys)
+    mesh = batch_mesh(devices)
+    sharded_regimes, _ = shard_batch(regimes, mesh)
+    data = replicate(data, mesh)
+    state = init(shard_batch(keys, mesh)[0]) if state is None else shard_batch(state, mesh)[0]
 
     bar = tqdm(range(start + 1, config.epochs + 1), initial=start, total=config.epochs,
                desc=f"train x{members}", unit="epoch", disable=not progress)
     try:
         for epoch in bar:
-            state, metrics = run_epoch(state, regimes, jnp.int32(epoch), data)
-            metrics = EpochMetrics(*map(np.asarray, metrics))
+            state, metrics = run_epoch(state, sharded_regimes, jnp.int32(epoch), data)
+            metrics = EpochMetrics(*map(np.asarray, gather(metrics, members)))
             for column, value in zip(history, metrics):
                 column[epoch - 1] = value
             if checkpointer is not None:
-                checkpointer.save(epoch, {"state": state, "history": history})
+                checkpointer.save(epoch, {"state": gather(state, members), "history": history})
             bar.set_postfix(acc=f"{metrics.test_accuracy.mean():.3f}", sparsity=f"{metrics.sparsity.mean():.3f}",
                             delta=f"{metrics.delta.mean():.3f}")
             if on_epoch_end is not None:
@@ -373,7 +380,7 @@ def fit(
         bar.close()
         if checkpointer is not None:
             checkpointer.close()
-    return FitResult(state, history)
+    return FitResult(gather(state, members), history)
 
 
 @functools.lru_cache(maxsize=8)

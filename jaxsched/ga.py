@@ -22,10 +22,12 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
 from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
 from jaxsched.common.arguments import integer
+from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
 from jaxsched.compiled import population_fitness_numba
 from jaxsched.kernels import simulate_padded
 from jaxsched.problem import Problem, Schedule, check_problem
@@ -221,6 +223,7 @@ def ga(
     backend: str = "numpy",
     shape: Shape | None = None,
     progress: bool = False,
+    devices: Devices = None,
     **options,
 ) -> Schedule:
     """Best schedule found by the GA; `schedule.makespan` gives its makespan.
@@ -232,7 +235,9 @@ def ga(
     per-processor capacity sized from the population (doubled and retried on overflow). With
     `shape`, the JAX GA runs on the problem padded to it, so that problems of one shape share one
     compilation (the padding changes the random draws, not the quality). `options` are the other
-    `GAConfig` fields (crossover_rate, mutation_rate, tournament, elite, objective).
+    `GAConfig` fields (crossover_rate, mutation_rate, tournament, elite, objective). The JAX GA splits each
+    generation's population across `devices` (`jaxsched.common.batch_mesh`: default all devices); the best
+    schedule is the same on any number of devices.
     """
     check_problem(problem)
     config = GAConfig(population=population, generations=generations, **options)
@@ -242,24 +247,27 @@ def ga(
     if backend in ("numpy", "numba"):
         proc, priority = _evolve_numpy(problem, config, seed, progress, compiled=backend == "numba")
     elif backend == "jax":
-        proc, priority = _evolve_jax(problem, config, seed, progress, shape)
+        proc, priority = _evolve_jax(problem, config, seed, progress, shape, batch_mesh(devices))
     else:
         raise ValueError(f"backend must be 'numpy', 'numba' or 'jax', got {backend!r}")
     return simulate(problem, proc[: problem.num_tasks], priority[: problem.num_tasks])
 
 
-def _evolve_jax(problem: Problem, config: GAConfig, seed: int, progress: bool, shape: Shape | None):
-    """The JAX GA driven from Python: breed on device, then evaluate with the smallest capacity
-    that has not overflowed so far (doubling on overflow), so each capacity compiles once."""
-    padded = jax.device_put(pad_problem(problem, shape))
+def _evolve_jax(problem: Problem, config: GAConfig, seed: int, progress: bool, shape: Shape | None, mesh: Mesh):
+    """The JAX GA driven from Python: breed on device, then evaluate the population split across `mesh`
+    with the smallest capacity that has not overflowed so far (doubling on overflow), so each capacity
+    compiles once."""
+    padded = jax.device_put(pad_problem(problem, shape))  # breeding runs on the default device
+    shared = replicate(padded, mesh)
     capacity = _initial_capacity(problem)
 
     def evaluate(proc, priority):
         nonlocal capacity
+        population, size = shard_batch((proc, priority), mesh)
         while True:
-            fitness, overflow = _fitness_jit(padded, proc, priority, config.objective, capacity)
+            fitness, overflow = _fitness_jit(shared, *population, config.objective, capacity)
             if not overflow or capacity == problem.num_tasks:
-                return GAState(proc, priority, fitness, overflow)
+                return GAState(proc, priority, gather(fitness, size), overflow)
             capacity = min(problem.num_tasks, 2 * capacity)
 
     init_key, loop_key = jax.random.split(jax.random.key(seed))

@@ -12,6 +12,7 @@ from jaxgraph.rl.dream import (
     controller_input,
     initial_env_state,
     make_dream_rollout,
+    make_dream_sweep,
     make_dream_train,
     make_dream_trainer,
 )
@@ -51,7 +52,8 @@ from jaxgraph.rl.world_model import (
 
 __all__ = [
     "ControllerInput", "DreamEnvState", "DreamResult", "DreamStart", "controller_episode", "controller_input",
-    "initial_env_state", "make_dream_rollout", "make_dream_train", "DreamTrainer", "make_dream_trainer",
+    "initial_env_state", "make_dream_rollout", "make_dream_sweep", "make_dream_train", "DreamTrainer",
+    "make_dream_trainer",
     "DreamConfig", "DreamState", "LatentSequence", "MDNRNN", "Prediction", "WorldModelConfig", "imagine",
     "make_world_model_update", "mixture_log_likelihood", "observe", "predicted_masks", "sample_component",
     "sample_latent", "world_model_loss",

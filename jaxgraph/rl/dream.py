@@ -26,6 +26,7 @@ from jaxgraph.rl.episode import Episode, run_episode, split_keys
 from jaxgraph.rl.policy import LatentPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.world_model import MDNRNN, DreamState, imagine
+from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
 from jaxsched.common.timing import median_time
 
 
@@ -192,6 +193,24 @@ def make_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
         return DreamResult(state.params, metrics)
 
     return train
+
+
+def make_dream_sweep(config: DreamConfig, model: MDNRNN, devices: Devices = None) -> Callable:
+    """`sweep(keys [S], taus [U], world_model_params, start) -> DreamResult` with leaves [U, S, ...]: one controller
+    trained per (tau, seed), the U x S members as one batch split across `devices` (`jaxsched.common.batch_mesh`:
+    default all devices, of every process in a multi-process run; padded to a multiple of the device count).
+    Members never interact, so each result equals the one-device run exactly. One compilation per (U, S)."""
+    mesh = batch_mesh(devices)
+    train = jax.jit(jax.vmap(make_dream_train(config, model), in_axes=(0, 0, None, None)))
+
+    def sweep(keys: jax.Array, taus: jax.Array, world_model_params, start: DreamStart) -> DreamResult:
+        chex.assert_rank([keys, taus], [1, 1])
+        grid = (jnp.repeat(taus, keys.shape[0]), jnp.tile(keys, taus.shape[0]))  # tau-major, as [U, S]
+        (member_taus, member_keys), size = shard_batch(grid, mesh)
+        result = gather(train(member_keys, member_taus, *replicate((world_model_params, start), mesh)), size)
+        return jax.tree.map(lambda x: x.reshape((taus.shape[0], keys.shape[0]) + x.shape[1:]), result)
+
+    return sweep
 
 
 def controller_episode(env: Env, encode: Callable[[Observation], chex.Array], model: MDNRNN, world_model_params,

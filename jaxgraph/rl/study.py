@@ -41,7 +41,7 @@ from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Graph
 from jaxgraph.models import MODELS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_train
+from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_sweep, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes
 from jaxgraph.rl.policy import LatentPolicy
@@ -351,8 +351,7 @@ def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm
     tau the world-model score (dream return at the last update), the real score (cost change of the final
     state of the controller's episode in the real Env, what the dream return predicts) and the returned score
     (the cheapest state the episode visited), as cost changes in percent (negative: cheaper)."""
-    train = make_dream_train(config.dream, model)
-    sweep = jax.jit(jax.vmap(jax.vmap(train, in_axes=(0, None, None, None)), in_axes=(None, 0, None, None)))
+    sweep = make_dream_sweep(config.dream, model)
     taus = jnp.asarray(config.taus, jnp.float32)
     result = sweep(jax.random.split(key, config.seeds), taus, wm_params, start)
     dream = -100.0 * np.asarray(result.metrics["mean_return"])[:, :, -1]  # [taus, seeds]

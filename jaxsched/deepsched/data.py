@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from jaxsched import generate
 from jaxsched.batch import Shape, pad_problems, stack
+from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.common.workdir import Workdir, as_json, write_text
 from jaxsched.compiled import heft_batch_numba
 from jaxsched.deepsched.configs import DataConfig
@@ -138,17 +139,24 @@ def generate_problems(config: DataConfig, split: str) -> tuple[list[Problem], li
     return problems, kinds, sizes
 
 
-def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True) -> LabelledSet:
+def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress: bool = True,
+          devices: Devices = None) -> LabelledSet:
     """Features and HEFT labels padded to `shape`, `chunk` problems per call: compiled on the CPU, batched in
-    JAX on an accelerator (the last chunk filled up with repeats, so every call has one shape and compiles
-    once)."""
+    JAX on an accelerator with each chunk split across `devices` (`jaxsched.common.batch_mesh`: default all
+    devices; the labels do not depend on it). The last chunk is filled up with repeats, so every call has one
+    shape and compiles once."""
     on_cpu = jax.default_backend() == "cpu"
+    mesh = None if on_cpu else batch_mesh(devices)
     features, procs, times = [], [], []
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]
         filled = list(part) + [part[-1]] * (chunk - len(part))
         batch = pad_problems(filled, shape, dtype=np.float64 if on_cpu else np.float32)
-        heft = heft_batch_numba(batch) if on_cpu else heft_batch(batch)
+        if on_cpu:
+            heft = heft_batch_numba(batch)
+        else:
+            placed, size = shard_batch(batch, mesh)
+            heft = gather(heft_batch(placed), size)
         for index, problem in enumerate(part):
             scale = time_scale(problem)
             features.append(problem_features(problem, shape))
@@ -205,8 +213,10 @@ def load_problems(path: str | os.PathLike) -> list[Problem]:
         raise ValueError(f"{path} does not hold problems written by save_problems ({error!r})") from error
 
 
-def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True) -> dict[str, Split]:
-    """Every split of `config`'s dataset, read from `directory` or built (HEFT-labelled) and saved there.
+def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bool = True,
+                  devices: Devices = None) -> dict[str, Split]:
+    """Every split of `config`'s dataset, read from `directory` or built (HEFT-labelled across `devices`, see
+    `label`) and saved there.
 
     All splits share one padded shape, so one compilation serves them all.
     """
@@ -221,7 +231,7 @@ def load_or_build(config: DataConfig, directory: str | os.PathLike, progress: bo
         shape = padded_shape([p for problems, _, _ in drawn.values() for p in problems])
         for split, (problems, kinds, sizes) in drawn.items():
             save_problems(root / f"{split}_problems.npz", problems)
-            data = label(problems, shape, progress=progress)
+            data = label(problems, shape, progress=progress, devices=devices)
             np.savez_compressed(root / f"{split}_data.npz", *data.features, *data.labels, kinds=kinds, sizes=sizes)
         write_text(done, "ok\n")
     splits = {}

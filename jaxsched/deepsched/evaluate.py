@@ -19,6 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from jaxsched.common.machine import machine_description
+from jaxsched.common.sharding import Devices
 from jaxsched.common.timing import best_time
 from jaxsched.common.workdir import Workdir, write_json
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig
@@ -147,16 +148,19 @@ def timing(schedulers: dict[str, NeuralScheduler], config: DeepSchedConfig, prog
 
 
 def train_and_evaluate(
-    config: DeepSchedConfig, workdir: str | Path, data_dir: str | Path | None = None, progress: bool = True
+    config: DeepSchedConfig, workdir: str | Path, data_dir: str | Path | None = None, progress: bool = True,
+    devices: Devices = None,
 ) -> dict:
     """Trains (or resumes, or reuses) every network of `config.eval` under `<workdir>/checkpoints/`,
     evaluates and times them (module docstring; each a stage of the workdir: a rerun reuses them) and writes
     `<workdir>/results.json`; returns the results. The labelled dataset is cached under `data_dir` (default
-    `<workdir>/data`). Raises `ConfigMismatch` when `workdir` holds results of another configuration."""
+    `<workdir>/data`). HEFT labelling and training split their batches across `devices` (default all). Raises
+    `ConfigMismatch` when `workdir` holds results of another configuration."""
     evaluation = config.eval
     work = Workdir(workdir, config)
     workdir = work.path
-    splits = load_or_build(config.data, workdir / "data" if data_dir is None else data_dir, progress=progress)
+    splits = load_or_build(config.data, workdir / "data" if data_dir is None else data_dir, progress=progress,
+                           devices=devices)
     runs = {variant: {"variant": variant} for variant in evaluation.variants}
     if "feedback" in evaluation.variants and evaluation.ablation:
         runs["feedback-noprior"] = {"variant": "feedback", "eft_prior": 0.0}
@@ -164,7 +168,7 @@ def train_and_evaluate(
     for name, model_fields in runs.items():
         checkpoint_dir = workdir / "checkpoints" / name
         run_config = config.replace(model=model_fields)
-        fit(run_config, splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress)
+        fit(run_config, splits["train"].data, splits["val"].data, checkpoint_dir, progress=progress, devices=devices)
         schedulers[name] = NeuralScheduler.load(checkpoint_dir)
     if "feedback" in evaluation.variants:
         schedulers["eft-rule"] = NeuralScheduler.eft_rule(config, like=schedulers["feedback"].params)

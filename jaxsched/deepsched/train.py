@@ -19,9 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
 from jaxsched.common.checkpoint import EpochCheckpointer
+from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, pad_batch, padded_batch_size, replicate
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet
@@ -86,9 +88,22 @@ def _take(data: LabelledSet, index: jax.Array) -> LabelledSet:
     return jax.tree.map(lambda x: x[index], data)
 
 
-def make_train_fns(config: DeepSchedConfig, num_train: int, example: LabelledSet) -> TrainFns:
+def _data_parallel(batch: LabelledSet, mesh: Mesh) -> LabelledSet:
+    """`batch` padded to a multiple of the mesh's device count and split across it. Padding repeats the last
+    instance with no real task (task_mask False), so the loss, its gradient and the metrics, all means over real
+    tasks, are unchanged; the gradient's sum over the batch becomes a cross-device reduction."""
+    size = batch.labels.proc.shape[0]
+    padded = pad_batch(batch, padded_batch_size(size, mesh))
+    real = (jnp.arange(padded.labels.proc.shape[0]) < size)[:, None]
+    padded = padded._replace(features=padded.features._replace(task_mask=padded.features.task_mask & real))
+    return constrain_batch(padded, mesh)
+
+
+def make_train_fns(config: DeepSchedConfig, num_train: int, example: LabelledSet, mesh: Mesh | None = None
+                   ) -> TrainFns:
     """Pure init / epoch / evaluate functions for a training set of `num_train` instances shaped like
-    `example` (one instance or more, with a leading batch axis)."""
+    `example` (one instance or more, with a leading batch axis). With `mesh`, each minibatch is split across
+    its devices (data parallel; parameters stay replicated)."""
     model = DeepSchedNet(config.model)
     batch_size = min(config.train.batch_size, num_train)
     steps = num_train // batch_size
@@ -112,7 +127,8 @@ def make_train_fns(config: DeepSchedConfig, num_train: int, example: LabelledSet
         order = jax.random.permutation(shuffle_key, num_train)[: steps * batch_size].reshape(steps, batch_size)
 
         def minibatch(state, index):
-            return step(state, _take(data, index))
+            batch = _take(data, index)
+            return step(state, batch if mesh is None else _data_parallel(batch, mesh))
 
         state, metrics = jax.lax.scan(minibatch, state._replace(key=key), order)
         return state._replace(epoch=state.epoch + 1), jax.tree.map(jnp.mean, metrics)
@@ -153,11 +169,11 @@ def _to_saved(state: TrainState) -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _seed_vmapped(config: DeepSchedConfig, num_train: int, treedef, signature: tuple):
+def _seed_vmapped(config: DeepSchedConfig, num_train: int, treedef, signature: tuple, mesh: Mesh):
     """Jitted init and (epoch, then validation) vmapped over seeds, cached per configuration (epochs
-    aside) and per data shape, so that resuming or refitting in one process does not compile again."""
+    aside), data shape and mesh, so that resuming or refitting in one process does not compile again."""
     example = jax.tree.unflatten(treedef, [np.zeros((1,) + shape, dtype) for shape, dtype in signature])
-    fns = make_train_fns(config, num_train, example)
+    fns = make_train_fns(config, num_train, example, mesh)
 
     def epoch_and_validate(state: TrainState, train_set: LabelledSet, val_set: LabelledSet):
         state, train_metrics = fns.epoch(state, train_set)
@@ -175,27 +191,32 @@ def fit(
     *,
     seed: int = 0,
     progress: bool = True,
+    devices: Devices = None,
 ) -> FitResult:
     """Trains `config.train.num_seeds` networks at once (vmap over seeds), saving an orbax checkpoint
     of all of them after every epoch; if `checkpoint_dir` holds one, training resumes from it, so a
     killed run loses at most the epoch in progress (a directory written with another configuration or
-    `seed` raises ValueError). Validation metrics are recorded per epoch."""
+    `seed` raises ValueError). Validation metrics are recorded per epoch. Each minibatch is split across
+    `devices` (`jaxsched.common.batch_mesh`: default all devices, of every process in a multi-process run),
+    the parameters replicated and the gradients summed across devices: the result equals a one-device run up
+    to the order of that sum (float rounding)."""
     num_train = int(train_set.labels.proc.shape[0])
     leaves, treedef = jax.tree.flatten(train_set)
     signature = tuple((leaf.shape[1:], np.dtype(leaf.dtype).name) for leaf in leaves)
     training = dataclasses.replace(config.replace(train={"epochs": 0}), eval=EvalConfig())  # what compiles
-    init, epoch = _seed_vmapped(training, num_train, treedef, signature)
+    mesh = batch_mesh(devices)
+    init, epoch = _seed_vmapped(training, num_train, treedef, signature, mesh)
     keys = jax.random.split(jax.random.key(seed), config.train.num_seeds)
-    train_set, val_set = jax.tree.map(jnp.asarray, train_set), jax.tree.map(jnp.asarray, val_set)
+    train_set, val_set, keys = replicate((train_set, val_set, keys), mesh)
     state = init(keys)
     history: list[dict[str, list[float]]] = []
     with EpochCheckpointer(checkpoint_dir, identity=config.identity(seed)) as checkpointer:
         restored = checkpointer.restore_latest(_to_saved(state))
         if restored is not None:
             saved = jax.tree.map(jnp.asarray, restored.tree)
-            state = TrainState(
+            state = replicate(TrainState(
                 saved["params"], saved["opt_state"], jax.random.wrap_key_data(saved["key"]), saved["epoch"]
-            )
+            ), mesh)
             history = restored.meta["history"]
         start = len(history)
         bar = tqdm(

@@ -50,11 +50,12 @@ def whole_run(tiny_digits, population_members):
 
 @pytest.fixture(scope="session")
 def trained_population(tiny_digits, population_members):
-    """Both members trained for TINY.epochs epochs in one vmapped program (no checkpoints)."""
-    return jq.run_sweep(TINY, population_members, dataset=tiny_digits, progress=False)
+    """Both members trained for TINY.epochs epochs in one vmapped program (no checkpoints), on one device like
+    `whole_run` (other device counts: tests/jaxsched/common/device_counts.py)."""
+    return jq.run_sweep(TINY, population_members, dataset=tiny_digits, progress=False, devices=1)
 
 
-def fit_killed_after_epoch_two(workdir, dataset, members) -> list[int]:
+def fit_killed_after_epoch_two(workdir, dataset, members, devices=None) -> list[int]:
     """Start `jq.fit(TINY, ...)` of `members` in `workdir` and kill it (KeyboardInterrupt) after its second epoch's
     checkpoint; returns the epochs it reached, to which a resumed run's `on_epoch_end` can append."""
     keys, regimes = jq.member_inputs(members)
@@ -67,5 +68,5 @@ def fit_killed_after_epoch_two(workdir, dataset, members) -> list[int]:
 
     with pytest.raises(KeyboardInterrupt):
         jq.fit(TINY, keys, regimes, workdir=workdir, dataset=dataset, progress=False,
-               on_epoch_end=kill_after_epoch_two)
+               on_epoch_end=kill_after_epoch_two, devices=devices)
     return seen

@@ -134,7 +134,7 @@ def test_resume_past_a_truncated_latest_step_equals_an_uninterrupted_run(
     tmp_path, tiny_digits, population_members, trained_population
 ):
     keys, regimes = jq.member_inputs(population_members)
-    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members)
+    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members, devices=1)
     truncated = 0
     for path in (tmp_path / "2" / "tree").rglob("*"):
         if path.is_file() and path.stat().st_size > 16:
@@ -143,7 +143,7 @@ def test_resume_past_a_truncated_latest_step_equals_an_uninterrupted_run(
     assert truncated
     with pytest.warns(UserWarning, match="damaged"):
         resumed = jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False,
-                         on_epoch_end=lambda epoch, metrics: seen.append(epoch))
+                         on_epoch_end=lambda epoch, metrics: seen.append(epoch), devices=1)  # as trained_population
     assert seen == [1, 2, 2, 3, 4]  # epoch 2 is redone from the intact epoch-1 checkpoint
     chex.assert_trees_all_equal(resumed.history, trained_population.history)
     chex.assert_trees_all_equal(resumed.state, trained_population.state)

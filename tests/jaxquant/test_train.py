@@ -55,9 +55,9 @@ def test_population_member_equals_a_separate_run(tiny_digits, population_members
 
 def test_resume_after_a_kill_equals_an_uninterrupted_run(tmp_path, tiny_digits, population_members, trained_population):
     keys, regimes = jq.member_inputs(population_members)
-    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members)
+    seen = fit_killed_after_epoch_two(tmp_path, tiny_digits, population_members, devices=1)
     resumed = jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False,
-                     on_epoch_end=lambda epoch, metrics: seen.append(epoch))
+                     on_epoch_end=lambda epoch, metrics: seen.append(epoch), devices=1)  # as trained_population
     assert seen == [1, 2, 3, 4]  # epochs 3 and 4 are the only ones trained after the restart
     chex.assert_trees_all_equal(resumed.history, trained_population.history)
     chex.assert_trees_all_equal(resumed.state, trained_population.state)
