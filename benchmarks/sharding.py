@@ -40,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
     import numpy as np
-    from jaxsched.common.timing import alternated_times
 
     import jaxquant as jq
     from jaxgraph import RULES, JaxEnv, jax_ppo
     from jaxgraph.rl import tiny_agent, toy_graph
     from jaxgraph.rl.study import machine
+    from jaxsched.common.timing import alternated_times
 
     devices = len(jax.devices())
     print(f"{machine()}; {devices} devices\n")
