@@ -25,16 +25,10 @@ import jax
 from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
+from jaxgraph.models import SMALL_SIZES
 from jaxgraph.parity import fitting_env
 from jaxsched.common.machine import machine_description
 
-BUILDERS = {
-    "resnet18": dict(image_size=32, width=0.125),
-    "resnet50": dict(image_size=32, width=0.125),
-    "squeezenet1_1": dict(image_size=48, width=0.25),
-    "inception_v3": dict(image_size=75, width=0.0625),
-    "taso_attention_stack": dict(seq_length=8, hidden=32, heads=4, layers=3),
-}
 FAST_COMPILE = {"xla_backend_optimization_level": 0}  # the same values; big programs compile 2-3x faster on CPU
 
 
@@ -89,7 +83,7 @@ def main(argv=None) -> int:
                         generated, args.sequences))
     singles = {}
     if args.builders:
-        singles.update({name: MODELS[name](**kwargs) for name, kwargs in BUILDERS.items()})
+        singles.update({name: MODELS[name](**kwargs) for name, kwargs in SMALL_SIZES.items()})
     if args.onnx:
         singles.update(onnx_graphs())
     for name, graph in singles.items():

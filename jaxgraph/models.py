@@ -358,3 +358,13 @@ def mobilenet_v2(batch: int = 1, image_size: int = 224, width: float = 1.0, num_
 MODELS = {"resnet18": resnet18, "resnet50": resnet50, "squeezenet1_1": squeezenet1_1,
           "inception_v3": inception_v3, "taso_attention_stack": taso_attention_stack, "bert": bert,
           "mobilenet_v2": mobilenet_v2}
+
+# Full structure (every layer), reduced widths and image sizes: builder arguments for fast numerical checks and
+# parity runs.
+SMALL_SIZES = {
+    "resnet18": dict(image_size=32, width=0.125),
+    "resnet50": dict(image_size=32, width=0.125),
+    "squeezenet1_1": dict(image_size=48, width=0.25),
+    "inception_v3": dict(image_size=75, width=0.0625),
+    "taso_attention_stack": dict(seq_length=8, hidden=32, heads=4, layers=3),
+}

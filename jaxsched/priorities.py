@@ -25,10 +25,11 @@ from jaxsched.problem import Problem
 PRIORITIES = ("upward", "downward", "rank_sum", "oct", "topological")
 
 
-def downward_rank(problem: Problem) -> np.ndarray:
+def downward_rank(problem: Problem, mean_comp: np.ndarray | None = None) -> np.ndarray:
     """[T] rank_d(t) = max over predecessors u of (rank_d(u) + mean_p comp[u, p] + mean comm(u, t));
-    0 for entry tasks (Topcuoglu, Hariri and Wu 2002, Eq. 5). One vectorised step per DAG level."""
-    mean_comp = problem.comp.mean(axis=1)
+    0 for entry tasks (Topcuoglu, Hariri and Wu 2002, Eq. 5). One vectorised step per DAG level.
+    `mean_comp` [T] (the mean of comp over processors) may be passed when already computed."""
+    mean_comp = problem.comp.mean(axis=1) if mean_comp is None else mean_comp
     edge_value = mean_communication(problem)
     rank = np.zeros(problem.num_tasks)
     for edges in problem.edges_by_dst_level[1:]:

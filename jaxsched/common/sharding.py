@@ -2,7 +2,7 @@
 
 Batched programs (vmapped sweeps, data-parallel training, environment batches, GA populations) call
 `batch_mesh` for a 1-D `jax.sharding.Mesh` over the devices (all of them by default, every process's after
-`initialize_distributed`), `shard_batch` to pad the leading axis to a multiple of the device count and place it
+`initialize_distributed`), `shard_batch` to pad the first axis to a multiple of the device count and place it
 across the mesh, `replicate` for what every device needs whole (parameters, datasets), and `gather` to bring
 the results back to this host with the padding dropped. Jitted programs then follow their inputs' sharding
 (XLA's SPMD partitioner): a vmapped program runs each device's slice of the batch, and a mean over the batch
@@ -129,7 +129,7 @@ def _place(leaf: Any, sharding: NamedSharding) -> jax.Array:
 
 
 def constrain_batch(tree: Any, mesh: Mesh) -> Any:
-    """Inside a jitted program: split the leading axis of every leaf of `tree` across `mesh` (whose device count
+    """Inside a jitted program: split the first axis of every leaf of `tree` across `mesh` (whose device count
     must divide it), for batches the program builds itself (environment states after a reset)."""
     return jax.lax.with_sharding_constraint(tree, jax.tree.map(lambda _: batch_sharding(mesh), tree))
 

@@ -24,12 +24,12 @@ import numpy as np
 from jaxsched.batch import Shape, pad_problem
 from jaxsched.heft import mean_bandwidth, mean_communication
 from jaxsched.metrics import critical_path_min
+from jaxsched.priorities import downward_rank
 from jaxsched.problem import Problem
 
 PAPER_TASK_FEATURES = ("arrival", "priority", "memory", "comp_min", "comp_mean", "comp_max")
 DAG_TASK_FEATURES = (
     "upward_rank",
-    "downward_rank",
     "criticality",
     "level",
     "in_degree",
@@ -80,21 +80,6 @@ def time_scale(problem: Problem) -> float:
     work = float(problem.comp.min(axis=1).sum()) / problem.num_procs
     bound = max(critical_path_min(problem), work)
     return bound if bound > 0 else 1.0
-
-
-def downward_rank(problem: Problem, mean_comp: np.ndarray | None = None) -> np.ndarray:
-    """[T] rank_d(t) = max over predecessors u of (rank_d(u) + mean comp(u) + mean comm(u, t)).
-
-    rank_u + rank_d is the longest mean-cost path through t (Topcuoglu et al. 2002, CPOP).
-    `mean_comp` [T] (the mean of comp over processors) may be passed when already computed.
-    """
-    mean_comp = problem.comp.mean(axis=1) if mean_comp is None else mean_comp
-    edge_value = mean_communication(problem)
-    rank = np.zeros(problem.num_tasks)
-    for edges in problem.edges_by_dst_level[1:]:
-        src = problem.src[edges]
-        np.maximum.at(rank, problem.dst[edges], rank[src] + mean_comp[src] + edge_value[edges])
-    return rank
 
 
 def _by_max(values: np.ndarray) -> np.ndarray:

@@ -9,15 +9,9 @@ import pytest
 from jaxgraph import GraphBuilder, models
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
+from jaxgraph.models import SMALL_SIZES
 
-# Full structure (every layer), reduced widths and image sizes: numerical checks stay fast.
-SMALL = {
-    "resnet18": dict(image_size=32, width=0.125),
-    "resnet50": dict(image_size=32, width=0.125),
-    "squeezenet1_1": dict(image_size=48, width=0.25),
-    "inception_v3": dict(image_size=75, width=0.0625),
-    "taso_attention_stack": dict(seq_length=8, hidden=32, heads=4, layers=3),
-}
+SMALL = SMALL_SIZES
 # The faithful builders, kept apart from SMALL (whose sweeps predate them); ONNX round trips of every
 # builder, these included, are in test_onnx_import.py.
 FAITHFUL = {

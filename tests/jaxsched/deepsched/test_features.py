@@ -8,12 +8,12 @@ from jaxsched.batch import Shape
 from jaxsched.deepsched.features import (
     PROC_FEATURES,
     TASK_FEATURES,
-    downward_rank,
     padded_size,
     problem_features,
     time_scale,
 )
 from jaxsched.generate import cloudsim, random_dag
+from jaxsched.priorities import downward_rank
 from tests.jaxsched.problems import random_problem
 
 
