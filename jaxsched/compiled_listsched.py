@@ -56,6 +56,12 @@ def _static_processor(selection, starts, duration, avail, oct_row):
 
 
 @_jit
+def _increase(starts, comp, tasks, row, proc, makespan):
+    """How much placing ready row `row` on `proc` raises the makespan (WBA's score)."""
+    return max(starts[row, proc] + comp[tasks[row], proc], makespan) - makespan
+
+
+@_jit
 def _dynamic_pair(selection, alpha, tasks, num_ready, position, starts, comp, makespan, draw):
     """`listsched.choose_pair` on the first `num_ready` rows of `tasks` and `starts` [R, P]."""
     num_procs = starts.shape[1]
@@ -63,17 +69,17 @@ def _dynamic_pair(selection, alpha, tasks, num_ready, position, starts, comp, ma
         low, high = np.inf, -np.inf
         for r in range(num_ready):
             for p in range(num_procs):
-                increase = max(starts[r, p] + comp[tasks[r], p], makespan) - makespan
+                increase = _increase(starts, comp, tasks, r, p, makespan)
                 low, high = min(low, increase), max(high, increase)
         threshold = low + alpha * (high - low)
         eligible = 0
         for r in range(num_ready):
             for p in range(num_procs):
-                eligible += max(starts[r, p] + comp[tasks[r], p], makespan) - makespan <= threshold
+                eligible += _increase(starts, comp, tasks, r, p, makespan) <= threshold
         pick = draw % eligible
         for r in range(num_ready):
             for p in range(num_procs):
-                if max(starts[r, p] + comp[tasks[r], p], makespan) - makespan <= threshold:
+                if _increase(starts, comp, tasks, r, p, makespan) <= threshold:
                     if pick == 0:
                         return r, p
                     pick -= 1
