@@ -1,13 +1,16 @@
-"""List-scheduler speed: each scheduler's batched JAX form against its NumPy reference in a loop.
+"""List-scheduler speed: each scheduler's compiled CPU form and batched JAX form against its NumPy reference in a
+loop.
 
     python benchmarks/list_schedulers.py                       # 1,024 instances of 100 tasks, 4 processors
     python benchmarks/list_schedulers.py --instances 64 --sample 16 --names HEFT MinMin
 
 Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the
 same makespans: checked and printed). For each scheduler, in turns: the NumPy reference
-(`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, then the batched JAX
-form once compiled (`schedule_batch`: host planning, padding and the vmapped scan, end to end) and its
-kernel alone (`list_schedule_batch` on ready plans). Target: JAX end to end at least 20x the loop.
+(`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, the compiled loop
+(`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
+reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
+planning, padding and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch` on ready
+plans). Target: JAX end to end at least 20x the loop.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from jaxsched import Shape, pad_problems
 from jaxsched.common.machine import machine_description
+from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.generate import random_dag
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, padded_makespan, plan_batch, schedule_batch
@@ -33,6 +37,10 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
 
 def _reference_makespans(problems, name) -> list[float]:
     return [schedule(p, name).makespan for p in problems]
+
+
+def _numba_makespans(problems, name) -> list[float]:
+    return [list_schedule_numba(p, name).makespan for p in problems]
 
 
 def main(argv=None) -> None:
@@ -49,12 +57,17 @@ def main(argv=None) -> None:
     shape = Shape.of(problems)
     print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; "
           f"{machine_description(load=True)}")
-    print("| scheduler | NumPy loop (s, scaled) | JAX end to end (s) | JAX kernel (s) | speedup | kernel speedup |")
-    print("|---|---|---|---|---|---|")
+    print("| scheduler | NumPy loop (s, scaled) | numba (schedules/s) | numba speedup | JAX end to end (s) | "
+          "JAX kernel (s) | JAX speedup | JAX kernel speedup |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in args.names:
         schedule_batch(problems, name, shape=shape)  # compile
         numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
         numpy_time *= args.instances / args.sample
+        _numba_makespans(problems[:1], name)  # compile, or load from the cache
+        numba_time, compiled = _seconds(_numba_makespans, problems, name)
+        if compiled[: args.sample] != reference:
+            raise SystemExit(f"{name}: numba and NumPy makespans differ")
         jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
         batch = pad_problems(problems, shape)
         got = np.asarray(padded_makespan(batch, out))[: args.sample]
@@ -67,8 +80,8 @@ def main(argv=None) -> None:
             list_schedule_batch(batch, plans, config)
             kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config)
         print(
-            f"| {name} | {numpy_time:.2f} | {jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | "
-            f"{numpy_time / kernel_time:.0f}x |"
+            f"| {name} | {numpy_time:.2f} | {args.instances / numba_time:.0f} | {numpy_time / numba_time:.0f}x | "
+            f"{jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | {numpy_time / kernel_time:.0f}x |"
         )
 
 

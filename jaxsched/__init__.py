@@ -1,13 +1,14 @@
 """jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
 
 NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_numba`, `heft_batch_numba`,
-`population_fitness_numba`), jitted JAX kernels over problems padded to a `Shape`
+`population_fitness_numba`, `list_schedule_numba`), jitted JAX kernels over problems padded to a `Shape`
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
 from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
 from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
+from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
@@ -93,6 +94,7 @@ __all__ = [
     "heft_padded",
     "list_schedule",
     "list_schedule_batch",
+    "list_schedule_numba",
     "list_schedule_padded",
     "load_problem",
     "load_schedule",

@@ -38,7 +38,7 @@ from jaxsched.simulate import check_assignment
 _jit = numba.njit(cache=True, nogil=True)
 
 
-def _frozen(array) -> np.ndarray:
+def frozen_array(array) -> np.ndarray:
     """A read-only C-contiguous view of `array` (int64 or float64): the compiled functions see every input as
     read-only, whichever caller gave it, so each compiles once."""
     array = np.asarray(array)
@@ -105,7 +105,7 @@ def insertion_start(busy_start, busy_finish, proc, count, ready, duration, finis
 
 
 @_jit
-def _earliest_start(busy_start, busy_finish, proc, count, avail, ready, duration):
+def earliest_start(busy_start, busy_finish, proc, count, avail, ready, duration):
     """Earliest start on processor `proc`, whose last busy interval ends at `avail` (`Timelines.earliest_start`)."""
     if duration == 0 or ready >= avail:
         return ready
@@ -114,7 +114,7 @@ def _earliest_start(busy_start, busy_finish, proc, count, avail, ready, duration
 
 
 @_jit
-def _occupy(busy_start, busy_finish, count, proc, start, duration):
+def occupy(busy_start, busy_finish, count, proc, start, duration):
     """Inserts [start, start + duration) into the sorted row of `proc`, doubling the rows' width when it is
     full; returns the (possibly new) rows. Zero-length tasks occupy no time."""
     if duration == 0:
@@ -137,13 +137,15 @@ def _occupy(busy_start, busy_finish, count, proc, start, duration):
 
 
 @_jit
-def _empty_rows(num_tasks, num_procs):
+def empty_rows(num_tasks, num_procs):
+    """Empty timelines of `num_procs` processors: busy_start and busy_finish rows [P, W] (W sized for an even
+    spread of `num_tasks`, doubled by `occupy` when full) and each row's count of busy intervals."""
     width = max(4, 2 * ((num_tasks + num_procs - 1) // num_procs))
     return np.empty((num_procs, width)), np.empty((num_procs, width)), np.zeros(num_procs, np.int64)
 
 
 @_jit
-def _is_uniform(inverse_bandwidth, num_procs):
+def is_uniform(inverse_bandwidth, num_procs):
     """Whether every transfer costs `data` between distinct processors (no bandwidths)."""
     for p in range(num_procs):
         for q in range(num_procs):
@@ -153,8 +155,8 @@ def _is_uniform(inverse_bandwidth, num_procs):
 
 
 @_jit
-def _fill_ready(ready, task, num_procs, pred_ptr, pred_src, pred_data, arrival, proc, finish, inverse_bandwidth,
-                uniform):
+def fill_ready(ready, task, num_procs, pred_ptr, pred_src, pred_data, arrival, proc, finish, inverse_bandwidth,
+               uniform):
     """ready[p] = max(arrival, max over predecessors u of finish[u] + data * inverse_bandwidth[proc[u], p]).
 
     Without bandwidths an input arrives at finish + data except on its own processor, so only the one
@@ -191,14 +193,14 @@ def heft_place(order, comp, num_procs, pred_ptr, pred_src, pred_data, arrival, i
                finish):
     """HEFT's placement of the tasks in `order` (each on the processor among the first `num_procs` that
     finishes it earliest, ties to the lowest index, by insertion); fills proc, start and finish."""
-    uniform = _is_uniform(inverse_bandwidth, num_procs)
-    busy_start, busy_finish, count = _empty_rows(len(order), num_procs)
+    uniform = is_uniform(inverse_bandwidth, num_procs)
+    busy_start, busy_finish, count = empty_rows(len(order), num_procs)
     avail = np.zeros(num_procs)
     ready = np.empty(num_procs)
     for i in range(len(order)):
         task = order[i]
-        _fill_ready(ready, task, num_procs, pred_ptr, pred_src, pred_data, arrival, proc, finish, inverse_bandwidth,
-                    uniform)
+        fill_ready(ready, task, num_procs, pred_ptr, pred_src, pred_data, arrival, proc, finish, inverse_bandwidth,
+                   uniform)
         best, best_finish, best_start = 0, np.inf, 0.0
         for p in range(num_procs):  # after the last task
             duration = comp[task, p]
@@ -215,7 +217,7 @@ def heft_place(order, comp, num_procs, pred_ptr, pred_src, pred_data, arrival, i
         proc[task], start[task], finish[task] = best, best_start, best_finish
         if comp[task, best] > 0:
             avail[best] = max(avail[best], best_finish)
-        busy_start, busy_finish = _occupy(busy_start, busy_finish, count, best, best_start, comp[task, best])
+        busy_start, busy_finish = occupy(busy_start, busy_finish, count, best, best_start, comp[task, best])
 
 
 @_jit
@@ -263,7 +265,7 @@ def heft_inputs(problem: Problem) -> tuple[np.ndarray, ...]:
         problem.arrival,
         problem.inverse_bandwidth,
     )
-    return tuple(_frozen(a) for a in arrays)
+    return tuple(frozen_array(a) for a in arrays)
 
 
 def heft_numba(problem: Problem) -> Schedule:
@@ -296,9 +298,10 @@ def heft_batch_numba(batch: ProblemBatch) -> ScheduleArrays:
     proc = np.zeros((size, padded_tasks), np.int64)
     start, finish = np.zeros((size, padded_tasks)), np.zeros((size, padded_tasks))
     _over_cores(
-        _heft_batch_kernel, size, _frozen(comp), _frozen(np.asarray(batch.task_mask).sum(axis=1)),
-        _frozen(np.asarray(batch.proc_mask).sum(axis=1)), _frozen(batch.arrival), _frozen(pred_ptr),
-        _frozen(pred[real_edge]), _frozen(np.asarray(batch.pred_data)[real_edge]), _frozen(batch.inverse_bandwidth),
+        _heft_batch_kernel, size, frozen_array(comp), frozen_array(np.asarray(batch.task_mask).sum(axis=1)),
+        frozen_array(np.asarray(batch.proc_mask).sum(axis=1)), frozen_array(batch.arrival), frozen_array(pred_ptr),
+        frozen_array(pred[real_edge]), frozen_array(np.asarray(batch.pred_data)[real_edge]),
+        frozen_array(batch.inverse_bandwidth),
         np.array(batch.heft_order, np.int64), proc, start, finish,
     )
     overflow = np.zeros(size, bool)
@@ -321,7 +324,7 @@ def _placement_order(topo, in_ptr, in_src, priority):
 def _simulate_one(comp, topo, in_ptr, in_src, in_data, arrival, inverse_bandwidth, proc, priority, start, finish):
     """`jaxsched.simulate` of one chromosome (proc, priority); fills start and finish."""
     num_tasks, num_procs = comp.shape
-    busy_start, busy_finish, count = _empty_rows(num_tasks, num_procs)
+    busy_start, busy_finish, count = empty_rows(num_tasks, num_procs)
     avail = np.zeros(num_procs)
     order = _placement_order(topo, in_ptr, in_src, priority)
     for i in range(num_tasks):
@@ -332,11 +335,11 @@ def _simulate_one(comp, topo, in_ptr, in_src, in_data, arrival, inverse_bandwidt
             u = in_src[k]
             ready = max(ready, finish[u] + in_data[k] * inverse_bandwidth[proc[u], p])
         duration = comp[task, p]
-        begin = _earliest_start(busy_start, busy_finish, p, count[p], avail[p], ready, duration)
+        begin = earliest_start(busy_start, busy_finish, p, count[p], avail[p], ready, duration)
         start[task], finish[task] = begin, begin + duration
         if duration > 0:
             avail[p] = max(avail[p], begin + duration)
-        busy_start, busy_finish = _occupy(busy_start, busy_finish, count, p, begin, duration)
+        busy_start, busy_finish = occupy(busy_start, busy_finish, count, p, begin, duration)
 
 
 @_jit
@@ -357,7 +360,7 @@ def simulate_population_numba(problem: Problem, proc, priority) -> tuple[np.ndar
     start, finish = np.zeros(proc.shape), np.zeros(proc.shape)
     inputs = (problem.comp, problem.topological_order, in_ptr, problem.src[in_order], problem.data[in_order],
               problem.arrival, problem.inverse_bandwidth, proc, priority)
-    _over_cores(_simulate_population, proc.shape[0], *(_frozen(a) for a in inputs), start, finish)
+    _over_cores(_simulate_population, proc.shape[0], *(frozen_array(a) for a in inputs), start, finish)
     return start, finish
 
 
