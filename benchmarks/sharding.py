@@ -44,11 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     import jaxquant as jq
     from jaxgraph import RULES, JaxEnv, jax_ppo
     from jaxgraph.rl import tiny_agent, toy_graph
-    from jaxgraph.rl.study import machine
+    from jaxsched.common.machine import machine_description
     from jaxsched.common.timing import alternated_times
 
     devices = len(jax.devices())
-    print(f"{machine()}; {devices} devices\n")
+    print(f"{machine_description(load=True)}; {devices} devices\n")
 
     config = jq.TrainConfig(epochs=args.epochs, learning_rates=(5e-3,), lr_epochs=(0,))
     dataset = jq.load_dataset(config.dataset, config.data_dir)
