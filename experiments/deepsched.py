@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from jaxsched.common import ConfigMismatch, batch_mesh, join_from_environment, preset, write_text
+from jaxsched.common import ConfigMismatch, add_devices_option, batch_mesh, join_from_environment, preset, write_text
 from jaxsched.deepsched import CONFIGS, markdown, plots, train_and_evaluate
 from jaxsched.deepsched.configs import VARIANTS, DeepSchedConfig
 
@@ -49,10 +49,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timing-procs", type=int)
     parser.add_argument("--timing-ga-max", type=int, help="largest size the GA is timed at")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--devices", type=int, default=None,
-                        help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
-                        "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
-                        "every process's devices)")
+    add_devices_option(parser)
     return parser.parse_args(argv)
 
 

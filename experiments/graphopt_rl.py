@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from jaxgraph.rl import CONFIGS, results_table, run_study
-from jaxsched.common import ConfigMismatch
+from jaxsched.common import ConfigMismatch, add_devices_option, join_from_environment
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="results/graphopt_rl")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_devices_option(parser)
     args = parser.parse_args(argv)
+    join_from_environment()
     try:
-        results = run_study(CONFIGS[args.config], args.workdir, seed=args.seed, progress=not args.quiet)
+        results = run_study(CONFIGS[args.config], args.workdir, seed=args.seed, progress=not args.quiet,
+                            devices=args.devices)
     except ConfigMismatch as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(results_table(results))

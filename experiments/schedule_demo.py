@@ -22,9 +22,21 @@ from tqdm.auto import tqdm
 
 import jaxsched
 from jaxsched import generate
-from jaxsched.common import ConfigMismatch, Workdir, preset, write_json, write_text
+from jaxsched.common import (
+    ConfigMismatch,
+    Workdir,
+    add_devices_option,
+    join_from_environment,
+    preset,
+    write_json,
+    write_text,
+)
+from jaxsched.common.sharding import Devices
 
 METHODS = ("HEFT", "GA")
+
+
+GA_BACKENDS = ("numpy", "numba", "jax")  # the reference, the compiled CPU path, the vmapped device path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +54,8 @@ class DemoConfig:
         for name, least in {"tasks": 4, "procs": 1, "population": 2, "generations": 0, "seed": 0}.items():
             if getattr(self, name) < least:
                 raise ValueError(f"--{name} must be at least {least}, got {getattr(self, name)}")
-        if self.ga_backend not in ("numpy", "jax"):
-            raise ValueError(f"--ga-backend must be numpy or jax, got {self.ga_backend!r}")
+        if self.ga_backend not in GA_BACKENDS:
+            raise ValueError(f"--ga-backend must be one of {', '.join(GA_BACKENDS)}, got {self.ga_backend!r}")
 
 
 CONFIGS = {
@@ -73,8 +85,9 @@ def workloads(num_tasks: int, num_procs: int, seed: int) -> dict[str, jaxsched.P
     return problems
 
 
-def schedule_dag(problem: jaxsched.Problem, name: str, config: DemoConfig) -> dict:
-    """HEFT's and the GA's schedules of one DAG, validated, with their metrics and seconds (JSON-ready)."""
+def schedule_dag(problem: jaxsched.Problem, name: str, config: DemoConfig, devices: Devices = None) -> dict:
+    """HEFT's and the GA's schedules of one DAG, validated, with their metrics and seconds (JSON-ready); the JAX GA
+    splits each population across `devices` (default all)."""
     rows, schedules = [], {}
     for method in METHODS:
         t0 = time.perf_counter()
@@ -82,7 +95,8 @@ def schedule_dag(problem: jaxsched.Problem, name: str, config: DemoConfig) -> di
             schedule = jaxsched.heft(problem)
         else:
             schedule = jaxsched.ga(problem, population=config.population, generations=config.generations,
-                                   seed=config.seed, backend=config.ga_backend)
+                                   seed=config.seed, backend=config.ga_backend,
+                                   devices=devices if config.ga_backend == "jax" else None)
         seconds = time.perf_counter() - t0
         jaxsched.validate(problem, schedule)
         schedules[method] = {field: getattr(schedule, field).tolist() for field in ("proc", "start", "finish")}
@@ -91,13 +105,13 @@ def schedule_dag(problem: jaxsched.Problem, name: str, config: DemoConfig) -> di
     return {"rows": rows, "schedules": schedules}
 
 
-def run(config: DemoConfig, workdir: str | Path) -> list[dict]:
+def run(config: DemoConfig, workdir: str | Path, devices: Devices = None) -> list[dict]:
     """Schedule every DAG (each one a stage of the workdir), write the table, JSON and Gantt charts; the rows.
     Raises `ConfigMismatch` when `workdir` holds results of another configuration."""
     work = Workdir(workdir, config)
     problems = workloads(config.tasks, config.procs, config.seed)
     done = {name: work.stage(f"dags/{name.replace(' ', '_')}.json",
-                             lambda name=name: schedule_dag(problems[name], name, config))
+                             lambda name=name: schedule_dag(problems[name], name, config, devices))
             for name in tqdm(problems, desc="scheduling")}
     rows = [row for dag in done.values() for row in dag["rows"]]
     write_json(work / "results.json", rows)
@@ -155,10 +169,12 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--procs", type=int)
     parser.add_argument("--population", type=int)
     parser.add_argument("--generations", type=int)
-    parser.add_argument("--ga-backend", choices=("numpy", "jax"))
+    parser.add_argument("--ga-backend", choices=GA_BACKENDS)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--workdir", default="results/schedule_demo")
+    add_devices_option(parser)
     args = parser.parse_args(argv)
+    join_from_environment()
     flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(DemoConfig)}
     changes = {name: value for name, value in flags.items() if value is not None}
     try:  # checked before any work: one line and exit code 2
@@ -166,7 +182,7 @@ def main(argv=None) -> list[dict]:
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     try:
-        return run(config, args.workdir)
+        return run(config, args.workdir, args.devices)
     except ConfigMismatch as error:
         parser.exit(2, f"error: {error}\n")
 

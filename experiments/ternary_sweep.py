@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import jaxquant as jq
-from jaxsched.common import join_from_environment, preset, write_json, write_text
+from jaxsched.common import add_devices_option, join_from_environment, preset, write_json, write_text
 
 
 def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, list[dict]], out: Path) -> None:
@@ -126,10 +126,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--grid-delta-maxes", default=None, help="comma-separated further caps for the grid regimes")
     parser.add_argument("--grid-seeds", type=int, default=None, help="seeds of the grid runs (the first N)")
     parser.add_argument("--workdir", default="results/ternary")
-    parser.add_argument("--devices", type=int, default=None,
-                        help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
-                        "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
-                        "every process's devices)")
+    add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
     try:

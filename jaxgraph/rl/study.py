@@ -51,6 +51,7 @@ from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_upd
 from jaxgraph.rules import RULES, Rule
 from jaxgraph.search import greedy, taso_search
 from jaxsched.common.machine import machine_description
+from jaxsched.common.sharding import Devices
 from jaxsched.common.timing import alternated_times
 from jaxsched.common.workdir import Workdir, write_json, write_text
 
@@ -281,9 +282,9 @@ def build_graph(config: StudyConfig, name: str) -> Graph:
 
 
 def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
-              progress: bool = False) -> dict:
+              progress: bool = False, devices: Devices = None) -> dict:
     """Greedy, TASO, the model-free and the model-based agent on one graph (and the tau sweep on the tau
-    model), with measured latencies; a JSON-able row."""
+    model, its members split across `devices`), with measured latencies; a JSON-able row."""
     cm, agent = cost_model(), config.agent
     initial = cost(graph, cm)
     row: dict[str, Any] = {"ops": graph.num_ops, "initial_cost": initial, "methods": {}}
@@ -325,7 +326,7 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
     if name == config.tau_model or name.startswith("imported:"):
         row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm)
     if name == config.tau_model:
-        row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key)
+        row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key, devices)
         row["step_time"] = step_time(config, env, model, wm_params, start)
     for method in METHODS:
         row["methods"][method]["reduction"] = 1.0 - row["methods"][method]["cost"] / initial
@@ -346,12 +347,12 @@ def reachable_optimum(graph: Graph, budget: int, cm, rules: Sequence[Rule] = RUL
 
 
 def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm_params, start: DreamStart,
-              key: chex.PRNGKey) -> dict:
+              key: chex.PRNGKey, devices: Devices = None) -> dict:
     """Table 5.1 analog: controllers trained in dreams at every tau x seed as ONE vmapped jitted program; per
     tau the world-model score (dream return at the last update), the real score (cost change of the final
     state of the controller's episode in the real Env, what the dream return predicts) and the returned score
     (the cheapest state the episode visited), as cost changes in percent (negative: cheaper)."""
-    sweep = make_dream_sweep(config.dream, model)
+    sweep = make_dream_sweep(config.dream, model, devices)
     taus = jnp.asarray(config.taus, jnp.float32)
     result = sweep(jax.random.split(key, config.seeds), taus, wm_params, start)
     dream = -100.0 * np.asarray(result.metrics["mean_return"])[:, :, -1]  # [taus, seeds]
@@ -429,9 +430,11 @@ def batch_one(path: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress: bool = True) -> dict:
-    """Run (or resume) every stage in `workdir`, then write results.json, table.md and the plots there; raises
-    `ConfigMismatch` when `workdir` holds results of another configuration or seed."""
+def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress: bool = True,
+              devices: Devices = None) -> dict:
+    """Run (or resume) every stage in `workdir`, then write results.json, table.md and the plots there; the tau
+    sweep's members are split across `devices` (default all). Raises `ConfigMismatch` when `workdir` holds results
+    of another configuration or seed."""
     work = Workdir(workdir, {"study": config, "seed": seed})
     key = jax.random.key(seed)
     graphs = {name: build_graph(config, name) for name, _ in config.models}
@@ -440,7 +443,7 @@ def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress:
     for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
         rows[name] = work.stage(f"models/{name.replace(':', '_')}.json",
                                 functools.partial(run_model, config, name, graph, work.path,
-                                                  jax.random.fold_in(key, i), progress))
+                                                  jax.random.fold_in(key, i), progress, devices))
     multi = work.stage("held_out.json",
                        lambda: held_out(config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
     results = {"machine": machine_description(load=True), "config": dataclasses.asdict(config), "models": rows,

@@ -7,6 +7,7 @@ from jaxsched.common.machine import cpu_model, machine_description
 from jaxsched.common.presets import STANDARD_NAMES, preset
 from jaxsched.common.sharding import (
     BATCH_AXIS,
+    add_devices_option,
     batch_mesh,
     batch_sharding,
     constrain_batch,
@@ -39,6 +40,7 @@ __all__ = [
     "Restored",
     "STANDARD_NAMES",
     "Workdir",
+    "add_devices_option",
     "alternated_times",
     "as_json",
     "batch_mesh",

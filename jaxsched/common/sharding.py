@@ -16,6 +16,7 @@ used: they mean the same in jax 0.10 and 0.11 (no `pmap`, no `jax.make_mesh`, wh
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any, Sequence
 
@@ -189,3 +190,12 @@ def _env_int(name: str) -> int | None:
         return int(value)
     except ValueError:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def add_devices_option(parser: argparse.ArgumentParser) -> None:
+    """The `--devices N` option every experiment that batches takes (parsed as an int; None means all devices), with
+    the environment variables that make one command per process join a multi-process run (`join_from_environment`)."""
+    parser.add_argument("--devices", type=int, default=None,
+                        help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
+                        "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
+                        "every process's devices)")
