@@ -3,15 +3,12 @@ shows the JSON's numbers, a rerun resumes every finished stage, and another conf
 
 import json
 
-import pytest
-
 from experiments import graphopt_rl
 from jaxgraph.rl import CONFIGS, run_study
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 
 
-@pytest.mark.slow  # about 130 CPU-seconds, nearly all compilation of the study's many programs
 def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     workdir = tmp_path / "graphopt_rl"
     assert graphopt_rl.main(["--config", "test", "--workdir", str(workdir), "--quiet"]) == 0
