@@ -3,6 +3,8 @@ shows the JSON's numbers, a rerun resumes every finished stage, and another conf
 
 import json
 
+import pytest
+
 from experiments import graphopt_rl
 from jaxgraph.rl import CONFIGS, run_study
 from jaxsched.common import ConfigMismatch
