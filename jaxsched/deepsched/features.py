@@ -30,6 +30,7 @@ from jaxsched.problem import Problem
 PAPER_TASK_FEATURES = ("arrival", "priority", "memory", "comp_min", "comp_mean", "comp_max")
 DAG_TASK_FEATURES = (
     "upward_rank",
+    "downward_rank",
     "criticality",
     "level",
     "in_degree",
