@@ -1,27 +1,26 @@
 """Trap graphs: who reaches the exhaustive optimum where greedy descent cannot.
 
-    python benchmarks/trap_graphs.py [--graphs 20] [--max-traps 3] [--agent-seconds 60] [--json rows.json]
+    python -m benchmarks.trap_graphs [--graphs 20] [--max-traps 3] [--agent-seconds 60] [--workdir DIR]
 
 On seeded `trap_graph`s of 10-60 ops (TASO's additive roofline cost), per graph: the exhaustive optimum
 (`exhaustive_search`, checked against the optimum the generator built), greedy, `taso_search` at alpha 1.0
 and 1.05 (budget 1000), and, with `--agent-seconds` > 0, a host PPO agent (`jaxgraph.rl`) trained on that
 graph alone for that many seconds of wall time and then evaluated by its most-likely episode plus
 `--samples` sampled ones, keeping the cheapest graph any of them visited (`best_of`). A method hits when
-it ends within 1e-6 (relative) of the exhaustive optimum. With `--json`, finished graphs are written after
-each one and a rerun with the same arguments skips them.
+it ends within 1e-6 (relative) of the exhaustive optimum. With `--workdir`, each finished graph is a stage of a
+`jaxsched.common.Workdir`: a rerun with the same arguments skips it, one with other arguments is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 
 import jax
 
 from jaxgraph import exhaustive_search, greedy, taso_search, trap_graph
 from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
+from jaxsched.common import ConfigMismatch, Workdir
 
 _METHODS = ("greedy", "taso_1.0", "taso_1.05", "ppo")
 
@@ -72,25 +71,19 @@ def main() -> None:
     parser.add_argument("--entropy", type=float, default=0.01)
     parser.add_argument("--lam", type=float, default=0.97)
     parser.add_argument("--max-steps", type=int, default=24, help="episode length during training")
-    parser.add_argument("--json", help="write the rows here after each graph; resume from it")
+    parser.add_argument("--workdir", help="keep each finished graph here; a rerun resumes")
     args = parser.parse_args()
-    settings = {k: v for k, v in vars(args).items() if k != "json"}
+    settings = {k: v for k, v in vars(args).items() if k != "workdir"}
+    try:
+        work = Workdir(args.workdir, settings) if args.workdir else None
+    except ConfigMismatch as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     rows = []
-    if args.json and os.path.exists(args.json):
-        with open(args.json) as file:
-            saved = json.load(file)
-        if saved["settings"] != settings:
-            raise SystemExit(f"{args.json} holds a run with other settings; use another file")
-        rows = saved["rows"]
     print(f"{'seed':>4} {'ops':>4} {'traps':>5} {'states':>6} {'optimum':>8} "
           + " ".join(f"{m:>10}" for m in _METHODS))
     for seed in range(args.first_seed, args.first_seed + args.graphs):
-        if seed >= args.first_seed + len(rows):
-            rows.append(measure(seed, args))
-            if args.json:
-                with open(args.json, "w") as file:
-                    json.dump({"settings": settings, "rows": rows}, file, indent=1)
-        row = rows[seed - args.first_seed]
+        row = work.stage(f"graphs/{seed}.json", lambda seed=seed: measure(seed, args)) if work else measure(seed, args)
+        rows.append(row)
         cells = " ".join(f"{row[m] / row['optimum']:>10.4f}" if m in row else f"{'-':>10}" for m in _METHODS)
         print(f"{row['seed']:>4} {row['ops']:>4} {row['traps']:>5} {row['states']:>6} {row['optimum']:>8.4f} {cells}",
               flush=True)

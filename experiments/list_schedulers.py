@@ -11,11 +11,8 @@ records.jsonl; a run with another configuration in the same workdir is refused (
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import pathlib
-import sys
 
+from jaxsched.common import Workdir, preset, write_text
 from jaxsched.comparison import ComparisonConfig, compare, summarise
 
 CONFIGS = {
@@ -27,23 +24,15 @@ CONFIGS = {
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help=f"one of {sorted(CONFIGS)}")
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/list_schedulers")
     args = parser.parse_args(argv)
-    if args.config not in CONFIGS:
-        print(f"error: unknown config {args.config!r}; choose one of {sorted(CONFIGS)}", file=sys.stderr)
-        raise SystemExit(2)
-    config = CONFIGS[args.config]
-    workdir = pathlib.Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    saved = workdir / "config.json"
-    fields = json.loads(json.dumps(dataclasses.asdict(config)))
-    if saved.exists() and json.loads(saved.read_text()) != fields:
-        print(
-            f"error: {workdir} holds a run of another configuration ({saved}); use another --workdir", file=sys.stderr
-        )
-        raise SystemExit(2)
-    saved.write_text(json.dumps(fields, indent=2))
+    try:
+        config = preset(CONFIGS, args.config)
+        work = Workdir(args.workdir, config)
+    except ValueError as error:  # an unknown config, or a workdir of another configuration (ConfigMismatch)
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    workdir = work.path
     records = compare(config, workdir / "records.jsonl")
     families, ratios, seconds = summarise(records, config.names)
     lines = ["| family | " + " | ".join(config.names) + " |", "|---|" + "---|" * len(config.names)]
@@ -51,7 +40,7 @@ def main(argv=None) -> None:
     lines += ["", "| scheduler | mean seconds per schedule |", "|---|---|"]
     lines += [f"| {n} | {s:.4f} |" for n, s in zip(config.names, seconds)]
     table = "\n".join(lines)
-    (workdir / "results.md").write_text(table + "\n")
+    write_text(workdir / "results.md", table + "\n")
     print(table)
     try:
         import matplotlib

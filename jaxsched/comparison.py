@@ -19,6 +19,7 @@ from typing import Iterable
 import numpy as np
 
 from jaxsched import generate
+from jaxsched.common.workdir import write_text
 from jaxsched.listsched import NAMES, schedule
 from jaxsched.problem import Problem, validate
 
@@ -78,10 +79,14 @@ def _run(problem: Problem, name: str, config: ComparisonConfig):
 
 def compare(config: ComparisonConfig, records_path: pathlib.Path, progress: Iterable | None = None) -> list[dict]:
     """Runs every scheduler on every instance, appending records to `records_path` (JSON lines) and
-    skipping those already there; returns all records."""
+    skipping those already there (a line torn by a kill is dropped and its record rerun); returns all records."""
     done = {}
     if records_path.exists():
-        for line in records_path.read_text().splitlines():
+        text = records_path.read_text()
+        if not text.endswith("\n"):  # a run killed while writing a record: drop the torn line, rerun that record
+            text = text[: text.rfind("\n") + 1]
+            write_text(records_path, text)
+        for line in text.splitlines():
             record = json.loads(line)
             done[(record["family"], record["instance"], record["scheduler"])] = record
     records = []
