@@ -58,10 +58,10 @@ class _Generator:
         return self.outputs(op, inputs, **attrs)[0]
 
     def outputs(self, op: str, inputs: list[Ref], **attrs) -> tuple[Ref, ...]:
+        refs = self.b.add_outputs(op, inputs, **attrs)
         for ref in inputs:
             if ref in self.reads:
                 self.reads[ref] += 1
-        refs = self.b.add_outputs(op, inputs, **attrs)
         if all(ref in self.constants for ref in inputs):
             self.constants.update(refs)
         else:
@@ -289,6 +289,42 @@ class _Generator:
         else:
             self.sequences.append(self.op(kind, [x]))
 
+    # ------------------------------------------------------------ TASO's generated patterns (`random_taso_graph`)
+
+    def soup(self) -> None:
+        """A few random ops among matmul (or 3x3 SAME conv2d), add, mul, relu and concat on axis 0 or 1, over one
+        sequence (or image), tensors of its shape, square (or 3x3 OIHW) weights and each other's results, the
+        latest results preferred: chains, shared operands, sums of products and concats as TASO's generated
+        patterns have them. Operands that do not fit are redrawn."""
+        image = self.coin()
+        x = self.image() if image else self.sequence()
+        shape = self.shape(x)
+        width = shape[1] if image else shape[-1]
+        pool = [x] + [self.pick(self.images if image else self.sequences) for _ in range(2)]
+        pool += [self.weight((width, width, 3, 3) if image else (width, width)) for _ in range(2)]
+        pool += [self.weight(shape)]
+        made: list[Ref] = []
+        for _ in range(int(self.rng.integers(4, 10))):
+            for _ in range(20):
+                op = self.choice(["conv2d" if image else "matmul", "conv2d" if image else "matmul", "add", "mul",
+                                  "relu", "concat"])
+                inputs = [self.pick(made[-2:] if made and self.coin(0.6) else pool)
+                          for _ in range(1 if op == "relu" else 2)]
+                attrs = {"axis": self.choice([0, 1])} if op == "concat" else {}
+                if op in ("matmul", "conv2d"):
+                    attrs["activation"] = self.choice(["none", "none", "relu"])
+                if op == "conv2d":
+                    attrs["pads"] = (1, 1, 1, 1)
+                try:
+                    made.append(self.op(op, inputs, **attrs))
+                except ValueError:
+                    continue
+                pool.append(made[-1])
+                break
+        for ref in made:
+            if self.shape(ref) == shape:
+                (self.images if image else self.sequences).append(ref)
+
     # ------------------------------------------------------------ the single output
 
     def output(self) -> Ref:
@@ -310,6 +346,8 @@ _BLOCKS: tuple[Callable[[_Generator], None], ...] = (
     _Generator.attention, _Generator.sequence_epilogue,
 )
 
+_TASO_BLOCKS = _BLOCKS + (_Generator.soup,) * len(_BLOCKS)
+
 
 def random_graph(seed: int, blocks: int = 6, channels: int = 8, image_size: int = 8, features: int = 8) -> Graph:
     """A random graph of `blocks` blocks (see the module doc) on an image input `x` [1, channels, image_size,
@@ -317,6 +355,17 @@ def random_graph(seed: int, blocks: int = 6, channels: int = 8, image_size: int 
 
     ValueError for sizes no block can use: `blocks` < 1, `channels` < 4 or odd, `image_size` < 4, `features` < 2.
     """
+    return _generate(seed, blocks, channels, image_size, features, _BLOCKS)
+
+
+def random_taso_graph(seed: int, blocks: int = 6, channels: int = 4, image_size: int = 4, features: int = 4) -> Graph:
+    """`random_graph` whose blocks are half random op soups (`_Generator.soup`: matmuls or 3x3 convs, adds, muls,
+    relus and concats over shared operands), where TASO's generated patterns (`jaxgraph.patterns`) find
+    locations. Same arguments and errors."""
+    return _generate(seed, blocks, channels, image_size, features, _TASO_BLOCKS)
+
+
+def _generate(seed, blocks, channels, image_size, features, choices) -> Graph:
     seed = integer("seed", seed, 0)
     blocks = integer("blocks", blocks, 1)
     channels = integer("channels", channels, 4)
@@ -326,5 +375,5 @@ def random_graph(seed: int, blocks: int = 6, channels: int = 8, image_size: int 
         raise ValueError(f"channels must be even (grouped and split convolutions halve it), got {channels}")
     gen = _Generator(seed, channels, image_size, features)
     for _ in range(blocks):
-        gen.choice(_BLOCKS)(gen)
+        gen.choice(choices)(gen)
     return gen.b.build({"y": gen.output()})
