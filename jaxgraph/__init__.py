@@ -40,7 +40,9 @@ from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
-from jaxgraph.random_graphs import random_graph
+from jaxgraph.pattern_data import Pattern, load_patterns
+from jaxgraph.patterns import data_rules, taso_rules
+from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
@@ -72,6 +74,7 @@ __all__ = [
     "ParityReport",
     "OrtCost",
     "Patch",
+    "Pattern",
     "RULES",
     "Ref",
     "Roofline",
@@ -89,6 +92,7 @@ __all__ = [
     "canonical_key",
     "cost",
     "cost_change",
+    "data_rules",
     "execute",
     "execute_reference",
     "exhaustive_search",
@@ -98,6 +102,7 @@ __all__ = [
     "inception_v3",
     "is_trap",
     "kernel_graph",
+    "load_patterns",
     "load_onnx",
     "make_rule",
     "measure_runtime",
@@ -106,6 +111,7 @@ __all__ = [
     "node_signatures",
     "random_graph",
     "random_inputs",
+    "random_taso_graph",
     "replay_parity",
     "resnet18",
     "resnet50",
@@ -113,9 +119,18 @@ __all__ = [
     "spearman",
     "squeezenet1_1",
     "taso_attention_stack",
+    "taso_rules",
     "taso_search",
     "to_onnx",
     "trap_graph",
     "with_random_weights",
     "zoo_path",
 ]
+
+
+def __getattr__(name: str):
+    """`TASO_RULES` (the full table, see `jaxgraph.patterns`) is loaded on first use: the load checks every
+    data rule numerically."""
+    if name == "TASO_RULES":
+        return taso_rules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
