@@ -217,3 +217,23 @@ def planted_graph(patterns, seed: int, count: int = 5) -> tuple[Graph, list]:
         instances.append((pattern, nodes))
     outputs = [r for r in made if r not in read or rng.random() < 0.1]
     return b.build({f"y{j}": r for j, r in enumerate(outputs)}), instances
+
+
+def mismatches(compiled, seeds) -> tuple[int, int]:
+    """(rule x graph pairs where the generic matcher and the brute-force matcher differ, locations found) for
+    the `CompiledPattern`s `compiled` over a random soup graph (`random_taso_graph`) and a planted-instance graph
+    per seed."""
+    from jaxgraph.random_graphs import random_taso_graph
+
+    compiled = list(compiled)
+    patterns = [c.pattern for c in compiled]
+    rules = [c.rule() for c in compiled]
+    differ = found = 0
+    for seed in seeds:
+        for graph in (random_taso_graph(seed, blocks=8), planted_graph(patterns, seed)[0]):
+            nxg = networkx_graph(graph)
+            for c, rule in zip(compiled, rules):
+                expected = brute_force_locations(c.pattern, c.order, graph, nxg)
+                differ += set(rule.find(graph)) != expected
+                found += len(expected)
+    return differ, found
