@@ -154,7 +154,9 @@ class JaxEnv:
             raise ValueError("need at least one rule")
         unsupported = sorted({r.family for r in self.rules} - set(JAX_RULE_FAMILIES))
         if unsupported:
-            raise ValueError(f"rule families {unsupported} have no JAX implementation; supported: "
+            data = " (TasoPattern: TASO's data rules, jaxgraph.patterns, run on the host Env only)" if (
+                "TasoPattern" in unsupported) else ""
+            raise ValueError(f"rule families {unsupported} have no JAX implementation{data}; supported: "
                              f"{sorted(JAX_RULE_FAMILIES)}")
         model = cost_model or DEFAULT_COST_MODEL
         if not isinstance(model, Roofline) or model.backend not in BACKENDS.values():
