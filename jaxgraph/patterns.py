@@ -62,6 +62,7 @@ class CompiledPattern:
         mapped = {s for s, _ in pattern.mapped}
         self.interior = tuple(Tensor(k) for k in range(len(src)) if Tensor(k) not in mapped)
         self.hazards = _hazards(pattern)
+        self.root_producers = tuple((p, src[t.op].op) for p, t in enumerate(src[self.root].inputs) if not t.external)
 
     # ------------------------------------------------------------ matching
 
@@ -70,9 +71,9 @@ class CompiledPattern:
         op, node = self.pattern.src[k], graph.nodes[node_id]
         if node.op != op.op or len(node.inputs) != len(op.inputs):
             return False
-        shapes = [graph.shape(r) for r in node.inputs]
         if op.op == "matmul":
             return node.attrs["activation"] == op.attr("activation")
+        shapes = [graph.shape(r) for r in node.inputs]
         if op.op == "conv2d":
             return len(shapes[0]) == 4 and len(shapes[1]) == 4 and conv_matches(op, node.attrs, shapes)
         if op.op in ("add", "mul"):
@@ -155,6 +156,9 @@ class CompiledPattern:
 
     def match_at(self, graph: Graph, root: int) -> Iterator[Location]:
         """Every location rooted at node `root`."""
+        inputs = graph.nodes[root].inputs
+        if any(p >= len(inputs) or graph.nodes[inputs[p].node].op != op for p, op in self.root_producers):
+            return  # a cheap first test: the ops producing the root's inputs
         if not self._fits(graph, self.root, root):
             return
         nodes: dict[int, int] = {}
