@@ -52,6 +52,7 @@ class Tensor(NamedTuple):
 
     @property
     def external(self) -> bool:
+        """Whether the tensor is an input of the pattern rather than an output of one of its ops."""
         return self.op < 0
 
 
@@ -64,10 +65,12 @@ class PatternOp:
     attrs: tuple[tuple[str, Any], ...]
 
     def attr(self, key: str) -> Any:
+        """One attribute constraint."""
         return dict(self.attrs)[key]
 
     @property
     def outputs(self) -> int:
+        """How many tensors the op makes (a split's parts, else one)."""
         return self.attr("parts") if self.op == "split" else 1
 
 

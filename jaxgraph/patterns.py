@@ -328,6 +328,7 @@ def taso_rules() -> tuple[Rule, ...]:
 
 
 def __getattr__(name: str):
+    """`TASO_RULES`, loaded on first use (`taso_rules()`)."""
     if name == "TASO_RULES":
         return taso_rules()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,9 @@ one `make_rule` call. All rules are checked by running both sides on random inpu
 (tests/jaxgraph/test_rules.py), the numerical counterpart of TASO's Z3 proofs.
 
 `RULES` is the xfer list of the RL environment; ids 0-17 coincide with TASO's hand-written xfers 0-17
-and every rule records the TASO ids it implements (`taso_ids`; see docs/jaxgraph.md).
+and every rule records the TASO ids it implements (`taso_ids`; see docs/jaxgraph.md). These are the
+hand-written families, each saying why it is not a pattern; TASO's generated rules are data
+(`jaxgraph.patterns`, whose `TASO_RULES` extends `RULES`).
 """
 
 from __future__ import annotations
@@ -210,20 +212,23 @@ def _build_conv_mul(patch, location, **_):
 
 
 def fuse_conv_relu(stride: int, padding: str) -> Rule:
-    """relu(conv(x, w)) -> conv(x, w, activation=relu). TASO 0/3/6/9 (and generated 82 = rule 64)."""
+    """relu(conv(x, w)) -> conv(x, w, activation=relu). TASO 0/3/6/9 (and generated 82 = rule 64).
+    Not a pattern: any kernel and a bias input (a pattern conv has a fixed kernel and no bias)."""
     own = _hand_written_id(stride, padding, 0)
     return make_rule("FuseConvRelu", "relu", 1, (own, 82) if own == 0 else (own,), (0, 0),
                      _match_conv_relu, _build_conv_relu, stride=stride, padding=padding)
 
 
 def fuse_conv_batchnorm(stride: int, padding: str) -> Rule:
-    """batchnorm(conv) -> conv with folded weight and bias. TASO 1/4/7/10."""
+    """batchnorm(conv) -> conv with folded weight and bias. TASO 1/4/7/10.
+    Not a pattern: it writes the weight-folding ops `bn_fold_weight` and `bn_fold_bias`."""
     return make_rule("FuseConvBatchNorm", "batchnorm", 1, (_hand_written_id(stride, padding, 1),), (1, 3),
                      _match_conv_batchnorm, _build_conv_batchnorm, stride=stride, padding=padding)
 
 
 def fuse_conv_mul(stride: int, padding: str) -> Rule:
-    """conv * constant (scalar or per channel) -> conv with scaled weight and bias. TASO 2/5/8/11."""
+    """conv * constant (scalar or per channel) -> conv with scaled weight and bias. TASO 2/5/8/11.
+    Not a pattern: it reshapes a broadcast constant into the weight's layout."""
     return make_rule("FuseConvMul", "mul", 1, (_hand_written_id(stride, padding, 2),), (3, 4),
                      _match_conv_mul, _build_conv_mul, stride=stride, padding=padding)
 
@@ -283,6 +288,7 @@ def merge_convs(activation: str, enlarge: bool) -> Rule:
     larger size first, which needs centred ("same") padding; TASO restricts this to stride 1, any
     common stride is equivalent. `enlarge=False`: equal kernels and padding (TASO 145 without
     activation; with ReLU TASO has only the concat form, 146).
+    Not a pattern: it enlarges kernels and concatenates biases of any kernel size.
     """
     if enlarge:
         taso_ids: tuple[int, ...] = (12 + _ACTIVATIONS.index(activation),)
@@ -312,7 +318,8 @@ def _build_merge_group_convs(patch, location, **_):
 
 def merge_group_convs(stride: int, activation: str) -> Rule:
     """conv(x, w, groups=g) -> conv(x, merge_gconv(w), groups=g/2): pairs of groups share a dense block.
-    TASO 14-17 (merge_group_convs at stride 1/2, activation none/relu, SAME padding)."""
+    TASO 14-17 (merge_group_convs at stride 1/2, activation none/relu, SAME padding).
+    Not a pattern: it regroups the weight with `merge_gconv` (pattern convs have one group)."""
     return make_rule("MergeGroupConvs", "conv2d", 1, (14 + 2 * (stride - 1) + _ACTIVATIONS.index(activation),),
                      (1, 1), _match_merge_group_convs, _build_merge_group_convs, stride=stride, activation=activation)
 
@@ -341,7 +348,8 @@ def _build_merge_convs_into_add(patch, location):
 
 
 def merge_convs_into_add() -> Rule:
-    """conv(x1, w1) + conv(x2, w2) -> conv(concat(x1, x2), concat(w1, w2)) along channels. TASO 116."""
+    """conv(x1, w1) + conv(x2, w2) -> conv(concat(x1, x2), concat(w1, w2)) along channels. TASO 116.
+    Not a pattern: the convs may carry biases, which it adds."""
     return make_rule("MergeConvsIntoAdd", "add", 2, (116,), (1, 3), _match_merge_convs_into_add,
                      _build_merge_convs_into_add)
 
@@ -364,7 +372,8 @@ def _build_merge_matmuls(patch, location):
 
 
 def merge_matmuls() -> Rule:
-    """x @ A, x @ B -> split(x @ concat(A, B)) for constant A, B (TASO 95; the Q/K/V merge)."""
+    """x @ A, x @ B -> split(x @ concat(A, B)) for constant A, B (TASO 95; the Q/K/V merge).
+    Not a pattern: any shared activation (TASO's pattern 95 has none only)."""
     return make_rule("MergeMatmuls", "matmul", 3, (95,), (1, 1), _match_merge_matmuls, _build_merge_matmuls)
 
 
@@ -386,7 +395,8 @@ def _build_associate_matmul(patch, location):
 
 
 def associate_matmul() -> Rule:
-    """(x @ A) @ B -> x @ (A @ B) for 2-D A, B; free when A and B are weights. TASO 18."""
+    """(x @ A) @ B -> x @ (A @ B) for 2-D A, B; free when A and B are weights. TASO 18.
+    Not a pattern: any activation on the outer matmul (TASO's pattern 18 has none only)."""
     return make_rule("AssociateMatmul", "matmul", 1, (18,), (0, 0), _match_associate_matmul,
                      _build_associate_matmul)
 
@@ -432,7 +442,8 @@ def _build_merge_linears(patch, location):
 def merge_linears() -> Rule:
     """x @ A + a, x @ B + b -> split(x @ concat(A, B) + concat(a, b)) for constant A, B, a, b: the Q/K/V
     projections of a real transformer, biases included, as one Gemm. TASO 95 with the bias adds (TASO's
-    BERT had no biases)."""
+    BERT had no biases).
+    Not a pattern: the bias adds broadcast over rows (pattern adds read equal shapes)."""
     return make_rule("MergeLinears", "matmul", 3, (), (5, 9), _match_merge_linears, _build_merge_linears)
 
 
@@ -461,7 +472,8 @@ def _build_fold_conv_bias(patch, location):
 
 def fold_conv_bias() -> Rule:
     """conv(x, w [, b]) + c -> conv(x, w, b + c) for a constant per-channel c (the bias add a framework
-    exports after a bias-free conv). No TASO id (TASO's conv has no bias input)."""
+    exports after a bias-free conv). No TASO id (TASO's conv has no bias input).
+    Not a pattern: it writes the conv's bias input."""
     return make_rule("FoldConvBias", "add", 1, (), (3, 6), _match_fold_conv_bias, _build_fold_conv_bias)
 
 
@@ -492,7 +504,8 @@ def _build_split_of_split(patch, location):
 
 def split_of_split() -> Rule:
     """split(split(x)[k]) on the same axis -> one split of x with part k's sizes spliced in (pairwise
-    merges of three or more siblings leave nested splits). No TASO id."""
+    merges of three or more siblings leave nested splits). No TASO id.
+    Not a pattern: splits of any number of parts are matched (pattern splits are targets only)."""
     return make_rule("SplitOfSplit", "split", 1, (), (1, 1), _match_split_of_split, _build_split_of_split)
 
 
@@ -514,7 +527,8 @@ def _build_concat_of_relus(patch, location):
 
 def concat_of_relus() -> Rule:
     """concat(relu(a), relu(b), ...) -> relu(concat(a, b, ...)), any axis and arity.
-    TASO 87/98/112/137 are its two-input cases (2-D and 4-D, axis 0 and 1)."""
+    TASO 87/98/112/137 are its two-input cases (2-D and 4-D, axis 0 and 1).
+    Not a pattern: any number of inputs (a pattern has a fixed arity)."""
     return make_rule("ConcatOfRelus", "concat", 1, (87, 98, 112, 137), (0, 0), _match_concat_of_relus,
                      _build_concat_of_relus)
 
@@ -540,6 +554,7 @@ def split_concat() -> Rule:
 
     No TASO id: TASO reaches the same graphs with concat-form rules (94, 143, 146) that merge and
     re-join in one step; here merges always split and this rule removes the split-concat pair.
+    Not a pattern: splits of any number of parts are matched (pattern splits are targets only).
     """
     return make_rule("SplitConcat", "concat", 1, (), (0, 0), _match_split_concat, _build_split_concat)
 
