@@ -9,8 +9,8 @@ op soups, half planted pattern instances); the median host `Env` step on BERT-ba
 table and with `RULES` (the same seeded random agent, which only ever picks among the first `len(RULES)` xfers
 so both tables walk the same graphs; the two alternate `--rounds` times); the graphs reachable from the 2-layer
 BERT builder of the RL study (`exhaustive_search`, capped at `--max-states`) and `taso_search` on TASO's cost
-(alpha 1.05, budget 1000), each with both tables; the same on `--soups` small random op soups, where the data
-rules fire.
+(alpha 1.05, budget 1000), each with both tables; the same on `--soups` graphs of planted TASO source
+instances, where the data rules fire.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from jaxgraph import (
     Roofline,
     bert,
     exhaustive_search,
-    random_taso_graph,
     taso_rules,
     taso_search,
 )
 from jaxgraph.pattern_data import excluded_xfers, load_patterns
 from jaxgraph.patterns import CompiledPattern
-from tests.jaxgraph.brute_force import mismatches
+from tests.jaxgraph.brute_force import mismatches, planted_graph
 
 SMALL_BERT = dict(seq_length=16, hidden=64, heads=2, layers=2, intermediate=128)  # the RL study's default
 
@@ -78,7 +77,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150, help="Env steps per table per round on BERT-base")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-states", type=int, default=20000, help="cap of the reachable-graph enumeration")
-    parser.add_argument("--soups", type=int, default=5, help="random op-soup graphs searched with both tables")
+    parser.add_argument("--soups", type=int, default=5, help="planted-instance graphs searched with both tables")
     args = parser.parse_args()
     if min(args.graphs, args.steps, args.rounds, args.max_states) < 1:
         parser.error("--graphs, --steps, --rounds and --max-states must be positive")
@@ -110,16 +109,17 @@ def main() -> None:
         result = taso_search(small, 1.05, 1000, rules, cost_model=cm)
         print(f"  taso_search on TASO's cost: {result.initial_cost:.5f} -> {result.cost:.5f} ms "
               f"({100 * (1 - result.cost / result.initial_cost):.2f}% saved, {result.explored} expanded)")
-    print(f"random op-soup graphs (random_taso_graph, 4 blocks), seeds 0-{args.soups - 1}, TASO's cost:")
+    patterns = load_patterns()
+    print(f"graphs of 4 planted, overlapping TASO source instances (tests' planted_graph), seeds 0-{args.soups - 1}, "
+          "TASO's cost:")
     for seed in range(args.soups):
-        graph = random_taso_graph(seed, blocks=4)
+        graph = planted_graph(patterns, seed, count=4)[0]
         cells = []
         for rules in (RULES, full):
             result = taso_search(graph, 1.05, 300, rules, cost_model=cm)
             cells.append(f"{reachable(graph, rules, cm, args.max_states // 4)}; taso_search "
                          f"{100 * (1 - result.cost / result.initial_cost):.2f}% saved")
         print(f"  seed {seed} ({graph.num_ops} ops): RULES {cells[0]} | TASO_RULES {cells[1]}")
-
 
 if __name__ == "__main__":
     main()
