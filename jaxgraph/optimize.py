@@ -1,16 +1,17 @@
 """Command line: optimize an ONNX model for the runtime that will run it, and never return a slower one.
 
     python -m jaxgraph.optimize model.onnx -o optimized.onnx [--target onnxruntime|jax] [--method taso|greedy]
+        [--rules hand|taso]
 
-Searches with a cost model for the target (`--cost roofline`: the analytic model, which knows what the
-target fuses by itself; `measured`: kernel times measured on the target, cached; `taso`: TASO's
-backend-agnostic additive model), checks the optimized model against the original in onnxruntime on
-the same random inputs (exit status 1 if they differ beyond rtol 1e-4), then times both end to end on the
-target with its own optimizations on (onnxruntime with ORT_ENABLE_ALL, or the jitted JAX executor), in
-alternation, and writes the optimized model only if it is faster beyond noise (the confidence interval of
-the speedup lies above 1) in two independent runs; otherwise it writes the original and says so. Every
-argument is checked before any work; bad input (a missing or unreadable model, an op it cannot import or
-run, `-o` naming the input) prints one line and exits with status 2.
+Searches (with the hand-written rules, or `--rules taso`: TASO's full table) with a cost model for the target
+(`--cost roofline`: the analytic model, which knows what the target fuses by itself; `measured`: kernel times
+measured on the target, cached; `taso`: TASO's backend-agnostic additive model), checks the optimized model
+against the original in onnxruntime on the same random inputs (exit status 1 if they differ beyond rtol 1e-4),
+then times both end to end on the target with its own optimizations on (onnxruntime with ORT_ENABLE_ALL, or
+the jitted JAX executor), in alternation, and writes the optimized model only if it is faster beyond noise
+(the confidence interval of the speedup lies above 1) in two independent runs; otherwise it writes the
+original and says so. Every argument is checked before any work; bad input (a missing or unreadable model, an
+op it cannot import or run, `-o` naming the input) prints one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import CostModel, MeasuredCost, OrtCost, Roofline, cost, ort_session
 from jaxgraph.execute import runner
 from jaxgraph.onnx_io import load_onnx, to_onnx
+from jaxgraph.patterns import taso_rules
+from jaxgraph.rules import RULES
 from jaxgraph.search import greedy, taso_search
 from jaxsched.common.arguments import integer, number
 from jaxsched.common.timing import compare
@@ -63,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--alpha", type=float, default=1.05,
                         help="TASO: keep graphs cheaper than alpha x best (>= 1)")
     parser.add_argument("--budget", type=int, default=1000, help="TASO: graphs to expand")
+    parser.add_argument("--rules", choices=("hand", "taso"), default="hand",
+                        help="the substitutions: the hand-written RULES, or TASO_RULES (those and TASO's generated "
+                             "rules as data patterns, 141 of TASO's 151 xfers)")
     parser.add_argument("--target", choices=("onnxruntime", "jax"), default="onnxruntime",
                         help="the runtime that will run the model: its fusions shape the cost, and it times the result")
     parser.add_argument("--cost", choices=("roofline", "measured", "taso"), default="roofline",
@@ -156,11 +162,13 @@ def run(args: argparse.Namespace) -> int:
     graph, original = _load(args)
     model = _cost_model(args.target, args.cost, args.clock)
     before = cost(graph, model)
-    print(f"loaded {args.model}: {graph.num_ops} ops, cost {before:.4f} ms ({args.cost}, {model.backend.name})")
+    rules = RULES if args.rules == "hand" else taso_rules()
+    print(f"loaded {args.model}: {graph.num_ops} ops, cost {before:.4f} ms ({args.cost}, {model.backend.name}); "
+          f"{len(rules)} rules")
     if args.method == "taso":
-        result = taso_search(graph, args.alpha, args.budget, cost_model=model, progress=not args.no_progress)
+        result = taso_search(graph, args.alpha, args.budget, rules, cost_model=model, progress=not args.no_progress)
     else:
-        result = greedy(graph, cost_model=model, progress=not args.no_progress)
+        result = greedy(graph, rules, cost_model=model, progress=not args.no_progress)
     print(f"{args.method}: cost {result.initial_cost:.4f} -> {result.cost:.4f} ms ({result.speedup:.3f}x), "
           f"{len(result.history)} rewrites, {result.graph.num_ops} ops, search {result.seconds:.2f} s")
     if not result.history:

@@ -39,6 +39,15 @@ def test_cli_optimizes_checks_times_and_keeps_the_faster(tmp_path, capsys, metho
         assert "kept the original" in out and target_path.read_bytes() == source.read_bytes()
 
 
+def test_cli_searches_with_the_full_taso_table(tmp_path, capsys):
+    source, target = tmp_path / "model.onnx", tmp_path / "optimized.onnx"
+    save_onnx(small_model("squeezenet1_1"), source)
+    status = main([str(source), "-o", str(target), "--method", "greedy", "--rules", "taso", "--repeats", "3",
+                   "--cost", "taso", "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 0 and "; 142 rules" in out and "-> OK" in out
+
+
 @pytest.mark.parametrize("ratio, keeps_original", [(0.98, True), (1.01, True), (1.2, False)])
 def test_cli_never_returns_a_slower_model(tmp_path, capsys, monkeypatch, ratio, keeps_original):
     """Slower, or faster only within noise (interval reaching below 1): the original is written."""
