@@ -12,6 +12,9 @@ ops (`enlarge`, `merge_gconv`, `bn_fold_weight`, `bn_fold_bias`), tensors with s
 and concats that rejoin a split. Every tensor that nothing reads ends flattened in one concat, the graph's single
 output, so graphs of one seed range share a `JaxEnv` layout. Every op of `OP_TYPES` but `opaque` (an ONNX op
 carried verbatim, which no rule reads) appears across a few seeds.
+
+`random_taso_graph` adds op soups (matmuls or 3x3 convs, adds, muls, relus and concats on axis 0 or 1 over shared
+operands) as half the blocks, for TASO's generated patterns (`jaxgraph.patterns`).
 """
 
 from __future__ import annotations

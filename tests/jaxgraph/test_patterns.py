@@ -200,3 +200,17 @@ def test_env_and_searches_take_the_full_table_and_jax_env_refuses_it():
     with pytest.raises(ValueError, match="TasoPattern"):
         JaxEnv(graph, rules=rules)
     assert len(data_rules()) == len(PATTERNS)
+
+
+def test_random_taso_graphs_are_seeded_valid_and_hold_the_pattern_ops():
+    from jaxgraph import canonical_form
+
+    graphs = [random_taso_graph(seed) for seed in range(8)]
+    assert canonical_form(random_taso_graph(5)) == canonical_form(graphs[5])
+    ops = set()
+    for graph in graphs:
+        graph.validate()
+        ops |= set(graph.op_counts)
+    assert {"matmul", "conv2d", "add", "mul", "relu", "concat"} <= ops
+    with pytest.raises(ValueError, match="channels must be even"):
+        random_taso_graph(0, channels=5)
