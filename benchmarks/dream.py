@@ -21,8 +21,8 @@ import sys
 import jax
 import jax.numpy as jnp
 
+from experiments.graphopt_rl_timing import dream_step_seconds
 from jaxgraph.rl import CONFIGS, MDNRNN, DreamStart
-from jaxgraph.rl.dream import dream_step_seconds
 from jaxgraph.rules import RULES
 from jaxsched.common.machine import machine_description
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from experiments.graphopt_rl_timing import TIMERS
 from jaxgraph.rl import CONFIGS, results_table, run_study
 from jaxsched.common import ConfigMismatch, add_devices_option, join_from_environment
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     join_from_environment()
     try:
         results = run_study(CONFIGS[args.config], args.workdir, seed=args.seed, progress=not args.quiet,
-                            devices=args.devices)
+                            devices=args.devices, timers=TIMERS)
     except ConfigMismatch as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(results_table(results))

@@ -23,6 +23,7 @@ from typing import NamedTuple, Sequence, TypeVar
 import chex
 import numpy as np
 
+from jaxsched.common.arguments import integer
 from jaxsched.heft import upward_rank
 from jaxsched.order import priority_order
 from jaxsched.problem import Problem, check_problem
@@ -58,8 +59,7 @@ class Shape(NamedTuple):
     def check(self, problem: Problem) -> None:
         """Raises ValueError when `problem` does not fit this shape (or a size is not a positive integer)."""
         for name, size in self._asdict().items():
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-                raise ValueError(f"Shape.{name} must be a positive integer, got {size!r}")
+            integer(f"Shape.{name}", size, 1)
         sizes = (
             ("tasks", problem.num_tasks, self.num_tasks),
             ("processors", problem.num_procs, self.num_procs),

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsched.batch import PaddedProblem, assert_padded
+from jaxsched.common.arguments import integer
 from jaxsched.order import METHODS, placement_order_padded
 
 
@@ -53,9 +54,7 @@ def _capacity(problem: PaddedProblem, capacity) -> int:
     """`capacity` (default T) after checking it is a positive integer."""
     if capacity is None:
         return problem.comp.shape[0]
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer (busy tasks per processor), got {capacity!r}")
-    return int(capacity)
+    return integer("capacity (busy tasks per processor)", capacity, 1)
 
 
 def ready_time(finish, preds, transfer, arrival) -> jax.Array:

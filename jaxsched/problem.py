@@ -16,6 +16,8 @@ from typing import Optional
 
 import numpy as np
 
+from jaxsched.common.arguments import number
+
 _FEATURES = ("task_arrival", "task_priority", "task_memory", "proc_cores", "proc_frequency", "proc_memory")
 
 
@@ -321,8 +323,7 @@ def validate(problem: Problem, schedule: Schedule, *, rtol: float = 1e-9) -> Non
     check_problem(problem)
     if not isinstance(schedule, Schedule):
         raise ValueError(f"expected a jaxsched.Schedule, got {type(schedule).__name__}")
-    if not (isinstance(rtol, (int, float)) and 0 <= rtol < float("inf")):
-        raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
+    rtol = number("rtol", rtol, 0)
     num_tasks = problem.num_tasks
     proc = np.asarray(schedule.proc)
     start = real_array("schedule.start", schedule.start)

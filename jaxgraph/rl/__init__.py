@@ -31,10 +31,9 @@ from jaxgraph.rl.ppo import (
 )
 from jaxgraph.rl.report import judge_targets, plot_results, results_table
 from jaxgraph.rl.rollout import EnvPool, GraphAgent, RolloutStats, collect, graph_agent, stack
-from jaxgraph.rl.study import CONFIGS, StudyConfig, fit_world_model, make_encoder, random_sequences, run_study
+from jaxgraph.rl.study import CONFIGS, StudyConfig, Timers, fit_world_model, make_encoder, random_sequences, run_study
 from jaxgraph.rl.toy import ToyInstance, toy_graph
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
-from jaxgraph.rl.wallclock import TRAINERS, Clock, Evaluation, TrainerRun, race, wallclock_table
 from jaxgraph.rl.world_model import (
     MDNRNN,
     DreamState,
@@ -63,6 +62,5 @@ __all__ = [
     "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",
     "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
     "StudyConfig", "fit_world_model", "judge_targets", "make_encoder", "plot_results", "random_sequences",
-    "results_table", "run_study", "CONFIGS",
-    "TRAINERS", "Clock", "Evaluation", "TrainerRun", "race", "wallclock_table",
+    "results_table", "run_study", "CONFIGS", "Timers",
 ]

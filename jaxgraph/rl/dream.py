@@ -27,7 +27,6 @@ from jaxgraph.rl.policy import LatentPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import TrainState, Trajectory, make_optimizer, make_update
 from jaxgraph.rl.world_model import MDNRNN, DreamState, imagine
 from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
-from jaxsched.common.timing import median_time
 
 
 class DreamStart(NamedTuple):
@@ -117,21 +116,6 @@ def initial_env_state(config: DreamConfig, model: MDNRNN, start: DreamStart) -> 
     carry = jax.tree.map(lambda c: jnp.broadcast_to(c, (config.num_envs,) + c.shape), zero)
     dream = DreamState(carry, start.z[index], start.xfer_mask[index], start.location_mask[index])
     return DreamEnvState(dream, index, jnp.zeros(config.num_envs, jnp.int32), jnp.zeros(config.num_envs))
-
-
-def dream_step_seconds(config: DreamConfig, model: MDNRNN, world_model_params, start: DreamStart,
-                       repeats: int = 5) -> float:
-    """Median seconds of one lockstep step of `config.num_envs` vmapped dreams (controller acting and world
-    model imagining, as in training): a jitted rollout of `config.rollout_steps` steps timed after a
-    compilation call, divided by the steps."""
-    policy, rollout = make_dream_rollout(config, model)
-    state = initial_env_state(config, model, start)
-    first = controller_input(jax.tree.map(lambda x: x[0], state.dream))
-    params = policy.init(jax.random.key(0), first.state, first.xfer_mask, first.location_mask, jnp.argmax)
-    run = jax.jit(rollout)
-    seconds = median_time(functools.partial(run, params, world_model_params, state, jax.random.key(1),
-                                            jnp.float32(1.0), start), repeats=repeats, warmup=2)
-    return seconds / config.rollout_steps
 
 
 class DreamTrainer(NamedTuple):

@@ -68,10 +68,11 @@ def results_table(results: dict) -> str:
     for name, r in rows.items():
         cells = [f"{r['methods'][m]['cost']:.4f} ({100 * r['methods'][m]['reduction']:.2f}%)" for m in METHOD_NAMES]
         lines.append(f"| {name} | {r['ops']} | {r['initial_cost']:.4f} | " + " | ".join(cells) + " |")
-    for backend in ("onnxruntime", "jax"):
+    timed = {name: r for name, r in rows.items() if "latency_ms" in r}
+    for backend in ("onnxruntime", "jax") if timed else ():
         lines += [f"\n## Measured end-to-end latency, {backend} (median ms)\n",
                   "| model | original | " + " | ".join(METHOD_NAMES.values()) + " |", "|---|---|" + "---|" * 4]
-        for name, r in rows.items():
+        for name, r in timed.items():
             ms = r["latency_ms"][backend]
             cells = " | ".join(f"{ms[m]:.3f}" for m in METHOD_NAMES)
             lines.append(f"| {name} | {ms['original']:.3f} | {cells} |")

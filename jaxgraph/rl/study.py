@@ -3,11 +3,11 @@
 
 Per model graph it runs greedy, TASO search, the model-free agent and the model-based agent on the same
 runtime-aware cost (onnxruntime's fusions, `Roofline(backend=ONNXRUNTIME)`: a rewrite onnxruntime does by
-itself saves nothing), and measures the end-to-end latency of every resulting graph in onnxruntime
-(ORT_ENABLE_ALL) and JAX. On the tau model (BERT) it runs the Table 5.1 analog: the tau sweep x seeds of
+itself saves nothing). On the tau model (BERT) it runs the Table 5.1 analog: the tau sweep x seeds of
 dream-trained controllers as one vmapped program, each controller then evaluated in the real Env. It
-also trains one agent on several graphs and evaluates it on a graph it never saw, and times a real Env
-step against a batched dream step.
+also trains one agent on several graphs and evaluates it on a graph it never saw. With `Timers` (what
+`experiments.graphopt_rl` passes) a row also records the measured latency of every resulting graph and, on the tau
+model, a real Env step against a batched dream step.
 
 The world model's latent z comes from a GraphEncoder with random, frozen parameters (see docs/jaxgraph.md,
 "Agents"): a frozen encoder cannot collapse z to a constant that the MDN-RNN would predict perfectly, and
@@ -23,10 +23,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import chex
 import jax
@@ -35,13 +34,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from jaxgraph.backends import ONNXRUNTIME
-from jaxgraph.cost import Roofline, cost, ort_session
+from jaxgraph.cost import Roofline, cost
 from jaxgraph.env import Env, Observation
-from jaxgraph.execute import random_inputs, runner
 from jaxgraph.graph import Graph
 from jaxgraph.models import MODELS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxgraph.rl.dream import DreamStart, controller_episode, dream_step_seconds, make_dream_sweep, make_dream_train
+from jaxgraph.rl.dream import DreamStart, controller_episode, make_dream_sweep, make_dream_train
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes
 from jaxgraph.rl.policy import LatentPolicy
@@ -52,7 +50,6 @@ from jaxgraph.rules import RULES, Rule
 from jaxgraph.search import greedy, taso_search
 from jaxsched.common.machine import machine_description
 from jaxsched.common.sharding import Devices
-from jaxsched.common.timing import alternated_times
 from jaxsched.common.workdir import Workdir, write_json, write_text
 
 METHODS = ("greedy", "taso", "model_free", "model_based")
@@ -80,8 +77,8 @@ class StudyConfig:
     noop_probability: float = 0.2  # the thesis's random agent
     taso_alpha: float = 1.05
     taso_budget: int = 1000  # as benchmarks/graphopt.py
-    latency_repeats: int = 20
-    step_time_envs: int = 4096  # dreams in the batched step-time measurement
+    latency_repeats: int = 20  # timed runs of each graph (`Timers.latencies`)
+    step_time_envs: int = 4096  # dreams in the batched step-time measurement (`Timers.step_time`)
     eval_samples: int = 8  # episodes sampled from each trained agent besides its most-likely-action episode; the
     # agent returns the cheapest graph any of them visited (each one's real steps counted)
     optimum_budget: int = 2000  # unpruned search (alpha 1e9) on the tau model and the imported models: the
@@ -104,6 +101,15 @@ class StudyConfig:
             raise ValueError(f"eval_samples must be >= 0, got {self.eval_samples}")
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
+
+
+class Timers(NamedTuple):
+    """Time measurements a study row may carry, supplied by the study's caller: `latencies(graphs, repeats)` ->
+    {backend: {graph name: median ms}} of the original graph and each method's result, and `step_time(config,
+    env, model, wm_params, start)` -> a dict comparing a real Env step with a batched dream step (tau model)."""
+
+    latencies: Callable[[dict[str, Graph], int], dict[str, dict[str, float]]]
+    step_time: Callable[..., dict]
 
 
 def _models(**models: dict) -> tuple:
@@ -224,25 +230,6 @@ def replay(graph: Graph, actions: list, config: AgentConfig, cost_model) -> Grap
     return env.graph
 
 
-def latencies(graphs: dict[str, Graph], repeats: int) -> dict[str, dict[str, float]]:
-    """Median end-to-end ms of each graph in onnxruntime (ORT_ENABLE_ALL) and in JAX (jitted on the
-    current device); identical graphs are timed once, all graphs of a backend in alternation."""
-    from jaxgraph.onnx_io import to_onnx
-
-    unique = {g.structure_hash: g for g in graphs.values()}
-    inputs = {h: random_inputs(g) for h, g in unique.items()}
-    out: dict[str, dict[str, float]] = {}
-    for backend in ("onnxruntime", "jax"):
-        if backend == "onnxruntime":
-            sessions = {h: ort_session(to_onnx(g)) for h, g in unique.items()}
-            calls = {h: functools.partial(sessions[h].run, None, inputs[h]) for h in unique}
-        else:
-            calls = {h: runner(g, inputs[h]) for h, g in unique.items()}
-        times = alternated_times(calls, repeats, warmup=3)
-        out[backend] = {name: 1e3 * float(np.median(times[g.structure_hash])) for name, g in graphs.items()}
-    return out
-
-
 def dream_start(encode: Callable, obs: Observation) -> DreamStart:
     """The dream start state of one real initial observation."""
     return DreamStart(jnp.asarray(encode(obs))[None], jnp.asarray(obs.xfer_mask)[None],
@@ -282,9 +269,9 @@ def build_graph(config: StudyConfig, name: str) -> Graph:
 
 
 def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
-              progress: bool = False, devices: Devices = None) -> dict:
+              progress: bool = False, devices: Devices = None, timers: Timers | None = None) -> dict:
     """Greedy, TASO, the model-free and the model-based agent on one graph (and the tau sweep on the tau
-    model, its members split across `devices`), with measured latencies; a JSON-able row."""
+    model, its members split across `devices`), with the `timers`' measurements if given; a JSON-able row."""
     cm, agent = cost_model(), config.agent
     initial = cost(graph, cm)
     row: dict[str, Any] = {"ops": graph.num_ops, "initial_cost": initial, "methods": {}}
@@ -327,10 +314,12 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
         row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm)
     if name == config.tau_model:
         row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key, devices)
-        row["step_time"] = step_time(config, env, model, wm_params, start)
+        if timers is not None:
+            row["step_time"] = timers.step_time(config, env, model, wm_params, start)
     for method in METHODS:
         row["methods"][method]["reduction"] = 1.0 - row["methods"][method]["cost"] / initial
-    row["latency_ms"] = latencies(graphs, config.latency_repeats)
+    if timers is not None:
+        row["latency_ms"] = timers.latencies(graphs, config.latency_repeats)
     return row
 
 
@@ -363,28 +352,6 @@ def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm
     returned = np.asarray([100.0 * (e.best_cost / env.initial_cost - 1.0) for e in episodes]).reshape(dream.shape)
     return {"taus": list(config.taus), "dream_pct": dream.tolist(), "real_pct": real.tolist(),
             "returned_pct": returned.tolist()}
-
-
-def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
-    """A real Env step (random valid actions, median ms) against a batched dream step: one jitted rollout of
-    `step_time_envs` vmapped dreams (policy + world model), per lockstep step and in dream steps per second."""
-    rng, times, obs = np.random.default_rng(0), [], env.reset()
-    while len(times) < 50:
-        valid = np.flatnonzero(obs.xfer_mask[:-1])
-        if len(valid) == 0:
-            obs = env.reset()
-            continue
-        xfer = int(rng.choice(valid))
-        begin = time.perf_counter()
-        obs, _, terminated, truncated, _ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
-        times.append(time.perf_counter() - begin)
-        if terminated or truncated:
-            obs = env.reset()
-    per_step = dream_step_seconds(dataclasses.replace(config.dream, num_envs=config.step_time_envs), model, wm_params,
-                                  start)
-    return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
-            "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
-            "device": jax.devices()[0].platform}
 
 
 def held_out(config: StudyConfig, graphs: dict[str, Graph], out: Path, key: chex.PRNGKey,
@@ -431,10 +398,11 @@ def batch_one(path: str) -> dict[str, tuple[int, ...]]:
 
 
 def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress: bool = True,
-              devices: Devices = None) -> dict:
+              devices: Devices = None, timers: Timers | None = None) -> dict:
     """Run (or resume) every stage in `workdir`, then write results.json, table.md and the plots there; the tau
-    sweep's members are split across `devices` (default all). Raises `ConfigMismatch` when `workdir` holds results
-    of another configuration or seed."""
+    sweep's members are split across `devices` (default all); each model's row carries the `timers`'
+    measurements when given. Raises `ConfigMismatch` when `workdir` holds results of another configuration or
+    seed."""
     work = Workdir(workdir, {"study": config, "seed": seed})
     key = jax.random.key(seed)
     graphs = {name: build_graph(config, name) for name, _ in config.models}
@@ -443,7 +411,7 @@ def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress:
     for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
         rows[name] = work.stage(f"models/{name.replace(':', '_')}.json",
                                 functools.partial(run_model, config, name, graph, work.path,
-                                                  jax.random.fold_in(key, i), progress, devices))
+                                                  jax.random.fold_in(key, i), progress, devices, timers))
     multi = work.stage("held_out.json",
                        lambda: held_out(config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
     results = {"machine": machine_description(load=True), "config": dataclasses.asdict(config), "models": rows,

@@ -10,13 +10,13 @@ passed between Ray tasks on different processes (the thesis's stateless client, 
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from jaxsched.autotune.resources import CPU, DEVICE, Demand, Machine, check_demand
+from jaxsched.common.arguments import integer, number
 
 STAGES = ("propose", "build", "profile", "update")
 PROPOSE, BUILD, PROFILE, UPDATE = range(4)
@@ -41,19 +41,13 @@ class Job:
     ):
         if not isinstance(name, str) or not name:
             raise ValueError(f"job name must be a non-empty string, got {name!r}")
-        if not isinstance(rounds, (int, np.integer)) or rounds < 1:
-            raise ValueError(f"job {name!r}: budget (rounds) must be a positive integer, got {rounds!r}")
+        self.rounds = integer(f"job {name!r}: budget (rounds)", rounds, 1)
         if len(demands) != len(STAGES):
             raise ValueError(f"job {name!r}: needs one demand per stage {STAGES}, got {len(demands)}")
-        if not math.isfinite(arrival) or arrival < 0:
-            raise ValueError(f"job {name!r}: arrival must be a finite non-negative time, got {arrival!r}")
-        if machine is not None and (not isinstance(machine, (int, np.integer)) or machine < 0):
-            raise ValueError(f"job {name!r}: machine must be a non-negative index, got {machine!r}")
+        self.arrival = number(f"job {name!r}: arrival (seconds)", arrival, 0)
+        self.machine = None if machine is None else integer(f"job {name!r}: machine index", machine, 0)
         self.name = name
-        self.rounds = int(rounds)
         self.demands = tuple(check_demand(d, f"job {name!r} stage {s!r}") for s, d in zip(STAGES, demands))
-        self.arrival = float(arrival)
-        self.machine = None if machine is None else int(machine)
 
     def init_state(self) -> Any:
         """The state before the first stage."""
@@ -154,10 +148,10 @@ def mock_jobs(
 ) -> list[MockJob]:
     """`count` MockJobs with durations drawn from `dists`; Poisson arrivals at `arrival_rate` jobs/s
     (0: all at time 0)."""
-    if count < 1:
-        raise ValueError(f"mock_jobs needs a positive count, got {count}")
+    count = integer("mock_jobs: count", count, 1)
+    arrival_rate = number("mock_jobs: arrival_rate", arrival_rate, 0)
     rng = np.random.default_rng(seed)
-    arrivals = np.zeros(count) if arrival_rate <= 0 else np.cumsum(rng.exponential(1 / arrival_rate, count))
+    arrivals = np.zeros(count) if arrival_rate == 0 else np.cumsum(rng.exponential(1 / arrival_rate, count))
     return [MockJob(f"mock{j}", dists.sample(rounds, rng), demands, float(arrivals[j])) for j in range(count)]
 
 
@@ -207,8 +201,7 @@ class Progress:
     WAITING, READY, RUNNING, DONE, FAILED = "waiting", "ready", "running", "done", "failed"
 
     def __init__(self, rounds: int, first_round: int = 0):
-        if not 0 <= first_round <= rounds:
-            raise ValueError(f"first_round must be in [0, {rounds}], got {first_round!r}")
+        first_round = integer("first_round", first_round, 0, rounds)
         self.rounds = rounds
         self.round = first_round
         self.stage = 0

@@ -23,6 +23,7 @@ import numpy as np
 
 from jaxsched.autotune.jobs import STAGES
 from jaxsched.autotune.resources import DEVICE
+from jaxsched.common.arguments import number
 
 
 class Policy:
@@ -71,9 +72,7 @@ class DurationEstimator:
     was measured; before a job's first measurement of a stage, the mean over all jobs (1 s before any)."""
 
     def __init__(self, smoothing: float = 0.5):
-        if not 0 < smoothing <= 1:
-            raise ValueError(f"smoothing must be in (0, 1], got {smoothing}")
-        self.smoothing = smoothing
+        self.smoothing = number("smoothing", smoothing, 0, 1, above=True)
         self.per_job: dict[int, list[float | None]] = {}  # plain floats: called once per stage in the simulator
         self.total = [0.0] * len(STAGES)
         self.count = [0] * len(STAGES)

@@ -28,6 +28,7 @@ from jaxsched.autotune.resources import Machine
 from jaxsched.autotune.runner import LAST_STAGE, RunResult, failure_cause
 from jaxsched.autotune.scheduler import Scheduler
 from jaxsched.autotune.trace import Trace
+from jaxsched.common.arguments import integer
 
 
 def _ray():
@@ -167,8 +168,7 @@ def run_on_ray(
     ray = _ray()
     assign_machines(jobs, machines)
     make_policy(policy)  # fails early on an unknown name
-    if not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+    retries = integer("retries", retries, 0)
     if not ray.is_initialized():
         local = {}
         for m, machine in enumerate(machines):

@@ -10,7 +10,6 @@ state after them), so a scheduler killed mid-run resumes without redoing finishe
 from __future__ import annotations
 
 import json
-import math
 import pickle
 import sqlite3
 import time
@@ -20,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.arguments import number
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -85,8 +85,7 @@ class TuningRecords:
     def add(self, workload: Workload, config: dict[str, int], seconds: float, machine: str) -> None:
         """Stores one measurement; raises ValueError for a time that is not finite and positive or a
         configuration outside the workload's space."""
-        if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
-            raise ValueError(f"measured seconds must be finite and positive, got {seconds!r}")
+        seconds = number("measured seconds", seconds, 0, above=True)
         if config not in workload.space():
             raise ValueError(f"{config} is not a configuration of workload {workload.name!r}")
         with self.db:
@@ -98,7 +97,7 @@ class TuningRecords:
                     workload.kind,
                     workload.size,
                     json.dumps(config, sort_keys=True),
-                    float(seconds),
+                    seconds,
                     machine,
                     time.time(),
                 ),

@@ -13,6 +13,8 @@ import dataclasses
 import os
 from typing import NamedTuple
 
+from jaxsched.common.arguments import integer
+
 CPU = "cpu"
 DEVICE = "device"
 RESOURCE_KINDS = (CPU, DEVICE)
@@ -30,8 +32,7 @@ def check_demand(demand: Demand, where: str) -> Demand:
     kind, amount = demand
     if kind not in RESOURCE_KINDS:
         raise ValueError(f"{where}: unknown resource {kind!r}; known resources are {RESOURCE_KINDS}")
-    if not isinstance(amount, int) or amount < 1:
-        raise ValueError(f"{where}: resource amount must be a positive integer, got {amount!r}")
+    amount = integer(f"{where}: resource amount", amount, 1)
     if kind == DEVICE and amount != 1:
         raise ValueError(f"{where}: a stage uses one device at a time, got {amount} devices")
     return Demand(kind, amount)
@@ -54,11 +55,10 @@ class Machine:
 
     def __post_init__(self):
         for name in ("cpu_cores", "devices"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"Machine.{name} must be a non-negative integer, got {value!r}")
-        if self.memory_bytes is not None and (not isinstance(self.memory_bytes, int) or self.memory_bytes < 1):
-            raise ValueError(f"Machine.memory_bytes must be a positive integer or None, got {self.memory_bytes!r}")
+            object.__setattr__(self, name, integer(f"Machine.{name}", getattr(self, name), 0))
+        if self.memory_bytes is not None:
+            memory = integer("Machine.memory_bytes (None: unknown)", self.memory_bytes, 1)
+            object.__setattr__(self, "memory_bytes", memory)
         if self.cpu_cores + self.devices == 0:
             raise ValueError("Machine needs at least one CPU core or device")
         for name, count in (("cpu_ids", self.cpu_cores), ("device_ids", self.devices)):
@@ -92,8 +92,9 @@ def local_machine(device_cores: int = 1) -> Machine:
 
     Raises ValueError when fewer than `device_cores + 1` cores are usable.
     """
+    device_cores = integer("local_machine: device_cores", device_cores, 0)
     cores = sorted(os.sched_getaffinity(0))
-    if device_cores < 0 or len(cores) < device_cores + 1:
+    if len(cores) < device_cores + 1:
         raise ValueError(
             f"local_machine: {len(cores)} usable cores cannot give {device_cores} device cores plus a CPU core"
         )

@@ -39,6 +39,7 @@ from jaxsched.autotune.records import TuningRecords
 from jaxsched.autotune.resources import CPU, Machine, pin_to_cores
 from jaxsched.autotune.scheduler import Scheduler, StageStart
 from jaxsched.autotune.trace import Trace
+from jaxsched.common.arguments import integer
 
 LAST_STAGE = len(STAGES) - 1
 
@@ -116,8 +117,7 @@ class ProcessRunner:
     """
 
     def __init__(self, machine: Machine, policy: Policy, records: TuningRecords | None = None, retries: int = 0):
-        if not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+        retries = integer("retries", retries, 0)
         self.machine = machine
         self.policy = policy
         self.records = records

@@ -16,6 +16,7 @@ from jaxsched.autotune.records import TuningRecords
 from jaxsched.autotune.runner import ProcessRunner
 from jaxsched.autotune.tuning import TuningJob
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.arguments import number
 from jaxsched.common.machine import machine_description
 
 
@@ -59,8 +60,8 @@ class TuningService:
         With `target_seconds`, a known configuration at least that fast is answered at once. Raises
         ValueError at once for a job the runner refuses (see `ProcessRunner.submit`).
         """
-        if target_seconds is not None and not target_seconds > 0:
-            raise ValueError(f"target_seconds must be positive, got {target_seconds!r}")
+        if target_seconds is not None:
+            target_seconds = number("target_seconds", target_seconds, 0, above=True, finite=False)
         with self._lock:
             ticket = f"{workload.name}#{len(self.answers) + len(self.jobs)}"
             best = self.records.best(workload, self.machine)

@@ -20,6 +20,7 @@ from jaxsched.autotune.policies import Policy
 from jaxsched.autotune.resources import Machine
 from jaxsched.autotune.scheduler import Scheduler
 from jaxsched.autotune.trace import Trace
+from jaxsched.common.arguments import number
 
 
 class _Resource:
@@ -54,8 +55,7 @@ def simulate_policy(
 ) -> Trace:
     """Simulates `policy` scheduling `jobs` (their `durations` are the stage times when run alone)
     on `machines`; returns the trace, with jobs numbered as given."""
-    if interference < 0 or not math.isfinite(interference):
-        raise ValueError(f"interference must be finite and non-negative, got {interference}")
+    interference = number("interference", interference, 0)
     scheduler = Scheduler(machines, policy)
     order = sorted(range(len(jobs)), key=lambda j: (jobs[j].arrival, j))
     to_given = []  # scheduler index -> position in `jobs`

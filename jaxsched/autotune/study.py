@@ -34,6 +34,7 @@ from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
 from jaxsched.autotune.tuning import TuningJob, check_protocol, measure_alone
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.arguments import integer
 from jaxsched.common.workdir import Workdir, write_json, write_text
 
 
@@ -60,6 +61,11 @@ class StudyConfig:
         if unknown or "sequential" not in self.policies:
             raise ValueError(f"policies must be known and include 'sequential' (the reference), got {self.policies}")
         check_protocol(self.repeats, self.min_repeat_s, self.clock, "StudyConfig")
+        for name in ("rounds", "batch", "fit_steps", "alone_repeats"):
+            integer(f"StudyConfig.{name}", getattr(self, name), 1)
+        for name in ("sim_jobs", "sim_machines"):
+            for value in getattr(self, name):
+                integer(f"StudyConfig.{name}", value, 1)
         for kind, size in self.workloads:
             Workload(kind, size)  # raises on a bad workload
         if len({Workload(k, s).name for k, s in self.workloads}) != len(self.workloads):

@@ -29,6 +29,7 @@ from jaxsched.autotune import cost_model
 from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
 from jaxsched.autotune.resources import Demand, Machine
 from jaxsched.autotune.workloads import Workload
+from jaxsched.common.arguments import integer, number
 from jaxsched.common.timing import CLOCKS, alternated_times, check_timing
 
 
@@ -79,11 +80,12 @@ class TuningJob(Job):
         machine: int | None = None,
     ):
         super().__init__(name or workload.name, rounds, demands, arrival, machine)
-        if not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"job {self.name!r}: batch must be a positive integer, got {batch!r}")
-        check_protocol(repeats, min_repeat_s, clock, f"job {self.name!r}")
-        if not (kappa >= 0 and 0 <= epsilon <= 1 and fit_steps >= 1):
-            raise ValueError(f"job {self.name!r}: need kappa >= 0, 0 <= epsilon <= 1, fit_steps >= 1")
+        where = f"job {self.name!r}"
+        batch = integer(f"{where}: batch", batch, 1)
+        check_protocol(repeats, min_repeat_s, clock, where)
+        number(f"{where}: kappa", kappa, 0)  # checked, kept as given: the values enter `definition`
+        number(f"{where}: epsilon", epsilon, 0, 1)
+        fit_steps = integer(f"{where}: fit_steps", fit_steps, 1)
         self.workload, self.batch, self.repeats, self.min_repeat_s = workload, batch, repeats, min_repeat_s
         self.clock = clock
         self.kappa, self.epsilon, self.fit_steps, self.seed = kappa, epsilon, fit_steps, seed
@@ -201,8 +203,7 @@ def check_protocol(repeats: int, min_repeat_s: float, clock: str, where: str) ->
         check_timing(repeats, 0, clock)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
-    if not min_repeat_s >= 0:
-        raise ValueError(f"{where}: min_repeat_s must be >= 0, got {min_repeat_s!r}")
+    number(f"{where}: min_repeat_s", min_repeat_s, 0)
 
 
 def calls_per_repeat(call, min_repeat_s: float, clock: str = "wall") -> int:

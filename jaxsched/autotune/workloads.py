@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsched.common.arguments import integer
+
 KINDS = ("matmul", "scan", "xla_options")
 NUM_FEATURES = 4
 
@@ -39,8 +41,10 @@ class Workload:
         if self.kind not in KINDS:
             raise ValueError(f"unknown workload kind {self.kind!r}; known kinds are {KINDS}")
         low = {"matmul": 16, "scan": 64, "xla_options": 16}[self.kind]
-        if not isinstance(self.size, int) or self.size < low or self.size & (self.size - 1):
-            raise ValueError(f"workload {self.kind!r}: size must be a power of two >= {low}, got {self.size!r}")
+        size = integer(f"workload {self.kind!r}: size", self.size, low)
+        if size & (size - 1):
+            raise ValueError(f"workload {self.kind!r}: size must be a power of two >= {low}, got {size}")
+        object.__setattr__(self, "size", size)
 
     @property
     def name(self) -> str:

@@ -10,23 +10,33 @@ from typing import Any
 import numpy as np
 
 
-def integer(name: str, value: Any, minimum: int | None = None) -> int:
+def _bounds(minimum, maximum, above: bool = False) -> str:
+    """How a range reads in a message: `>= 1`, `> 0`, `<= 9`, `in [0, 3]`, `in (0, 1]`."""
+    if minimum is not None and maximum is not None:
+        return f"in {'(' if above else '['}{minimum}, {maximum}]"
+    if minimum is not None:
+        return f"{'>' if above else '>='} {minimum}"
+    return f"<= {maximum}"
+
+
+def integer(name: str, value: Any, minimum: int | None = None, maximum: int | None = None) -> int:
     """`value` as an int. ValueError naming `name` if it is not an integer scalar (a bool, 1.7 or 2.0 is
-    not; a NumPy or JAX integer scalar is) or is below `minimum`."""
+    not; a NumPy or JAX integer scalar is) or lies outside [`minimum`, `maximum`] (either bound optional)."""
     array = np.asarray(value) if not isinstance(value, (str, bytes)) else np.asarray(None)
-    wanted = "an integer" if minimum is None else f"an integer >= {minimum}"
+    unbounded = minimum is None and maximum is None
+    wanted = "an integer" if unbounded else f"an integer {_bounds(minimum, maximum)}"
     if array.ndim != 0 or array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
         raise ValueError(f"{name} must be {wanted}, got {value!r}")
     result = int(array)
-    if minimum is not None and result < minimum:
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
         raise ValueError(f"{name} must be {wanted}, got {result}")
     return result
 
 
-def number(name: str, value: Any, minimum: float | None = None, *, above: bool = False,
-           finite: bool = True) -> float:
+def number(name: str, value: Any, minimum: float | None = None, maximum: float | None = None, *,
+           above: bool = False, finite: bool = True) -> float:
     """`value` as a float. ValueError naming `name` if it is not a real number, is NaN, is infinite
-    (unless `finite=False`), or is below `minimum` (at or below it when `above`)."""
+    (unless `finite=False`), is below `minimum` (at or below it when `above`) or above `maximum`."""
     array = np.asarray(value) if not isinstance(value, (str, bytes)) else np.asarray(None)
     if (array.ndim != 0 or array.dtype == bool
             or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating))):
@@ -34,6 +44,7 @@ def number(name: str, value: Any, minimum: float | None = None, *, above: bool =
     result = float(array)
     if math.isnan(result) or (finite and math.isinf(result)):
         raise ValueError(f"{name} must be {'finite' if finite else 'a number'}, got {result}")
-    if minimum is not None and (result <= minimum if above else result < minimum):
-        raise ValueError(f"{name} must be {'>' if above else '>='} {minimum}, got {result}")
+    low = minimum is not None and (result <= minimum if above else result < minimum)
+    if low or (maximum is not None and result > maximum):
+        raise ValueError(f"{name} must be {_bounds(minimum, maximum, above)}, got {result}")
     return result

@@ -18,6 +18,8 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
                  "transformations.png", "models/bert.json", "models/taso_attention_stack.json"):
         assert (workdir / name).is_file(), name
     results = json.loads((workdir / "results.json").read_text())
+    assert all(set(row["latency_ms"]) == {"onnxruntime", "jax"} for row in results["models"].values())  # the timers
+    assert "step_time" in results["models"]["bert"] and "end-to-end latency" in (workdir / "table.md").read_text()
     rows = markdown_table((workdir / "table.md").read_text(), "| model | ops | initial |")
     assert [row[0] for row in rows] == list(results["models"])
     for row in rows:

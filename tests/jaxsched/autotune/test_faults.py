@@ -82,7 +82,7 @@ def test_dead_worker_gets_one_replacement(tmp_path):
     assert run.failures == {} and run.summary == "2 jobs: 2 finished, 0 failed"
     assert run.results == {job.name: replay(Tally(job.name, 3)) for job in jobs}
     check_trace(run.trace, [3, 3], [machine()])  # the interrupted round once, as rerun
-    with pytest.raises(ValueError, match="retries must be a non-negative integer"):
+    with pytest.raises(ValueError, match="retries must be an integer >= 0, got -1"):
         ProcessRunner(machine(), make_policy("load_aware"), retries=-1)
 
 

@@ -28,14 +28,14 @@ def test_unknown_resource_is_named():
 def test_non_positive_budget_is_named(rounds):
     from jaxsched.autotune import Job
 
-    with pytest.raises(ValueError, match=r"job 'a': budget \(rounds\) must be a positive integer"):
+    with pytest.raises(ValueError, match=r"job 'a': budget \(rounds\) must be an integer >= 1"):
         Job("a", rounds)
 
 
 def test_negative_durations_and_arrival_are_named():
     with pytest.raises(ValueError, match="durations must be finite and non-negative"):
         MockJob("a", [[1, -1, 1, 1]])
-    with pytest.raises(ValueError, match="arrival must be a finite non-negative"):
+    with pytest.raises(ValueError, match=r"job 'a': arrival \(seconds\) must be >= 0, got -1.0"):
         MockJob("a", [[1, 1, 1, 1]], arrival=-1.0)
 
 
@@ -59,7 +59,7 @@ def test_too_many_cores_missing_machine_duplicate_names():
 
 
 def test_machine_validation():
-    with pytest.raises(ValueError, match="Machine.devices must be a non-negative integer"):
+    with pytest.raises(ValueError, match="Machine.devices must be an integer >= 0, got -1"):
         Machine(1, -1)
     with pytest.raises(ValueError, match="both CPU and device"):
         Machine(1, 1, (0,), (0,))
@@ -117,7 +117,7 @@ def test_failed_interrupted_and_resumed_progress():
     with pytest.raises(RuntimeError, match="job cannot fail: it is failed"):
         state.fail()
     assert Progress(3, first_round=3).phase == Progress.DONE
-    with pytest.raises(ValueError, match=r"first_round must be in \[0, 3\], got 4"):
+    with pytest.raises(ValueError, match=r"first_round must be an integer in \[0, 3\], got 4"):
         Progress(3, first_round=4)
     scheduler = Scheduler([Machine(1, 1)], make_policy("load_aware"))
     scheduler.submit(MockJob("done", [[1, 1, 1, 1]]), 0.0, first_round=1)

@@ -48,7 +48,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match=r"garbage.sqlite is not a tuning-record database"):
         TuningRecords(garbage)
     with TuningRecords(tmp_path / "r.sqlite") as records:
-        with pytest.raises(ValueError, match="must be finite and positive"):
+        with pytest.raises(ValueError, match=r"measured seconds must be > 0, got -1.0"):
             records.add(MATMUL, {"tm": 4, "tk": 4}, -1.0, "box")
         with pytest.raises(ValueError, match="is not a configuration of workload 'matmul-64'"):
             records.add(MATMUL, {"tm": 3, "tk": 4}, 1.0, "box")
@@ -75,7 +75,7 @@ def test_known_best_meeting_the_target_is_answered_without_tuning(tmp_path):
         assert service.run()[met] == (MATMUL.name, {"tm": 32, "tk": 32}, 1e-3, False, "")
         missed = service.submit(MATMUL, rounds=1, target_seconds=0.5e-3)  # faster than anything known
         assert list(service.jobs) == [missed] and service.jobs[missed].warm_start[0].shape == (25, 4)
-        with pytest.raises(ValueError, match="target_seconds must be positive"):
+        with pytest.raises(ValueError, match="target_seconds must be > 0, got 0.0"):
             service.submit(MATMUL, rounds=1, target_seconds=0.0)
 
 
@@ -90,7 +90,7 @@ def test_workload_beyond_the_machines_memory_is_refused_at_submit(tmp_path):
             service.submit(big, rounds=1)
         assert service.jobs == {}
         service.submit(Workload("matmul", 2**13), rounds=1)  # 768 MiB fits
-        with pytest.raises(ValueError, match="memory_bytes must be a positive integer or None"):
+        with pytest.raises(ValueError, match=r"Machine.memory_bytes \(None: unknown\) must be an integer >= 1, got 0"):
             Machine(1, 1, memory_bytes=0)
 
 

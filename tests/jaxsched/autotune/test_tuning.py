@@ -91,7 +91,7 @@ def test_tuning_job_stages_on_picklable_state():
     assert measure_alone(Workload("matmul", 32), result.best_config, repeats=2, min_repeat_s=0.0) > 0
     with pytest.raises(ValueError, match="warm_start must be features"):
         TuningJob(Workload("matmul", 32), 1, warm_start=(np.zeros((3, 2)), np.zeros(3)))
-    with pytest.raises(ValueError, match="batch must be a positive integer"):
+    with pytest.raises(ValueError, match=r"job 'matmul-32': batch must be an integer >= 1, got 0"):
         TuningJob(Workload("matmul", 32), 1, batch=0)
 
 

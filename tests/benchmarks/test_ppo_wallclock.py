@@ -1,15 +1,30 @@
-"""The wall-clock race (`jaxgraph.rl.wallclock`, behind benchmarks/ppo_wallclock.py) on the toy graph, whose
-optimum is known by construction: the target is that optimum, no trainer returns anything cheaper, each stops
-at its first evaluation that reaches the target or passes the cap, and the clocks add up."""
+"""The wall-clock race of benchmarks/ppo_wallclock.py on the toy graph, whose optimum is known by construction:
+the target is that optimum, no trainer returns anything cheaper, each stops at its first evaluation that reaches
+the target or passes the cap, and the clocks add up."""
 
+import importlib.util
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import pytest
 
 from jaxgraph import RULES, Roofline, cost
-from jaxgraph.rl import CONFIGS, Clock, Evaluation, TrainerRun, race, toy_graph, wallclock_table
+from jaxgraph.rl import CONFIGS, toy_graph
+
+
+def _load_script():
+    path = Path(__file__).parents[2] / "benchmarks" / "ppo_wallclock.py"
+    spec = importlib.util.spec_from_file_location("ppo_wallclock", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+script = _load_script()
+Clock, Evaluation, TrainerRun, race, wallclock_table = (script.Clock, script.Evaluation, script.TrainerRun,
+                                                        script.race, script.wallclock_table)
 
 TOY = toy_graph(2)
 TOY_RULES = RULES[:2]  # FuseConvRelu and FuseConvBatchNorm (stride 1, SAME): the toy's rewrites; few rules compile fast
@@ -90,14 +105,7 @@ def test_jitted_trainer_races_to_the_toy_optimum():
 
 
 def test_script_refuses_bad_arguments(capsys):
-    """benchmarks/ppo_wallclock.py: a bad time cap or trainer is one line on stderr and exit status 2."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[3] / "benchmarks" / "ppo_wallclock.py"
-    spec = importlib.util.spec_from_file_location("ppo_wallclock", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    """A bad time cap or trainer is one line on stderr and exit status 2."""
     assert script.main(["--time-cap", "0", "--trainers", "host_env"]) == 2
     assert script.main(["--trainers", "host_env,nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
