@@ -111,7 +111,7 @@ def from_saga(
         raise ValueError(f"link {nodes[p]!r} - {nodes[q]!r} has speed {links[p, q]}: transfers would never end")
     edges = sorted((task_index[d.source], task_index[d.target], d.size) for d in task_graph.dependencies)
     src, dst, data = (np.array(column) for column in zip(*edges)) if edges else ([], [], [])
-    bandwidth = None if np.all(links == 1.0) else links
+    bandwidth = None if np.all(links[~np.eye(len(nodes), dtype=bool)] == 1.0) else links  # all 1: the default
     problem = Problem(np.outer(cost, 1.0 / speed), src, dst, np.asarray(data, dtype=np.float64), bandwidth)
     return SagaProblem(problem, tasks, nodes)
 

@@ -129,6 +129,16 @@ def test_round_trip_problem_saga_problem(seed):
     validate(problem, schedule_from_saga(HeftScheduler().schedule(network, task_graph), tasks, nodes))
 
 
+def test_unit_links_round_trip_to_no_bandwidth():
+    pytest.importorskip("saga")
+    problem = Problem(np.outer([1.0, 2.0, 3.0], [1.0, 0.5]), [0, 0], [1, 2], [4.0, 5.0])
+    task_graph, network, _, _ = to_saga(problem)
+    assert {(e.source, e.target, e.speed) for e in network.edges} == {
+        ("p0", "p0", np.inf), ("p0", "p1", 1.0), ("p1", "p1", np.inf)
+    }
+    assert from_saga(task_graph, network).problem.bandwidth is None
+
+
 def test_cost_and_speed_recovers_the_factors():
     cost, speed = np.array([2.0, 0.0, 6.0]), np.array([1.0, 4.0])
     problem = Problem(np.outer(cost, 1 / speed), [0], [1], [1.0])  # comp [[2, 0.5], [0, 0], [6, 1.5]]
