@@ -10,7 +10,8 @@ same makespans: checked and printed). For each scheduler, in turns: the NumPy re
 (`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
 reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
 planning, padding and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch` on ready
-plans). Target: JAX end to end at least 20x the loop.
+plans). With `--repeats R` the four measurements alternate R times and the medians are printed (for shared,
+noisy machines). Target: JAX end to end at least 20x the loop.
 """
 
 from __future__ import annotations
@@ -50,9 +51,12 @@ def main(argv=None) -> None:
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--sample", type=int, default=128, help="instances the NumPy loop runs (then scaled)")
     parser.add_argument("--names", nargs="+", default=[n for n in NAMES if n != "GA"])
+    parser.add_argument("--repeats", type=int, default=1, help="alternated rounds; medians are printed")
     args = parser.parse_args(argv)
     if not 1 <= args.sample <= args.instances:
         parser.exit(2, f"--sample must lie in [1, --instances], got {args.sample}\n")
+    if args.repeats < 1:
+        parser.exit(2, f"--repeats must be >= 1, got {args.repeats}\n")
     problems = [random_dag(args.tasks, args.procs, integer=True, seed=s) for s in range(args.instances)]
     shape = Shape.of(problems)
     print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; "
@@ -62,26 +66,31 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name in args.names:
         schedule_batch(problems, name, shape=shape)  # compile
-        numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
-        numpy_time *= args.instances / args.sample
         _numba_makespans(problems[:1], name)  # compile, or load from the cache
-        numba_time, compiled = _seconds(_numba_makespans, problems, name)
-        if compiled[: args.sample] != reference:
-            raise SystemExit(f"{name}: numba and NumPy makespans differ")
-        jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
         batch = pad_problems(problems, shape)
-        got = np.asarray(padded_makespan(batch, out))[: args.sample]
-        if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
-            raise SystemExit(f"{name}: JAX and NumPy makespans differ")
-        kernel_time = float("nan")
-        if name != "Duplex":
-            config = preset(name)
+        config = preset(name) if name != "Duplex" else None
+        if config is not None:
             plans = plan_batch(problems, config, shape)
             list_schedule_batch(batch, plans, config)
-            kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config)
+        rounds = []
+        for _ in range(args.repeats):
+            numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
+            numba_time, compiled = _seconds(_numba_makespans, problems, name)
+            if compiled[: args.sample] != reference:
+                raise SystemExit(f"{name}: numba and NumPy makespans differ")
+            jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
+            got = np.asarray(padded_makespan(batch, out))[: args.sample]
+            if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
+                raise SystemExit(f"{name}: JAX and NumPy makespans differ")
+            kernel_time = float("nan")
+            if config is not None:
+                kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config)
+            rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time))
+        numpy_time, numba_time, jax_time, kernel_time = np.median(np.array(rounds), axis=0)
         print(
             f"| {name} | {numpy_time:.2f} | {args.instances / numba_time:.0f} | {numpy_time / numba_time:.0f}x | "
-            f"{jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | {numpy_time / kernel_time:.0f}x |"
+            f"{jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | {numpy_time / kernel_time:.0f}x |",
+            flush=True,
         )
 
 

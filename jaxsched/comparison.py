@@ -1,7 +1,8 @@
 """Every scheduler on every workload family: makespan ratio to the best per instance, and runtime.
 
 `workload_families` draws instances of each family (Topcuoglu random DAGs, Gaussian elimination,
-FFT, fork-join, CloudSim-style, and WfCommons recipes when that extra is installed);
+FFT, fork-join, CloudSim-style, random out-trees and in-trees, independent chains, and WfCommons
+recipes when that extra is installed);
 `compare` runs the named schedulers (`jaxsched.listsched.NAMES`) on them through the NumPy reference,
 appending one record per (family, instance, scheduler) to a JSON-lines file so that a killed run
 resumes where it stopped; `summarise` turns records into the mean ratio to the best makespan per
@@ -49,12 +50,16 @@ def workload_families(config: ComparisonConfig) -> dict[str, list[Problem]]:
     tasks, procs = config.num_tasks, config.num_procs
     matrix = max(2, round((2 * tasks) ** 0.5))
     points = 1 << max(1, (tasks // 4).bit_length() - 1)
+    chains = max(2, tasks // 10)  # of about 10 tasks each
     makers = {
         "topcuoglu random": lambda seed: generate.random_dag(tasks, procs, seed=seed),
         "gaussian elimination": lambda seed: generate.gaussian_elimination(matrix, procs, seed=seed),
         "fft": lambda seed: generate.fft(points, procs, seed=seed),
         "fork-join": lambda seed: generate.fork_join(max(2, tasks // 6), 5, procs, seed=seed),
         "cloudsim": lambda seed: generate.cloudsim(tasks, procs, seed=seed),
+        "out-tree": lambda seed: generate.out_tree(tasks, procs, branching=None, seed=seed),
+        "in-tree": lambda seed: generate.in_tree(tasks, procs, branching=None, seed=seed),
+        "chains": lambda seed: generate.chains(chains, tasks // chains, procs, seed=seed),
     }
     try:
         from jaxsched.workflows import wfcommons_problem

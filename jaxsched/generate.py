@@ -4,6 +4,8 @@
   mean out-degree, communication-to-computation ratio (CCR) and heterogeneity beta.
 * `gaussian_elimination`, `fft`, `fork_join`: the classic application graphs, costed with the same
   beta rule.
+* `out_tree`, `in_tree`, `chains`: trees (one entry fanning out, or many entries merging into one
+  exit) and independent chains, costed with the same rule.
 * `cloudsim`: tasks and machines with the DeepSched paper's features (task length, arrival time,
   priority, memory; processors with cores, frequency, memory); execution time derived from them.
 * WfCommons workflow recipes live in `jaxsched.workflows` (extra `workflows`).
@@ -120,10 +122,12 @@ def _shuffled(rng, **arrays) -> Problem:
     return Problem(**arrays)
 
 
-def _application(rng, src, dst, num_procs, ccr, beta, mean_comp, integer) -> Problem:
+def _application(rng, src, dst, num_procs, ccr, beta, mean_comp, integer, num_tasks=None) -> Problem:
+    """Costs `src` -> `dst` by `_costs`; tasks 0..max index unless `num_tasks` says otherwise."""
     _check_counts(num_procs=num_procs)
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
-    num_tasks = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+    if num_tasks is None:
+        num_tasks = int(max(src.max(initial=0), dst.max(initial=0))) + 1
     comp, data = _costs(rng, num_tasks, src.size, num_procs, ccr, beta, mean_comp, integer)
     return Problem(comp=comp, src=src, dst=dst, data=data)
 
@@ -191,6 +195,51 @@ def fork_join(
             dst += [w, next_join]
         join = next_join
     return _application(_rng(seed), src, dst, num_procs, ccr, beta, mean_comp, integer)
+
+
+def _tree_parents(rng, num_tasks: int, branching: int | None) -> np.ndarray:
+    """[T - 1] parent of tasks 1..T-1: heap order (i - 1) // branching, or with `branching=None`
+    a random recursive tree (each task's parent uniform among the tasks before it)."""
+    if branching is None:
+        return (rng.random(num_tasks - 1) * np.arange(1, num_tasks)).astype(np.int64)
+    _check_counts(branching=branching)
+    return (np.arange(1, num_tasks) - 1) // branching
+
+
+def out_tree(
+    num_tasks: int, num_procs: int, *, branching: int | None = 2, ccr=1.0, beta=1.0, mean_comp=50.0,
+    integer=False, seed=0,
+) -> Problem:
+    """Out-tree: task 0 is the one entry, every other task has one predecessor (its parent). With an
+    integer `branching` the tree is complete (task i's parent is (i - 1) // branching); with None it
+    is a random recursive tree, seeded. Edges go parent -> child."""
+    _check_counts(num_tasks=num_tasks)
+    rng = _rng(seed)
+    parents = _tree_parents(rng, num_tasks, branching)
+    return _application(rng, parents, np.arange(1, num_tasks), num_procs, ccr, beta, mean_comp, integer, num_tasks)
+
+
+def in_tree(
+    num_tasks: int, num_procs: int, *, branching: int | None = 2, ccr=1.0, beta=1.0, mean_comp=50.0,
+    integer=False, seed=0,
+) -> Problem:
+    """In-tree: `out_tree`'s shape with every edge reversed (child -> parent), so task 0 is the one
+    exit and each task feeds exactly one successor."""
+    _check_counts(num_tasks=num_tasks)
+    rng = _rng(seed)
+    parents = _tree_parents(rng, num_tasks, branching)
+    return _application(rng, np.arange(1, num_tasks), parents, num_procs, ccr, beta, mean_comp, integer, num_tasks)
+
+
+def chains(
+    num_chains: int, length: int, num_procs: int, *, ccr=1.0, beta=1.0, mean_comp=50.0, integer=False, seed=0
+) -> Problem:
+    """`num_chains` independent chains of `length` tasks: chain c is tasks c * length .. (c + 1) * length - 1,
+    each feeding the next."""
+    _check_counts(num_chains=num_chains, length=length)
+    tasks = np.arange(num_chains * length).reshape(num_chains, length)
+    src, dst = tasks[:, :-1].ravel(), tasks[:, 1:].ravel()
+    return _application(_rng(seed), src, dst, num_procs, ccr, beta, mean_comp, integer, tasks.size)
 
 
 def cloudsim(

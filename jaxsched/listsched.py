@@ -196,33 +196,43 @@ def choose_pair(config: ListConfig, tasks, position, start, duration, makespan, 
 
 
 class _Placer:
-    """Ready times and earliest starts of tasks on every processor, against a growing schedule."""
+    """Earliest starts of tasks on every processor against a growing schedule. `arrive[t, p]`, when the
+    inputs placed so far reach processor p (the release time at first), is raised as predecessors are
+    placed, so a task's ready times are one row and those of many tasks one gather."""
 
     def __init__(self, problem: Problem, insertion: bool):
         self.problem, self.insertion = problem, insertion
         self.timelines = Timelines(problem.comp)
-        in_ptr, in_order = problem.in_edges
-        self.pred_edges = np.split(in_order, in_ptr[1:-1])
+        self.out_ptr, self.out_order = problem.out_edges
+        self.arrive = np.repeat(problem.arrival[:, None], problem.num_procs, axis=1)
         self.proc = np.zeros(problem.num_tasks, dtype=np.int64)
         self.start, self.finish = np.zeros(problem.num_tasks), np.zeros(problem.num_tasks)
 
     def starts(self, task: int) -> np.ndarray:
         """[P] earliest start of `task` on each processor."""
-        problem, edges = self.problem, self.pred_edges[task]
-        ready = np.full(problem.num_procs, problem.arrival[task])
-        if edges.size:
-            preds = problem.src[edges]
-            transfer = problem.data[edges, None] * problem.inverse_bandwidth[self.proc[preds]]  # [K, P]
-            ready = np.maximum(ready, (self.finish[preds, None] + transfer).max(axis=0))
-        duration = problem.comp[task]
+        ready, duration = self.arrive[task], self.problem.comp[task]
         if self.insertion:
             return np.array([self.timelines.earliest_start(p, ready[p], duration[p]) for p in range(len(ready))])
         return np.where(duration == 0, ready, np.maximum(ready, self.timelines.avail))
 
-    def place(self, task: int, proc: int, start: float) -> None:
-        duration = float(self.problem.comp[task, proc])
+    def starts_of(self, tasks: np.ndarray) -> np.ndarray:
+        """[R, P] earliest starts of `tasks` on each processor."""
+        if self.insertion:
+            return np.stack([self.starts(t) for t in tasks])
+        ready = self.arrive[tasks]
+        return np.where(self.problem.comp[tasks] == 0, ready, np.maximum(ready, self.timelines.avail))
+
+    def place(self, task: int, proc: int, start: float) -> np.ndarray:
+        """Places `task`; returns its successors, whose arrival times it raised."""
+        problem = self.problem
+        duration = float(problem.comp[task, proc])
         self.timelines.occupy(proc, start, duration)
         self.proc[task], self.start[task], self.finish[task] = proc, start, start + duration
+        edges = self.out_order[self.out_ptr[task] : self.out_ptr[task + 1]]
+        successors = problem.dst[edges]
+        reach = self.finish[task] + problem.data[edges, None] * problem.inverse_bandwidth[proc]  # [K, P]
+        self.arrive[successors] = np.maximum(self.arrive[successors], reach)  # a DAG has no duplicate edges
+        return successors
 
 
 def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = None) -> Schedule:
@@ -231,13 +241,12 @@ def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = 
     comp = problem.comp
     placer = _Placer(problem, config.insertion)
     waiting = np.bincount(problem.dst, minlength=problem.num_tasks)  # unplaced predecessors
-    out_ptr, out_order = problem.out_edges
     ready = waiting == 0
     makespan = 0.0
     for step in range(problem.num_tasks):
         if config.dynamic:
             tasks = np.flatnonzero(ready)
-            start = np.stack([placer.starts(t) for t in tasks])
+            start = placer.starts_of(tasks)
             row, proc = choose_pair(config, tasks, plan.position, start, comp[tasks], makespan, int(plan.draws[step]))
             task, begin = int(tasks[row]), float(start[row, proc])
         else:
@@ -247,10 +256,9 @@ def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = 
             if proc < 0:
                 proc = choose_processor(config.selection, start, comp[task], placer.timelines.avail, plan.oct[task])
             begin = float(start[proc])
-        placer.place(task, proc, begin)
+        successors = placer.place(task, proc, begin)
         makespan = max(makespan, float(placer.finish[task]))
         ready[task] = False
-        successors = problem.dst[out_order[out_ptr[task] : out_ptr[task + 1]]]
         waiting[successors] -= 1
         ready[successors[waiting[successors] == 0]] = True
     return Schedule(proc=placer.proc, start=placer.start, finish=placer.finish)

@@ -101,7 +101,8 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
         low, high = increase.min(), jnp.where(valid, increase, -jnp.inf).max()
         eligible = (valid & (increase <= low + config.alpha * (high - low))).ravel()
         pick = draw.astype(jnp.int32) % jnp.maximum(eligible.sum(dtype=jnp.int32), 1)
-        flat = jnp.argmax(jnp.cumsum(eligible, dtype=jnp.int32) > pick)
+        # a prefix sum by associative scan: O(n log n), where jnp.cumsum lowers to an O(n^2) window on CPU
+        flat = jnp.argmax(jax.lax.associative_scan(jnp.add, eligible.astype(jnp.int32)) > pick)
         task, proc = flat // num_procs, flat % num_procs
         return task.astype(jnp.int32), proc.astype(jnp.int32), start[task, proc]
     if config.selection == "etf":
@@ -115,7 +116,9 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
         elif config.selection == "max_min":
             key = jnp.where(ready, -best, jnp.inf)
         else:  # sufferage
-            second = jnp.sort(finish, axis=1)[:, 1] if num_procs > 1 else best
+            # the second least finish: the least once the (first) least is masked out; no sort
+            first = jnp.argmin(finish, axis=1)[:, None] == jnp.arange(num_procs)[None, :]
+            second = jnp.where(first, jnp.inf, finish).min(axis=1) if num_procs > 1 else best
             key = jnp.where(ready, -jnp.where(jnp.isfinite(second), second - best, 0.0), jnp.inf)
     task = _first_by_position(ready & (key == key.min()), plan.position)
     proc = jnp.argmin(scored[task]).astype(jnp.int32)
@@ -127,6 +130,9 @@ def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Car
     and its output reaching each processor at finish + transfer (one masked pass over the edges)."""
     outgoing = problem.edge_mask & (problem.edge_src == task)  # [E]
     transfer = problem.edge_data[:, None] * problem.inverse_bandwidth[proc][None, :]  # [E, P]
+    # rounded before the addition, as in the NumPy reference: the no-op maximum (transfers are never
+    # negative) keeps XLA's CPU backend from fusing the multiply and the add (optimization_barrier does not)
+    transfer = jnp.maximum(transfer, 0.0)
     reach = jnp.where(outgoing[:, None], finish + transfer, -jnp.inf)
     return carry._replace(
         waiting=carry.waiting.at[problem.edge_dst].add(-outgoing.astype(jnp.int32)).at[task].set(-1),

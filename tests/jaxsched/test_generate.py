@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from jaxsched import heft, validate
-from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
+from jaxsched.generate import chains, cloudsim, fft, fork_join, gaussian_elimination, in_tree, out_tree, random_dag
 
 
 @pytest.mark.parametrize("m", [2, 3, 5, 8])
@@ -25,6 +25,60 @@ def test_fork_join_shape():
     problem = fork_join(width=4, stages=3, num_procs=2, seed=0)
     assert problem.num_tasks == 1 + 3 * 5
     assert np.bincount(problem.dst).max() == 4  # each join waits for the whole fork
+
+
+def _reachable_from(problem, root: int, forward: bool) -> set[int]:
+    """Tasks reached from `root` along edges (forward) or against them, by a plain walk."""
+    step = {}
+    for a, b in zip(problem.src.tolist(), problem.dst.tolist()):
+        if not forward:
+            a, b = b, a
+        step.setdefault(a, []).append(b)
+    seen, stack = {root}, [root]
+    while stack:
+        for nxt in step.get(stack.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("branching", [None, 1, 2, 3])
+@pytest.mark.parametrize("num_tasks", [1, 2, 15, 40])
+def test_trees_have_tree_shapes(num_tasks, branching):
+    out, into = out_tree(num_tasks, 3, branching=branching, seed=4), in_tree(num_tasks, 3, branching=branching, seed=4)
+    for problem, forward in ((out, True), (into, False)):
+        assert problem.num_tasks == num_tasks and problem.num_edges == num_tasks - 1
+        # one edge into each non-root task (out-tree) / out of it (in-tree): a tree spanning every task
+        head = problem.dst if forward else problem.src
+        np.testing.assert_array_equal(np.bincount(head, minlength=num_tasks), [0] + [1] * (num_tasks - 1))
+        assert _reachable_from(problem, 0, forward) == set(range(num_tasks))
+        tail = problem.src if forward else problem.dst
+        if branching is not None:
+            assert np.bincount(tail, minlength=1).max() <= branching
+    if branching == 2 and num_tasks == 15:  # the complete binary tree of 4 levels
+        assert out.levels.max() == 3 and np.sum(~np.isin(np.arange(15), out.src)) == 8
+        assert into.levels.max() == 3 and np.sum(~np.isin(np.arange(15), into.dst)) == 8
+    np.testing.assert_array_equal(out.src, into.dst)  # the same tree, reversed
+
+
+def test_random_trees_are_seeded():
+    a, b, c = (out_tree(60, 2, branching=None, seed=s) for s in (1, 1, 2))
+    np.testing.assert_array_equal(a.src, b.src)
+    np.testing.assert_array_equal(a.comp, b.comp)
+    assert not np.array_equal(a.src, c.src)
+
+
+@pytest.mark.parametrize("num_chains, length", [(1, 1), (1, 5), (4, 1), (3, 7)])
+def test_chains_shape(num_chains, length):
+    problem = chains(num_chains, length, 2, seed=0)
+    assert problem.num_tasks == num_chains * length and problem.num_edges == num_chains * (length - 1)
+    # at most one predecessor and one successor each; one entry per chain; depth length
+    assert np.bincount(problem.src, minlength=1).max() <= 1 and np.bincount(problem.dst, minlength=1).max() <= 1
+    assert np.sum(~np.isin(np.arange(problem.num_tasks), problem.dst)) == num_chains
+    assert problem.levels.max() + 1 == length
+    for c in range(num_chains):
+        assert _reachable_from(problem, c * length, True) == set(range(c * length, (c + 1) * length))
 
 
 def test_random_dag_follows_its_parameters():
@@ -81,6 +135,11 @@ def test_integer_costs(integer):
         (lambda: fft(4.0, 2), "points must be an integer"),
         (lambda: fork_join(2, 2, 0), "num_procs must be an integer >= 1"),
         (lambda: gaussian_elimination(4, 2, beta=float("nan")), "beta must be finite"),
+        (lambda: out_tree(0, 2), "num_tasks must be an integer >= 1"),
+        (lambda: in_tree(5, 2, branching=0), "branching must be an integer >= 1"),
+        (lambda: out_tree(5, 0), "num_procs must be an integer >= 1"),
+        (lambda: chains(2, 0, 2), "length must be an integer >= 1"),
+        (lambda: chains(0, 3, 2), "num_chains must be an integer >= 1"),
     ],
 )
 def test_bad_generator_arguments(make, message):
