@@ -53,12 +53,43 @@ import numpy as np
 
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, node_cost
 from jaxgraph.graph import Graph, GraphBuilder, Ref
+from jaxgraph.ops import OPS
 from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, infer, load_patterns, same_pads
 from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
 
 EXTRACTIONS = ("greedy", "ilp")
-_TASO_OPS = ("Matmul", "Conv", "Add", "Mul", "Relu", "Concat", "Part")
+_TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Concat", "Part", "FoldW", "FoldB", "Enlarge")
+
+# The hand-written families of `RULES` that egglog can state over these constructors, in general form (any kernel,
+# any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
+# (95, for batched inputs too), MergeLinears (95 with the bias adds), MergeConvs (116, any kernel, with biases, and
+# a 1x1 with a 3x3 by enlarging, 12-13) and SplitConcat (concat of a split's two parts is its input).
+HAND_RULES = """
+(rule ((= r (Relu c)) (= c (Conv "none" kh kw sh sw p x w)))
+      ((union r (Conv "relu" kh kw sh sw p x w))) :ruleset single :name "FuseConvRelu")
+(rule ((= r (Relu c)) (= c (ConvB "none" kh kw sh sw p x w b)))
+      ((union r (ConvB "relu" kh kw sh sw p x w b))) :ruleset single :name "FuseConvBiasRelu")
+(rule ((= o (Op5 "batchnorm" k c s b m v)) (= c (Conv "none" kh kw sh sw p x w)))
+      ((union o (ConvB "none" kh kw sh sw p x (FoldW k w s v) (FoldB k s b m v)))) :ruleset single
+      :name "FuseConvBatchnorm")
+(rule ((= s0 (Matmul act x a)) (= s1 (Matmul act x b)))
+      ((let m (Matmul act x (Concat 2 1 a b))) (union s0 (Part -1 0 m)) (union s1 (Part -1 1 m)))
+      :ruleset multi :name "MergeMatmuls")
+(rule ((= s0 (AddB (Matmul act x a) c)) (= s1 (AddB (Matmul act x b) d)))
+      ((let m (AddB (Matmul act x (Concat 2 1 a b)) (Concat 1 0 c d)))
+       (union s0 (Part -1 0 m)) (union s1 (Part -1 1 m))) :ruleset multi :name "MergeLinears")
+(rule ((= s0 (Conv act kh kw sh sw p x a)) (= s1 (Conv act kh kw sh sw p x b)))
+      ((let m (Conv act kh kw sh sw p x (Concat 4 0 a b))) (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m)))
+      :ruleset multi :name "MergeConvs")
+(rule ((= s0 (ConvB act kh kw sh sw p x a c)) (= s1 (ConvB act kh kw sh sw p x b d)))
+      ((let m (ConvB act kh kw sh sw p x (Concat 4 0 a b) (Concat 1 0 c d)))
+       (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m))) :ruleset multi :name "MergeBiasedConvs")
+(rule ((= s0 (ConvB act 1 1 1 1 "VALID" x a c)) (= s1 (ConvB act 3 3 1 1 "SAME" x b d)))
+      ((let m (ConvB act 3 3 1 1 "SAME" x (Concat 4 0 (Enlarge 3 3 a) b) (Concat 1 0 c d)))
+       (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m))) :ruleset multi :name "MergeConvsEnlarged")
+(rule ((= c (Concat r axis (Part axis 0 m) (Part axis 1 m)))) ((union c m)) :ruleset single :name "SplitConcat")
+"""
 
 
 def _bindings():
@@ -67,7 +98,7 @@ def _bindings():
         from egglog import bindings
     except ImportError as error:
         raise ImportError("equality saturation needs the `egglog` package: install the optional extra "
-                          "`egraph` (pip install 'jaxsched[egraph]')") from error
+                          "`egraph` (pip install 'jax-research-systems[egraph]')") from error
     return bindings
 
 
@@ -117,25 +148,34 @@ def _roots(pattern: Pattern) -> list[int]:
     return [k for k in range(len(pattern.src)) if k not in read]
 
 
+@functools.cache
+def _table_rules() -> str:
+    """The egglog rules of the whole table (its data rules, then `HAND_RULES`), made once."""
+    return "\n".join(map(pattern_rule, load_patterns())) + HAND_RULES
+
+
 # ---------------------------------------------------------------- encoding a graph
 
 
-def _encode_node(graph: Graph, node_id: int, args: list[str], key: int) -> str | None:
+def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     """The TASO constructor term of a node (output 0), or None when it is opaque."""
     node = graph.nodes[node_id]
     shapes = [graph.shape(r) for r in node.inputs]
     attrs = node.attrs
     if node.op == "matmul":
         return f'(Matmul "{attrs["activation"]}" {args[0]} {args[1]})'
-    if node.op == "conv2d" and len(args) == 2 and attrs["groups"] == 1 and len(shapes[0]) == 4:
+    if node.op == "conv2d" and attrs["groups"] == 1 and len(shapes[0]) == 4:
         kernel, stride = tuple(shapes[1][2:]), tuple(attrs["stride"])
         pads = tuple(attrs["pads"])
         pad = "SAME" if pads == same_pads(shapes[0][2:], kernel, stride) else "VALID" if not any(pads) else None
         if pad is not None:
-            return (f'(Conv "{attrs["activation"]}" {kernel[0]} {kernel[1]} {stride[0]} {stride[1]} "{pad}" '
-                    f"{args[0]} {args[1]})")
+            bias = f"B {args[2]}" if len(args) == 3 else ""
+            return (f'(Conv{bias[:1]} "{attrs["activation"]}" {kernel[0]} {kernel[1]} {stride[0]} {stride[1]} '
+                    f'"{pad}" {args[0]} {args[1]}{bias[1:]})')
     if node.op in ("add", "mul") and shapes[0] == shapes[1]:
         return f"({node.op.capitalize()} {args[0]} {args[1]})"
+    if node.op == "add":
+        return f"(AddB {args[0]} {args[1]})"
     if node.op == "relu":
         return f"(Relu {args[0]})"
     if node.op == "concat" and len(args) == 2:
@@ -151,21 +191,22 @@ def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
     for node_id in graph.order:
         node = graph.nodes[node_id]
         args = [f"$t{r.node}_{r.index}" for r in node.inputs]
-        term = _encode_node(graph, node_id, args, len(keys))
+        term = _encode_node(graph, node_id, args)
         if term is not None:
             lines.append(f"(let $t{node_id}_0 {term})")
             continue
         arities.add(len(args))
         for k in range(len(node.shapes)):
-            lines.append(f"(let $t{node_id}_{k} (Op{len(args)} {len(keys)} {' '.join(args)}))")
+            lines.append(f'(let $t{node_id}_{k} (Op{len(args)} "{node.op}" {len(keys)} {" ".join(args)}))')
             keys.append((node_id, k))
     return "\n".join(lines), keys, arities
 
 
 def _datatype(arities: set[int]) -> str:
-    opaque = " ".join(f"(Op{n} i64{' T' * n})" for n in sorted(arities))
-    return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) (Add T T) (Mul T T) "
-            f"(Relu T) (Concat i64 i64 T T) (Part i64 i64 T) {opaque})")
+    opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in sorted(arities | {5}))
+    return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
+            "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
+            f"(Concat i64 i64 T T) (Part i64 i64 T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) {opaque})")
 
 
 # ---------------------------------------------------------------- the saturated e-graph
@@ -227,18 +268,24 @@ def _decode(bindings, egraph, keys) -> tuple[list[ENode], dict[str, int]]:
                 else:
                     prims.append(egraph.value_to_string(value))
             op = name if name in _TASO_OPS else "opaque"
-            attrs = tuple(prims) if op != "opaque" else keys[prims[0]]
+            attrs = tuple(prims) if op != "opaque" else keys[prims[1]]
+            if op in ("FoldW", "FoldB"):
+                attrs = keys[prims[0]]
             enodes.append(ENode(op, attrs, tuple(children), eclass(row.output)))
     return enodes, lets
 
 
-def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | None) -> tuple[str, dict]:
+def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | None, graph: Graph) -> tuple[str, dict]:
     """The IR op and attributes of a TASO e-node whose inputs have `shapes` (`own`: its e-class's shape, which
     sizes a split part)."""
     a = enode.attrs
     if enode.op == "Matmul":
         return "matmul", {"activation": a[0]}
-    if enode.op == "Conv":
+    if enode.op in ("FoldW", "FoldB"):
+        return "bn_fold_weight" if enode.op == "FoldW" else "bn_fold_bias", {"eps": graph.nodes[a[0]].attrs["eps"]}
+    if enode.op == "Enlarge":
+        return "enlarge", {"kernel": a}
+    if enode.op in ("Conv", "ConvB"):
         act, kh, kw, sh, sw, pad = a
         pads = same_pads(shapes[0][2:], (kh, kw), (sh, sw)) if pad == "SAME" else (0, 0, 0, 0)
         if len(shapes[1]) != 4 or tuple(shapes[1][2:]) != (kh, kw):
@@ -250,11 +297,12 @@ def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | 
         return "concat", {"axis": a[1]}
     if enode.op == "Part":
         axis, index = a
+        axis = axis % len(shapes[0])
         if own is None or axis >= len(shapes[0]) or not 0 < own[axis] < shapes[0][axis]:
             raise ValueError("part size")
         rest = shapes[0][axis] - own[axis]
         return "split", {"axis": axis, "sizes": (own[axis], rest) if index == 0 else (rest, own[axis])}
-    return enode.op.lower(), {}
+    return "add" if enode.op == "AddB" else enode.op.lower(), {}
 
 
 def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple], own) -> tuple[int, ...]:
@@ -263,8 +311,8 @@ def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple], own) -> tupl
         node_id, index = enode.attrs
         return graph.nodes[node_id].shapes[index]
     ins = [shapes[c] for c in enode.children]
-    op, attrs = _ir(enode, ins, own)
-    out = infer(op, attrs, ins)
+    op, attrs = _ir(enode, ins, own, graph)
+    out = OPS[op].infer(attrs, ins) if enode.op == "AddB" else infer(op, attrs, ins)
     return out[enode.attrs[1]] if enode.op == "Part" else out[0]
 
 
@@ -318,7 +366,7 @@ def _enode_cost(model, graph: Graph, e: ENode, shapes, constant) -> float:
     if e.op == "Part" or all(constant[c] for c in e.children):
         return 0.0
     ins = tuple((shapes[c], constant[c]) for c in e.children)
-    op, attrs = _ir(e, [s for s, _ in ins], shapes[e.eclass])
+    op, attrs = _ir(e, [s for s, _ in ins], shapes[e.eclass], graph)
     return _op_cost(model, op, tuple(sorted(attrs.items())), ins)
 
 
@@ -348,10 +396,10 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     time_limit = number("time_limit", time_limit, 0.0, above=True)
     bindings = _bindings()
     start = time.perf_counter()
-    patterns = load_patterns() if patterns is None else tuple(patterns)
     lets, keys, arities = _encode(graph)
     egraph = bindings.EGraph()
-    program = "\n".join([_datatype(arities), "(ruleset single) (ruleset multi)", *map(pattern_rule, patterns), lets])
+    rules = _table_rules() if patterns is None else "\n".join(map(pattern_rule, patterns)) + HAND_RULES
+    program = "\n".join([_datatype(arities), "(ruleset single) (ruleset multi)", rules, lets])
     egraph.run_program(*egraph.parse_program(program))
     stop, iterations = "iteration limit", 0
     both = egraph.parse_program("(run multi 1) (run single 1)")
@@ -485,7 +533,7 @@ def to_graph(egraph: EGraph, choice: Mapping[int, int]) -> Graph:
                                  b.add_outputs(node.op, args, node.name, **node.attrs))
             ref = made[node_id][index]
         else:
-            op, attrs = _ir(e, [b.shape(a) for a in args], egraph.shapes[eclass])
+            op, attrs = _ir(e, [b.shape(a) for a in args], egraph.shapes[eclass], graph)
             key = (op, tuple(args), tuple(sorted(attrs.items())))
             if key not in made:
                 made[key] = b.add_outputs(op, args, **attrs)
