@@ -7,9 +7,10 @@ search.
 
 Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attributes as arguments:
 
-- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` with `pad` "SAME" (TensorFlow's SAME pads for the input,
-  `pattern_data.same_pads`) or "VALID" (none), one group and no bias; `(Add a b)` and `(Mul a b)` of equal shapes
-  (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
+- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` of one group, `pad` "VALID" (none), "SAME" (TensorFlow's
+  SAME pads for the input, `pattern_data.same_pads`) or "P top left bottom right" (other pads, which data rules
+  never match); `(ConvB ... x w b)` with a bias; `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)`
+  of equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
 - `(Part axis i x)`: output `i` of a two-way split of `x` along `axis` (the only splits the rules make). Its
   sizes are not in the term: part 0 is the first, part 1 the last `n` slices, `n` being the size along `axis` of
   its own e-class, the tensor it replaced;
@@ -44,7 +45,6 @@ the result reports.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -149,7 +149,7 @@ def _roots(pattern: Pattern) -> list[int]:
 
 
 @functools.cache
-def _table_rules() -> str:
+def table_rules() -> str:
     """The egglog rules of the whole table (its data rules, then `HAND_RULES`), made once."""
     return "\n".join(map(pattern_rule, load_patterns())) + HAND_RULES
 
@@ -167,11 +167,11 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     if node.op == "conv2d" and attrs["groups"] == 1 and len(shapes[0]) == 4:
         kernel, stride = tuple(shapes[1][2:]), tuple(attrs["stride"])
         pads = tuple(attrs["pads"])
-        pad = "SAME" if pads == same_pads(shapes[0][2:], kernel, stride) else "VALID" if not any(pads) else None
-        if pad is not None:
-            bias = f"B {args[2]}" if len(args) == 3 else ""
-            return (f'(Conv{bias[:1]} "{attrs["activation"]}" {kernel[0]} {kernel[1]} {stride[0]} {stride[1]} '
-                    f'"{pad}" {args[0]} {args[1]}{bias[1:]})')
+        pad = ("VALID" if not any(pads) else "SAME" if pads == same_pads(shapes[0][2:], kernel, stride)
+               else "P" + " ".join(map(str, pads)))
+        bias = f"B {args[2]}" if len(args) == 3 else ""
+        return (f'(Conv{bias[:1]} "{attrs["activation"]}" {kernel[0]} {kernel[1]} {stride[0]} {stride[1]} '
+                f'"{pad}" {args[0]} {args[1]}{bias[1:]})')
     if node.op in ("add", "mul") and shapes[0] == shapes[1]:
         return f"({node.op.capitalize()} {args[0]} {args[1]})"
     if node.op == "add":
@@ -206,7 +206,8 @@ def _datatype(arities: set[int]) -> str:
     opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in sorted(arities | {5}))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
             "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
-            f"(Concat i64 i64 T T) (Part i64 i64 T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) {opaque})")
+            "(Concat i64 i64 T T) (Part i64 i64 T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) "
+            f"{opaque})")
 
 
 # ---------------------------------------------------------------- the saturated e-graph
@@ -287,7 +288,8 @@ def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | 
         return "enlarge", {"kernel": a}
     if enode.op in ("Conv", "ConvB"):
         act, kh, kw, sh, sw, pad = a
-        pads = same_pads(shapes[0][2:], (kh, kw), (sh, sw)) if pad == "SAME" else (0, 0, 0, 0)
+        pads = (same_pads(shapes[0][2:], (kh, kw), (sh, sw)) if pad == "SAME" else (0, 0, 0, 0) if pad == "VALID"
+                else tuple(map(int, pad[1:].split())))
         if len(shapes[1]) != 4 or tuple(shapes[1][2:]) != (kh, kw):
             raise ValueError("kernel does not match the weight")
         return "conv2d", {"activation": act, "stride": (sh, sw), "pads": pads, "groups": 1}
@@ -382,10 +384,11 @@ def _op_cost(model, op: str, attrs: tuple, ins: tuple) -> float:
 
 def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model: CostModel | None = None,
              max_nodes: int = 20_000, max_iterations: int = 10, time_limit: float = 60.0,
-             multi_iterations: int = 1) -> EGraph:
+             multi_iterations: int = 1, hand_rules: bool = True) -> EGraph:
     """Run equality saturation of `graph` under the data rules `patterns` (default: the whole table) until no
     rule adds anything, the e-graph holds `max_nodes` e-nodes, `max_iterations` rounds ran or `time_limit`
-    seconds passed (all checked between rounds), then read the e-graph back with shapes and costs.
+    seconds passed (all checked between rounds), then read the e-graph back with shapes and costs. `hand_rules`
+    adds `HAND_RULES`.
 
     Multi-pattern rules (sources of two unconnected-at-the-root ops, such as two matmuls sharing an input) run
     only in the first `multi_iterations` rounds, as in Tensat: each application makes new instances of their
@@ -398,7 +401,8 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     start = time.perf_counter()
     lets, keys, arities = _encode(graph)
     egraph = bindings.EGraph()
-    rules = _table_rules() if patterns is None else "\n".join(map(pattern_rule, patterns)) + HAND_RULES
+    rules = (table_rules() if patterns is None and hand_rules else
+             "\n".join(map(pattern_rule, load_patterns() if patterns is None else patterns)) + HAND_RULES * hand_rules)
     program = "\n".join([_datatype(arities), "(ruleset single) (ruleset multi)", rules, lets])
     egraph.run_program(*egraph.parse_program(program))
     stop, iterations = "iteration limit", 0
@@ -548,7 +552,8 @@ def to_graph(egraph: EGraph, choice: Mapping[int, int]) -> Graph:
 
 def equality_saturation(graph: Graph, extraction: str = "greedy", patterns: Sequence[Pattern] | None = None,
                         cost_model: CostModel | None = None, max_nodes: int = 20_000, max_iterations: int = 10,
-                        time_limit: float = 60.0, multi_iterations: int = 1, ilp_time_limit: float = 60.0) -> SearchResult:
+                        time_limit: float = 60.0, multi_iterations: int = 1,
+                        ilp_time_limit: float = 60.0) -> SearchResult:
     """Saturate (`saturate`), extract (`greedy` or `ilp`) and rebuild the graph, costed by `cost` like every
     other search; never worse than `graph` (the input is returned when the extraction costs more). `explored` is
     the number of e-nodes; `seconds` covers saturation, extraction and rebuilding."""
