@@ -14,9 +14,12 @@ Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attri
 - `(Part axis i x)`: output `i` of a two-way split of `x` along `axis` (the only splits the rules make). Its
   sizes are not in the term: part 0 is the first, part 1 the last `n` slices, `n` being the size along `axis` of
   its own e-class, the tensor it replaced;
-- every other node (inputs, weights, pooling, batch norm, a broadcasting add, a three-way concat, an explicit-pad
-  conv, ...) and each of its outputs is an opaque `(OpN key c1 .. cN)`: `key` names the node and output, the
-  children are its inputs' terms, so rewrites below it still count.
+- `(FoldW key w s v)`, `(FoldB key s b m v)` (batch norm folded into a conv's weight and bias, `key` the batch
+  norm's) and `(Enlarge kh kw w)`: weight-only ops the hand-written families make;
+- every other node (inputs, weights, pooling, batch norm, a three-way concat, a group conv, ...) and each of its
+  outputs is an opaque `(OpN "op" key c1 .. cN)` (N <= `MAX_OPAQUE_INPUTS`): `key` names the node and output, the
+  children are its inputs' terms, so rewrites below it still count. A multi-output opaque node's cost is charged
+  to its output 0 (the builders' only multi-output ops are splits, which are free).
 
 Each node output is a `let` binding, so a subterm read twice is one e-class (sharing is the e-graph's). Shapes
 are not in the e-graph: after saturation they are inferred per e-class in Python, from the input graph's
@@ -27,11 +30,12 @@ extracted.
 
 Rules. Each data rule's source ops are the query (`(= oK (Op ...))`, constraints as constant arguments), its
 target ops are `let`s and each mapped pair a `union`. Multi-op sources (two matmuls sharing an input) are
-multi-pattern queries, as in Tensat. The hand-written rules of `RULES` are not encoded: xfers 0-17 fold
-weights through ops the data rules do not have (batch norm, scale, kernel enlarging, group merging) and
-would need weight-transforming constructors with their own costs; the nine hand rules that duplicate data
-xfers are covered by those data rules. Compare with `greedy`/`taso_search` on `data_rules()` for the same
-table, and on `TASO_RULES` for the full one.
+multi-pattern queries, as in Tensat; they run only in the first `multi_iterations` rounds (Tensat's k_multi).
+`HAND_RULES` states eight hand-written families of `RULES` in egglog, in general form (see there). Not stated:
+FuseConvMul (a scale folded into a conv: needs the scale's shape in the query), MergeGroupConvs (group convs
+are opaque), MergeConvs with enlarging beyond 1x1 into 3x3, FoldConvBias (needs a reshape of the bias),
+SplitOfSplit (splits of more than two parts are opaque) and ConcatOfRelus (covered by its data xfers);
+the rule pairs of a data xfer and its hand version both run.
 
 Extraction. An e-node costs `node_cost` of its op at its e-class's shapes (TASO's backend: no fusion, so a
 graph's cost is the sum of its nodes', shape-dependent only); an e-node whose inputs are all constant (weights
@@ -64,7 +68,8 @@ _TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Concat", 
 # The hand-written families of `RULES` that egglog can state over these constructors, in general form (any kernel,
 # any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
 # (95, for batched inputs too), MergeLinears (95 with the bias adds), MergeConvs (116, any kernel, with biases, and
-# a 1x1 with a 3x3 by enlarging, 12-13) and SplitConcat (concat of a split's two parts is its input).
+# a 1x1 with a 3x3 by enlarging, 12-13), MergeConvsIntoAdd (145, biased convs) and SplitConcat (concat of a
+# split's two parts is its input).
 HAND_RULES = """
 (rule ((= r (Relu c)) (= c (Conv "none" kh kw sh sw p x w)))
       ((union r (Conv "relu" kh kw sh sw p x w))) :ruleset single :name "FuseConvRelu")
@@ -89,6 +94,9 @@ HAND_RULES = """
       ((let m (ConvB act 3 3 1 1 "SAME" x (Concat 4 0 (Enlarge 3 3 a) b) (Concat 1 0 c d)))
        (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m))) :ruleset multi :name "MergeConvsEnlarged")
 (rule ((= c (Concat r axis (Part axis 0 m) (Part axis 1 m)))) ((union c m)) :ruleset single :name "SplitConcat")
+(rule ((= s (Add (ConvB "none" kh kw sh sw p x a c) (ConvB "none" kh kw sh sw p y b d))))
+      ((union s (ConvB "none" kh kw sh sw p (Concat 4 1 x y) (Concat 4 1 a b) (Add c d)))) :ruleset single
+      :name "MergeConvsIntoAdd")
 """
 
 
@@ -185,9 +193,8 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
 
 
 def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
-    """egglog `let`s for every tensor of `graph` (`$tNODE_OUTPUT`), the opaque keys' (node, output) pairs and the
-    arities of the opaque constructors used."""
-    lines, keys, arities = [], [], set()
+    """egglog `let`s for every tensor of `graph` (`$tNODE_OUTPUT`) and the opaque keys' (node, output) pairs."""
+    lines, keys = [], []
     for node_id in graph.order:
         node = graph.nodes[node_id]
         args = [f"$t{r.node}_{r.index}" for r in node.inputs]
@@ -195,15 +202,20 @@ def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
         if term is not None:
             lines.append(f"(let $t{node_id}_0 {term})")
             continue
-        arities.add(len(args))
+        if len(args) > MAX_OPAQUE_INPUTS:
+            raise ValueError(f"node {node.name or node_id} ({node.op}) has {len(args)} inputs; the e-graph encodes "
+                             f"opaque ops of at most {MAX_OPAQUE_INPUTS}")
         for k in range(len(node.shapes)):
             lines.append(f'(let $t{node_id}_{k} (Op{len(args)} "{node.op}" {len(keys)} {" ".join(args)}))')
             keys.append((node_id, k))
-    return "\n".join(lines), keys, arities
+    return "\n".join(lines), keys
 
 
-def _datatype(arities: set[int]) -> str:
-    opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in sorted(arities | {5}))
+MAX_OPAQUE_INPUTS = 16
+
+
+def _datatype() -> str:
+    opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in range(MAX_OPAQUE_INPUTS + 1))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
             "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
             "(Concat i64 i64 T T) (Part i64 i64 T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) "
@@ -244,7 +256,7 @@ class EGraph:
         return len(self.shapes)
 
 
-def _decode(bindings, egraph, keys) -> tuple[list[ENode], dict[str, int]]:
+def _decode(egraph, keys) -> tuple[list[ENode], dict[str, int]]:
     """Every e-node of the frozen e-graph, e-classes numbered densely, and the class of each `let`."""
     frozen = egraph.freeze()
     ids: dict[Any, int] = {}
@@ -382,6 +394,16 @@ def _op_cost(model, op: str, attrs: tuple, ins: tuple) -> float:
     return node_cost(model, g, out.node)
 
 
+@functools.lru_cache(maxsize=4)
+def _declared(rules: str):
+    """An egglog e-graph with the sort and `rules` declared (rule compilation is most of a small run's time),
+    reused: each saturation runs between a `push` and a `pop`."""
+    bindings = _bindings()
+    egraph = bindings.EGraph()
+    egraph.run_program(*egraph.parse_program("\n".join([_datatype(), "(ruleset single) (ruleset multi)", rules])))
+    return egraph
+
+
 def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model: CostModel | None = None,
              max_nodes: int = 20_000, max_iterations: int = 10, time_limit: float = 60.0,
              multi_iterations: int = 1, hand_rules: bool = True) -> EGraph:
@@ -397,14 +419,13 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     max_iterations = integer("max_iterations", max_iterations, 0)
     multi_iterations = integer("multi_iterations", multi_iterations, 0)
     time_limit = number("time_limit", time_limit, 0.0, above=True)
-    bindings = _bindings()
+    _bindings()  # fails here, naming the extra, where egglog is missing
     start = time.perf_counter()
-    lets, keys, arities = _encode(graph)
-    egraph = bindings.EGraph()
+    lets, keys = _encode(graph)
     rules = (table_rules() if patterns is None and hand_rules else
              "\n".join(map(pattern_rule, load_patterns() if patterns is None else patterns)) + HAND_RULES * hand_rules)
-    program = "\n".join([_datatype(arities), "(ruleset single) (ruleset multi)", rules, lets])
-    egraph.run_program(*egraph.parse_program(program))
+    egraph = _declared(rules)
+    egraph.run_program(*egraph.parse_program("(push)\n" + lets))
     stop, iterations = "iteration limit", 0
     both = egraph.parse_program("(run multi 1) (run single 1)")
     single = egraph.parse_program("(run single 1)")
@@ -421,7 +442,8 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
         if time.perf_counter() - start >= time_limit:
             stop = "time limit"
             break
-    enodes, let_classes = _decode(bindings, egraph, keys)
+    enodes, let_classes = _decode(egraph, keys)
+    egraph.run_program(*egraph.parse_program("(pop)"))
     model = cost_model or DEFAULT_COST_MODEL
     shapes, constant, costs = _analyse(graph, enodes, let_classes, model)
     roots = tuple(let_classes[f"$t{r.node}_{r.index}"] for r in graph.outputs)
