@@ -455,18 +455,23 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
 
 def extract_greedy(egraph: EGraph) -> dict[int, int]:
     """Tensat's greedy extraction: per e-class the e-node of least tree cost (its cost plus its children's best),
-    a bottom-up fixpoint. Returns e-class -> e-node index."""
+    a bottom-up fixpoint (a worklist: an e-node is revisited when one of its children's best improves). Returns
+    e-class -> e-node index."""
+    parents: dict[int, list[int]] = {}
+    for i, e in enumerate(egraph.enodes):
+        for c in set(e.children):
+            parents.setdefault(c, []).append(i)
     best: dict[int, tuple[float, int]] = {}
-    changed = True
-    while changed:
-        changed = False
-        for i, e in enumerate(egraph.enodes):
-            if egraph.costs[i] is None or any(c not in best for c in e.children):
-                continue
-            total = egraph.costs[i] + sum(best[c][0] for c in e.children)
-            if e.eclass not in best or total < best[e.eclass][0] * (1 - 1e-12) - 1e-15:
-                best[e.eclass] = (total, i)
-                changed = True
+    work = [i for i, e in enumerate(egraph.enodes) if not e.children]
+    while work:
+        i = work.pop()
+        e = egraph.enodes[i]
+        if egraph.costs[i] is None or any(c not in best for c in e.children):
+            continue
+        total = egraph.costs[i] + sum(best[c][0] for c in e.children)
+        if e.eclass not in best or total < best[e.eclass][0] * (1 - 1e-12) - 1e-15:
+            best[e.eclass] = (total, i)
+            work.extend(parents.get(e.eclass, ()))
     missing = [r for r in egraph.roots if r not in best]
     if missing:
         raise ValueError(f"no extractable term for {len(missing)} output e-classes")
