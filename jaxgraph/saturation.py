@@ -31,11 +31,11 @@ extracted.
 Rules. Each data rule's source ops are the query (`(= oK (Op ...))`, constraints as constant arguments), its
 target ops are `let`s and each mapped pair a `union`. Multi-op sources (two matmuls sharing an input) are
 multi-pattern queries, as in Tensat; they run only in the first `multi_iterations` rounds (Tensat's k_multi).
-`HAND_RULES` states eight hand-written families of `RULES` in egglog, in general form (see there). Not stated:
-FuseConvMul (a scale folded into a conv: needs the scale's shape in the query), MergeGroupConvs (group convs
-are opaque), MergeConvs with enlarging beyond 1x1 into 3x3, FoldConvBias (needs a reshape of the bias),
-SplitOfSplit (splits of more than two parts are opaque) and ConcatOfRelus (covered by its data xfers);
-the rule pairs of a data xfer and its hand version both run.
+`HAND_RULES` states ten rules of seven hand-written families of `RULES` in egglog, in general form (see
+there). Not stated: FuseConvMul (a scale folded into a conv: needs the scale's shape in the query),
+MergeGroupConvs (group convs are opaque), MergeConvs enlarging other than 1x1 into 3x3, FoldConvBias (needs a
+reshape of the bias), SplitOfSplit (splits of more than two parts are opaque) and ConcatOfRelus (covered by its
+data xfers); where a data xfer and a hand form say the same, both run.
 
 Extraction. An e-node costs `node_cost` of its op at its e-class's shapes (TASO's backend: no fusion, so a
 graph's cost is the sum of its nodes', shape-dependent only); an e-node whose inputs are all constant (weights
