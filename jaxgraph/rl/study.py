@@ -166,7 +166,7 @@ def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count
     `noop_probability`, else a uniform valid xfer and location), in latent space, leaves [count, length, ...];
     rewards are fractions of the initial cost, episodes continue across the sequence (is_first marks starts)."""
     rows: list[list] = []
-    obs, first = env.reset(), True
+    obs, first = env.reset().observation, True
     z = np.asarray(encode(obs))
     for _ in range(count * length):
         valid = np.flatnonzero(obs.xfer_mask[:-1])
@@ -175,13 +175,14 @@ def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count
         else:
             xfer = int(rng.choice(valid))
             action = (xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))
-        next_obs, reward, terminated, truncated, _ = env.step(action)
+        timestep = env.step(action)
+        next_obs, reward, terminated = timestep.observation, timestep.reward, timestep.terminated
         next_z = np.asarray(encode(next_obs))
         rows.append([z, np.asarray(action, np.int32), next_z, np.float32(reward / env.initial_cost), terminated,
                      next_obs.xfer_mask, next_obs.location_mask, first])
-        first = terminated or truncated
+        first = timestep.last()
         if first:
-            obs = env.reset()
+            obs = env.reset().observation
             z = np.asarray(encode(obs))
         else:
             obs, z = next_obs, next_z
@@ -305,7 +306,7 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
     row["model_free_curve"] = [h["mean_return"] for h in trained.history]
 
     env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
-    obs = env.reset()
+    obs = env.reset().observation
     encode = make_encoder(config, encoder_key, obs)
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,
                             np.random.default_rng(int(jax.random.randint(data_key, (), 0, 2 ** 30))))
@@ -368,18 +369,17 @@ def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm
 def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
     """A real Env step (random valid actions, median ms) against a batched dream step: one jitted rollout of
     `step_time_envs` vmapped dreams (policy + world model), per lockstep step and in dream steps per second."""
-    rng, times, obs = np.random.default_rng(0), [], env.reset()
+    rng, times, obs = np.random.default_rng(0), [], env.reset().observation
     while len(times) < 50:
         valid = np.flatnonzero(obs.xfer_mask[:-1])
         if len(valid) == 0:
-            obs = env.reset()
+            obs = env.reset().observation
             continue
         xfer = int(rng.choice(valid))
         begin = time.perf_counter()
-        obs, _, terminated, truncated, _ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+        timestep = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
         times.append(time.perf_counter() - begin)
-        if terminated or truncated:
-            obs = env.reset()
+        obs = env.reset().observation if timestep.last() else timestep.observation
     per_step = dream_step_seconds(dataclasses.replace(config.dream, num_envs=config.step_time_envs), model, wm_params,
                                   start)
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,

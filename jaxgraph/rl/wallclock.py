@@ -4,7 +4,7 @@ world-model agent, each trained until its evaluated graph is as cheap as TASO's 
 `race(graph, config, ...)` sets the target (TASO's search on the same graph, rules and cost model) and runs the
 three trainers one after another, each on its own clock that starts before anything of it is built, so every
 compilation, environment construction, training step and evaluation counts:
-- `jax_env`: `jaxgraph.jax_ppo`'s trainer on `JaxEnv`, one jitted program per chunk of `chunk_epochs` epochs,
+- `jax_env`: `jaxgraph.rl.jax_ppo`'s trainer on `JaxEnv`, one jitted program per chunk of `chunk_epochs` epochs,
   evaluated as `host_env` is (in `Env`, the same function on the same graph), or with `jitted_evaluation` in
   `JaxEnv` (`jax_ppo.make_evaluate`, which costs a second compilation of the environment);
 - `host_env`: `jaxgraph.rl.train.make_train` on `Env`, evaluated with `evaluate_agent` after every epoch;
@@ -28,11 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from jaxgraph import jax_ppo  # the module, not its names: jax_ppo imports jaxgraph.rl, which imports this
 from jaxgraph.cost import CostModel, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
 from jaxgraph.jax_env import JaxEnv
+from jaxgraph.rl import jax_ppo  # the module, not its names: jaxgraph.rl imports this module
 from jaxgraph.rl.dream import controller_episode, make_dream_trainer
 from jaxgraph.rl.episode import best_of, evaluation_episodes
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy
@@ -208,7 +208,7 @@ def train_world_model(graph: Graph, config: StudyConfig, cost_model: CostModel, 
     agent, keys = config.agent, _keys(key)
     env = Env(graph, max_locations=agent.max_locations, rules=rules, cost_model=cost_model,
               max_steps=agent.max_steps)
-    obs = env.reset()
+    obs = env.reset().observation
     encode = make_encoder(config, next(keys), obs)
     seed = int(jax.random.randint(next(keys), (), 0, 2 ** 30))
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,

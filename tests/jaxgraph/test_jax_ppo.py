@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxgraph import RULES, JaxEnv, cost
-from jaxgraph.jax_ppo import make_evaluate, make_trainer
 from jaxgraph.rl import AgentResult, GraphPolicy, best_of, evaluate_agent, tiny_agent, toy_graph
+from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
 
 TOY = toy_graph(2)
 CONFIG = tiny_agent()
@@ -44,7 +44,7 @@ def test_jitted_evaluation_equals_host_evaluation(env):
     environments (locations are numbered differently, so they are compared by cost); sampled episodes stay
     within the toy's bounds; every recorded cost is the host cost of the graph its action prefix reaches."""
     policy = GraphPolicy(env.num_xfers, CONFIG.hidden, CONFIG.latent, CONFIG.message_steps)
-    _, obs = env.reset(jax.random.key(0), env.params())
+    obs = env.reset(jax.random.key(0), env.params())[1].observation
     params = policy.init(jax.random.key(3), obs, lambda logits: logits.argmax())
     samples = 3
     result = jax.jit(make_evaluate(CONFIG, env, samples))(params, jax.random.key(4))
@@ -62,9 +62,8 @@ def test_jitted_evaluation_equals_host_evaluation(env):
         state, _ = env.reset(jax.random.key(0), capped)
         ends = []
         for action, recorded in zip(episode.actions, episode.costs[1:]):
-            state, _, _, terminated, truncated, _ = step(jax.random.key(0), state, np.asarray(action, np.int32),
-                                                         capped)
-            ends.append(bool(terminated | truncated))
+            state, timestep = step(jax.random.key(0), state, np.asarray(action, np.int32), capped)
+            ends.append(bool(timestep.last()))
             assert cost(env.decode(state.graph)) == pytest.approx(recorded, rel=1e-5)
         # the replayed environment ends the episode at its last recorded action and at no earlier one
         assert ends == [False] * (episode.env_steps - 1) + [True]
