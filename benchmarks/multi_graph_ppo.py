@@ -7,13 +7,13 @@ the host trainer (`jaxgraph.rl.train`, `Env`s cycling over the same graphs), at 
 Equal work: the same seeded trap graphs (`jaxgraph.instances.trap_instances`, `--min-ops`..`--max-ops` ops), the
 same rules (every rule of `RULES`), the same agent (`tiny_agent()`'s network and PPO settings, `--num-envs`
 environments x `--rollout-steps` steps an epoch, `--update-epochs` passes of the PPO update over the rollout), so
-both epochs take the same environment steps and the same policy updates (the update is the same XLA program in
-both trainers: it bounds the ratio). One
-jitted epoch is `make_trainer(...).run` on one epoch key; one host epoch is the host trainer run for one epoch
-(its parameter initialisation included: milliseconds). Both are compiled before timing and timed in alternated
-turns (`jaxsched.common.timing.alternated_times`); the table prints median seconds per epoch, environment steps per
-second and the ratio, and the host epoch's two parts timed alone (alternated): its rollout (`collect`) and its PPO
-update, which the jitted epoch runs too (so host epoch / update bounds the ratio however fast the jitted rollout).
+both epochs take the same environment steps and the same policy updates. One jitted epoch is
+`make_trainer(...).run` on one epoch key; one host epoch is what the host trainer's loop (`jaxgraph.rl.train`) runs
+per epoch: `collect` on an `EnvPool` of the graphs, then the jitted PPO update. Both are compiled before timing and
+timed in alternated turns (`jaxsched.common.timing.alternated_times`), and so are the host epoch's two parts alone;
+the table prints median seconds per epoch and per part, environment steps per second, the ratio, and host epoch /
+update: the update is the same XLA program in the jitted epoch, so that bounds the ratio however fast the jitted
+rollout.
 Target: the jitted epoch >= 3x the host's on 2 CPU cores.
 """
 
@@ -29,9 +29,8 @@ import numpy as np
 
 from jaxgraph.instances import trap_instances
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.rl import EnvPool, GraphPolicy, TrainState, collect, graph_agent, jax_ppo, make_update, tiny_agent
+from jaxgraph.rl import EnvPool, GraphPolicy, collect, graph_agent, jax_ppo, make_update, tiny_agent
 from jaxgraph.rl.configs import AgentConfig
-from jaxgraph.rl.train import make_train
 from jaxgraph.rules import RULES
 from jaxsched.common import machine_description
 from jaxsched.common.timing import alternated_times
@@ -40,7 +39,8 @@ TARGET = 3.0
 
 
 def epochs(config: AgentConfig, graphs, repeats: int) -> dict[str, float]:
-    """Compile seconds of the jitted epoch and median seconds per epoch of both trainers (alternated)."""
+    """Compile seconds of the jitted epoch; median seconds of a jitted epoch, a host epoch (the host trainer's loop
+    body: `collect`, then the jitted update) and of the host epoch's two parts, alternated."""
     env = JaxEnv(graphs, max_locations=config.max_locations, rules=RULES, max_steps=config.max_steps)
     trainer = jax_ppo.make_trainer(config, env)
     state = jax.jit(trainer.init)(jax.random.key(0))
@@ -48,24 +48,23 @@ def epochs(config: AgentConfig, graphs, repeats: int) -> dict[str, float]:
     start = time.perf_counter()
     run = jax.jit(trainer.run).lower(state, epoch_key).compile()
     compile_seconds = time.perf_counter() - start
-    host = make_train(dataclasses.replace(config, epochs=1), graphs, rules=RULES)
-    times = alternated_times({"jitted": lambda: run(state, epoch_key)[0].params,
-                              "host": lambda: host(jax.random.key(2)).params}, repeats, warmup=1)
-    return {"compile": compile_seconds, **{name: float(np.median(t)) for name, t in times.items()},
-            **host_parts(config, graphs, state, repeats)}
-
-
-def host_parts(config: AgentConfig, graphs, state: TrainState, repeats: int) -> dict[str, float]:
-    """Median seconds of the host epoch's rollout (`collect`) and of its jitted PPO update, alternated."""
     pool = EnvPool(graphs, config.num_envs, config.max_locations, config.max_steps, None, RULES)
     agent = graph_agent(GraphPolicy(pool.num_xfers, config.hidden, config.latent, config.message_steps))
     update = jax.jit(make_update(agent.evaluate, config.ppo))
-    trajectory, _ = collect(pool, agent, state.params, jax.random.key(3), config.rollout_steps)
-    times = alternated_times({"rollout": lambda: collect(pool, agent, state.params, jax.random.key(3),
-                                                         config.rollout_steps)[0].value,
+
+    def rollout():
+        return collect(pool, agent, state.params, jax.random.key(3), config.rollout_steps)[0]
+
+    trajectory = rollout()
+
+    def host_epoch():
+        return update(state, rollout(), jax.random.key(4))[0].params
+
+    times = alternated_times({"jitted": lambda: run(state, epoch_key)[0].params, "host": host_epoch,
+                              "rollout": lambda: rollout().value,
                               "update": lambda: update(state, trajectory, jax.random.key(4))[0].params},
                              repeats, warmup=1)
-    return {name: float(np.median(t)) for name, t in times.items()}
+    return {"compile": compile_seconds, **{name: float(np.median(t)) for name, t in times.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
