@@ -5,7 +5,7 @@ rules match and build in `jaxgraph.jax_rules`, edits commit in `jaxgraph.jax_edi
 
 Convention (shared with `Env`, `jaxgraph.timestep`): `reset(key, params) -> (EnvState, TimeStep)` and
 `step(key, state, action, params) -> (EnvState, TimeStep)`; the time step's discount is 0 when the episode
-terminated, 1 when it was truncated; extras "cost" and "invalid".
+terminated, 1 when it was truncated or goes on; extras "cost" and "invalid".
 
 Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list,
 or a pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all,
@@ -18,8 +18,9 @@ Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 - Edge rows: a node's inputs live in its slot (`max_inputs` of them). The
   observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
   input position), where Env allocates its rows from a free list (the same edges, in another row order).
-- Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
-  the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
+- Invalid actions (a masked-out xfer or location, an id out of range) do not raise (`Env` raises `ValueError`;
+  nothing can raise inside jit): the graph stays, the reward is `-invalid_penalty` (an `EnvParams` field, default
+  0), `extras["invalid"]` is true and the episode goes on (MID).
 """
 
 from __future__ import annotations
