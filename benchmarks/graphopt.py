@@ -112,14 +112,14 @@ def env_step_ms(graph, episodes: int, seed: int) -> np.ndarray:
     """Wall step times (ms) of a uniformly random agent (valid actions only) over full episodes."""
     env, rng, wall = Env(graph), np.random.default_rng(seed), []
     for _ in range(episodes):
-        obs, done = env.reset(), False
-        while not done:
+        timestep = env.reset()
+        while not timestep.last():
+            obs = timestep.observation
             xfer = rng.choice(np.flatnonzero(obs.xfer_mask[:-1]))
             action = (xfer, rng.choice(np.flatnonzero(obs.location_mask[xfer])))
             start = time.perf_counter()
-            obs, _, terminated, truncated, _ = env.step(action)
+            timestep = env.step(action)
             wall.append(time.perf_counter() - start)
-            done = terminated or truncated
     return 1e3 * np.asarray(wall)
 
 

@@ -63,12 +63,11 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
 
         def body(state, key):
             action_key, step_key = jax.random.split(key)
-            state, obs, reward, terminated, truncated, _ = env.step(step_key, state, random_action(action_key, state),
-                                                                     params)
-            done = terminated | truncated
-            state = jax.tree.map(lambda a, b: jnp.where(done, a, b), first, state)
+            state, timestep = env.step(step_key, state, random_action(action_key, state), params)
+            state = jax.tree.map(lambda a, b: jnp.where(timestep.last(), a, b), first, state)
+            obs = timestep.observation
             read = jnp.sum(obs.graph.nodes[:, -1]) + jnp.sum(obs.graph.edges[:, -2]) if observe else 0.0
-            return state, reward + read
+            return state, timestep.reward + read
 
         _, rewards = jax.lax.scan(body, first, jax.random.split(key, num_steps))
         return rewards.sum()
@@ -140,19 +139,18 @@ def host_steps_per_second(graph, max_locations: int, seconds: float, cost_model:
     """Env steps/s of the same random agent on the host."""
     env = Env(graph, max_locations=max_locations, rules=JAX_RULES, cost_model=cost_model)
     rng = np.random.default_rng(seed)
-    obs, steps = env.reset(), 0
+    obs, steps = env.reset().observation, 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         xfers = np.flatnonzero(obs.xfer_mask[:-1])
         if len(xfers) == 0:  # the NO-OP, as the jitted agent does
-            obs, _, terminated, truncated, _ = env.step((env.num_xfers, 0))
+            timestep = env.step((env.num_xfers, 0))
         else:
             xfer = int(rng.choice(xfers))
             location = int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))
-            obs, _, terminated, truncated, _ = env.step((xfer, location))
+            timestep = env.step((xfer, location))
         steps += 1
-        if terminated or truncated:
-            obs = env.reset()
+        obs = env.reset().observation if timestep.last() else timestep.observation
     return steps / (time.perf_counter() - start)
 
 

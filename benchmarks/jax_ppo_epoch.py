@@ -18,10 +18,10 @@ import time
 
 import jax
 
-from jaxgraph import jax_ppo
 from jaxgraph.backends import BACKENDS
 from jaxgraph.cost import Roofline
 from jaxgraph.jax_env import JaxEnv
+from jaxgraph.rl import jax_ppo
 from jaxgraph.rl.study import CONFIGS, build_graph
 from jaxgraph.rules import RULES
 from jaxsched.common import machine_description

@@ -19,7 +19,7 @@ The cost model is the analytic `Roofline` of `--backend` (default `taso`; the st
 `race(graph, config, ...)` sets the target (TASO's search on the same graph, rules and cost model) and runs the
 three trainers one after another, each on its own clock that starts before anything of it is built, so every
 compilation, environment construction, training step and evaluation counts:
-- `jax_env`: `jaxgraph.jax_ppo`'s trainer on `JaxEnv`, one jitted program per chunk of `chunk_epochs` epochs,
+- `jax_env`: `jaxgraph.rl.jax_ppo`'s trainer on `JaxEnv`, one jitted program per chunk of `chunk_epochs` epochs,
   evaluated as `host_env` is (in `Env`, the same function on the same graph), or with `jitted_evaluation` in
   `JaxEnv` (`jax_ppo.make_evaluate`, which costs a second compilation of the environment);
 - `host_env`: `jaxgraph.rl.train.make_train` on `Env`, evaluated with `evaluate_agent` after every epoch;
@@ -52,7 +52,7 @@ from jaxgraph.cost import CostModel, Roofline, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.jax_ppo import make_evaluate, make_trainer
+from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
 from jaxgraph.onnx_io import load_onnx
 from jaxgraph.rl.dream import controller_episode, make_dream_trainer
 from jaxgraph.rl.episode import best_of, evaluation_episodes
@@ -183,7 +183,7 @@ def train_jax_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rule
                   key: jax.Array, chunk_epochs: int = 1, jitted_evaluation: bool = False) -> int:
     """PPO on `JaxEnv`: chunks of `chunk_epochs` epochs (one jitted program), each followed by an evaluation: in
     `Env` with `evaluate_agent` (the host trainer's evaluation), or with `jitted_evaluation` in `JaxEnv` with
-    `jaxgraph.jax_ppo.make_evaluate` (a second large compilation); returns 0 (no dream steps)."""
+    `jaxgraph.rl.jax_ppo.make_evaluate` (a second large compilation); returns 0 (no dream steps)."""
     agent, keys = config.agent, _keys(key)
     env = JaxEnv(graph, max_locations=agent.max_locations, rules=rules, cost_model=cost_model,
                  max_steps=agent.max_steps)
@@ -233,7 +233,7 @@ def train_world_model(graph: Graph, config: StudyConfig, cost_model: CostModel, 
     agent, keys = config.agent, _keys(key)
     env = Env(graph, max_locations=agent.max_locations, rules=rules, cost_model=cost_model,
               max_steps=agent.max_steps)
-    obs = env.reset()
+    obs = env.reset().observation
     encode = make_encoder(config, next(keys), obs)
     seed = int(jax.random.randint(next(keys), (), 0, 2 ** 30))
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,

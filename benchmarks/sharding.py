@@ -4,7 +4,7 @@
     python -m benchmarks.sharding --host-devices 0                       # GPU/TPU: the real devices
 
 Each side is the library's own entry point with `devices=N`: `jaxquant.run_sweep` of `--members` members (digits,
-the small ResNet, `--epochs` epochs) and `jaxgraph.jax_ppo.make_train` with `--envs` environments on the toy graph
+the small ResNet, `--epochs` epochs) and `jaxgraph.rl.jax_ppo.make_train` with `--envs` environments on the toy graph
 (2 conv blocks, its 2 rules). Both are compiled before timing; the 1-device and N-device runs then alternate
 (`jaxsched.common.timing.alternated_times`), each timed in wall seconds and in this process's CPU seconds: CPU / wall
 is how many cores a run kept busy, which says whether one device already used every core (XLA:CPU runs one
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     import jaxquant as jq
-    from jaxgraph import RULES, JaxEnv, jax_ppo
-    from jaxgraph.rl import tiny_agent, toy_graph
+    from jaxgraph import RULES, JaxEnv
+    from jaxgraph.rl import jax_ppo, tiny_agent, toy_graph
     from jaxsched.common.machine import machine_description
     from jaxsched.common.timing import alternated_times
 

@@ -48,7 +48,7 @@ def step_ms(graph, rules, steps: int, seed: int) -> list[float]:
     """Per-step seconds of a seeded random agent over xfers < len(RULES) (NO-OP when none applies)."""
     env = Env(graph, rules=rules, max_locations=200)
     rng = np.random.default_rng(seed)
-    obs, times = env.reset(), []
+    obs, times = env.reset().observation, []
     for _ in range(steps):
         xfers = np.flatnonzero(obs.xfer_mask[:len(RULES)])
         action = (env.num_xfers, 0)
@@ -56,10 +56,9 @@ def step_ms(graph, rules, steps: int, seed: int) -> list[float]:
             xfer = int(rng.choice(xfers))
             action = (xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))
         start = time.perf_counter()
-        obs, _, terminated, truncated, _ = env.step(action)
+        timestep = env.step(action)
         times.append(time.perf_counter() - start)
-        if terminated or truncated:
-            obs = env.reset()
+        obs = env.reset().observation if timestep.last() else timestep.observation
     return times
 
 

@@ -59,18 +59,17 @@ def dream_step_seconds(config: DreamConfig, model: MDNRNN, world_model_params, s
 def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
     """A real Env step (random valid actions, median ms) against a batched dream step: one jitted rollout of
     `step_time_envs` vmapped dreams (policy + world model), per lockstep step and in dream steps per second."""
-    rng, times, obs = np.random.default_rng(0), [], env.reset()
+    rng, times, obs = np.random.default_rng(0), [], env.reset().observation
     while len(times) < 50:
         valid = np.flatnonzero(obs.xfer_mask[:-1])
         if len(valid) == 0:
-            obs = env.reset()
+            obs = env.reset().observation
             continue
         xfer = int(rng.choice(valid))
         begin = time.perf_counter()
-        obs, _, terminated, truncated, _ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+        timestep = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
         times.append(time.perf_counter() - begin)
-        if terminated or truncated:
-            obs = env.reset()
+        obs = env.reset().observation if timestep.last() else timestep.observation
     per_step = dream_step_seconds(dataclasses.replace(config.dream, num_envs=config.step_time_envs), model, wm_params,
                                   start)
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,

@@ -20,6 +20,7 @@ from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs
 from jaxgraph.exhaustive import canonical_key, exhaustive_search
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
+from jaxgraph.instances import Instances, graph_list, random_instances, trap_instances
 from jaxgraph.jax_cost import node_costs
 from jaxgraph.jax_edits import Edit, apply_edit
 from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
@@ -46,6 +47,7 @@ from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.search import SearchResult, greedy, taso_search
+from jaxgraph.timestep import StepType, TimeStep
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "Graph",
     "GraphBuilder",
     "GraphState",
+    "Instances",
     "JAX_RULES",
     "JaxEnv",
     "Kernel",
@@ -80,7 +83,9 @@ __all__ = [
     "Roofline",
     "Rule",
     "SearchResult",
+    "StepType",
     "TASO",
+    "TimeStep",
     "TrapGraph",
     "XLA",
     "ZOO_MODELS",
@@ -98,6 +103,7 @@ __all__ = [
     "exhaustive_search",
     "fitting_env",
     "fold_constants",
+    "graph_list",
     "greedy",
     "inception_v3",
     "is_trap",
@@ -110,6 +116,7 @@ __all__ = [
     "node_costs",
     "node_signatures",
     "random_graph",
+    "random_instances",
     "random_inputs",
     "random_taso_graph",
     "replay_parity",
@@ -123,6 +130,7 @@ __all__ = [
     "taso_search",
     "to_onnx",
     "trap_graph",
+    "trap_instances",
     "with_random_weights",
     "zoo_path",
 ]

@@ -7,6 +7,11 @@ and `location_nodes [X, L, M]` (the node slots of each location, for pointer-sty
 Array shapes never change during an episode, so one compiled agent serves every step; the slot layout
 is the one a fixed-capacity, fully jitted environment would keep on device.
 
+`reset() -> TimeStep` and `step(action) -> TimeStep` return Jumanji's `TimeStep` (`jaxgraph.timestep`), the
+convention `JaxEnv` shares: the observation, the reward, FIRST / MID / LAST and a discount that is 0 when the
+episode terminated and 1 when it was truncated. A bad action (masked out, out of range, not a pair of integers)
+raises `ValueError`; `JaxEnv`, which cannot raise inside jit, gives it a documented penalty instead.
+
 A step re-matches rules only around the rewrite (`LocationIndex.update`), updates the cost from the
 touched nodes (`cost_change`) and rewrites only the touched rows of the observation arrays.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import jraph
 import numpy as np
@@ -26,6 +31,7 @@ from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
 from jaxgraph.rules import RULES, Location, Rule
+from jaxgraph.timestep import StepType, TimeStep
 from jaxsched.common.arguments import integer
 
 NODE_FEATURES = len(OP_TYPES) + len(ACTIVATIONS) + 13
@@ -161,11 +167,12 @@ class _Slots:
 
 
 class Env:
-    """Gym-style environment over one graph: `reset() -> obs`, `step((xfer, location)) -> obs, reward,
-    terminated, truncated, info`.
+    """The environment over one graph: `reset() -> TimeStep`, `step((xfer, location)) -> TimeStep`
+    (`jaxgraph.timestep`; extras: "cost", "rule", "location").
 
     reward = cost before - cost after (the thesis's R(t-1) - R(t), in cost-model milliseconds).
-    The episode terminates on the NO-OP or when no rewrite applies, and is truncated after `max_steps`.
+    The episode terminates on the NO-OP or when no rewrite applies (LAST, discount 0), and is truncated after
+    `max_steps` (LAST, discount 1).
     Masked-out or non-integer actions raise `ValueError` (an agent that samples from the masks never
     sends one).
     `node_capacity` defaults to twice the graph (TASO's size bound), `edge_capacity` likewise; an xfer is
@@ -216,16 +223,18 @@ class Env:
         self._check_action(xfer, location_id)
         return self._ordered[xfer][location_id]
 
-    def reset(self) -> Observation:
+    def reset(self) -> TimeStep:
+        """Start an episode on the initial graph: a FIRST time step (reward 0)."""
         self._graph, self._cost, self._steps = self.initial_graph, self.initial_cost, 0
         self._index = self._initial_index
         self._slots = self._initial_slots.copy()
         self._location_mask, self._location_nodes = (a.copy() for a in self._initial_locations)
         self._ordered = list(self._initial_ordered)
         self._episode_over = False
-        return self._observe()
+        return TimeStep(StepType.FIRST, 0.0, 1.0, self._observe(), {"cost": self._cost, "rule": None, "location": None})
 
-    def step(self, action: tuple[int, int]) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+    def step(self, action: tuple[int, int]) -> TimeStep:
+        """Apply `(xfer, location id)`; xfer X is the NO-OP. ValueError for a bad action or after the episode's end."""
         if self._episode_over:
             raise ValueError("the episode is over; call reset() first")
         try:
@@ -235,7 +244,8 @@ class Env:
         xfer, location_id = integer("xfer id", xfer), integer("location id", location_id)
         if xfer == self.num_xfers:
             self._episode_over = True
-            return self._observe(), 0.0, True, False, {"cost": self._cost, "rule": "NO-OP", "location": None}
+            return TimeStep(StepType.LAST, 0.0, 0.0, self._observe(), {"cost": self._cost, "rule": "NO-OP",
+                                                                       "location": None})
         location = self.location(xfer, location_id)
         rule = self.rules[xfer]
         before = self._graph
@@ -254,7 +264,9 @@ class Env:
         terminated = not obs.xfer_mask[:-1].any()
         truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
         self._episode_over = terminated or truncated
-        return obs, float(reward), terminated, truncated, {"cost": self._cost, "rule": rule.name, "location": location}
+        step_type = StepType.LAST if self._episode_over else StepType.MID
+        return TimeStep(step_type, float(reward), 0.0 if terminated else 1.0, obs,
+                        {"cost": self._cost, "rule": rule.name, "location": location})
 
     def _check_action(self, xfer: int, location_id: int) -> None:
         if not 0 <= xfer < self.num_xfers:

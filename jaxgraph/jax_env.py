@@ -3,14 +3,24 @@ vmap and equal `Env` step for step (`jaxgraph.parity`). The graph is a `GraphSta
 rules match and build in `jaxgraph.jax_rules`, edits commit in `jaxgraph.jax_edits`, the cost is
 `jaxgraph.jax_cost.node_costs`; this module holds the environment's state types, its step and its observation.
 
+Convention (shared with `Env`, `jaxgraph.timestep`): `reset(key, params) -> (EnvState, TimeStep)` and
+`step(key, state, action, params) -> (EnvState, TimeStep)`; the time step's discount is 0 when the episode
+terminated, 1 when it was truncated or goes on; extras "cost" and "invalid".
+
+Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list,
+or a pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all,
+so one compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves) and
+`reset(key, params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)` starts a given one.
+
 Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 - Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most
   `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not offered.
 - Edge rows: a node's inputs live in its slot (`max_inputs` of them). The
   observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
   input position), where Env allocates its rows from a free list (the same edges, in another row order).
-- Invalid actions (a masked-out xfer or location, an id out of range) do not raise: the graph stays,
-  the reward is `-invalid_penalty` (an `EnvParams` field) and `info["invalid"]` is true.
+- Invalid actions (a masked-out xfer or location, an id out of range) do not raise (`Env` raises `ValueError`;
+  nothing can raise inside jit): the graph stays, the reward is `-invalid_penalty` (an `EnvParams` field, default
+  0), `extras["invalid"]` is true and the episode goes on (MID).
 """
 
 from __future__ import annotations
@@ -47,14 +57,15 @@ from jaxgraph.jax_graph import (
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
 from jaxgraph.rules import Rule
+from jaxgraph.timestep import StepType, TimeStep
 from jaxsched.common.arguments import integer, number
 
 
 class EnvParams(NamedTuple):
-    """The instance (the initial graph) and the numbers of the cost model and the episode; all traced, so
-    one compilation serves every instance of the same capacity."""
+    """The instances (initial graphs) `reset` draws from and the numbers of the cost model and the episode; all
+    traced, so one compilation serves every instance of the same capacity."""
 
-    graph: GraphState
+    instances: GraphState  # leaves [N, ...]: N initial graphs in slots
     peak_flops: jax.Array  # FLOP/s (Roofline)
     bandwidth: jax.Array  # bytes/s
     overhead: jax.Array  # s per kernel
@@ -67,6 +78,7 @@ class EnvState(NamedTuple):
     """Everything a step reads: the graph, per-slot costs, the current locations and the step count."""
 
     graph: GraphState
+    instance: jax.Array  # int32: which of `EnvParams.instances` the episode started from
     node_cost: jax.Array  # [C] float32 ms
     cost: jax.Array  # float32 ms
     initial_cost: jax.Array  # float32 ms
@@ -127,11 +139,13 @@ def _max_siblings(graph: Graph) -> int:
 
 
 class JaxEnv:
-    """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`.
+    """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`, both
+    returning `(EnvState, TimeStep)`.
 
     Static sizes live here (node capacity C, inputs per node K, outputs per node O, rank R, graph outputs
-    Q, xfers X, locations L, location size M); the instance lives in `EnvParams` (`self.params(graph)`).
-    Built for one graph, it accepts any graph that fits the same sizes (`params(other_graph)`).
+    Q, xfers X, locations L, location size M), taken over every graph of `graphs` (one `Graph` or a sequence);
+    the instances live in `EnvParams` (`self.params(graphs)`, default all of `self.instances`): any graphs that
+    fit the same sizes. A graph over the capacities raises `ValueError`.
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
     `cost_model` must be a `Roofline` (any of the backends taso, xla, onnxruntime; measured models raise
     `ValueError`). `fusion_passes` (static) is how many absorb passes a fused backend's cost runs: by default
@@ -144,7 +158,7 @@ class JaxEnv:
     when every list it can grow has room.
     """
 
-    def __init__(self, graph: Graph, max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
+    def __init__(self, graphs: Graph | Sequence[Graph], max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
                  invalid_penalty: float = 0.0, max_siblings: int | None = None,
@@ -163,25 +177,33 @@ class JaxEnv:
             raise ValueError(f"JaxEnv computes the analytic Roofline cost of the backends {sorted(BACKENDS)}, got "
                              f"{model!r}")
         self.model = model
+        self.instances = (graphs,) if isinstance(graphs, Graph) else tuple(graphs)
+        if not self.instances or not all(isinstance(g, Graph) for g in self.instances):
+            raise ValueError("JaxEnv needs a Graph or a non-empty sequence of Graphs")
+        output_counts = sorted({len(g.outputs) for g in self.instances})
+        if len(output_counts) > 1:
+            raise ValueError(f"the graphs have different output counts {output_counts}; one environment holds graphs "
+                             "of one output count")
         if fusion_passes is None:
-            fusion_passes = model.backend.absorb_depth(graph) + SPARE_PASSES if model.backend.fuses else 0
+            fusion_passes = (max(model.backend.absorb_depth(g) for g in self.instances) + SPARE_PASSES
+                             if model.backend.fuses else 0)
         self.fusion_passes = integer("fusion_passes", fusion_passes, 0)
         self.max_locations = integer("max_locations", max_locations, 1)
         self.max_location_size = integer("max_location_size", max_location_size, 2)
         self.max_steps = 0 if max_steps is None else integer("max_steps", max_steps, 1)
         self.invalid_penalty = number("invalid_penalty", invalid_penalty, 0.0)
-        self.node_capacity = 2 * len(graph) if node_capacity is None else integer("node_capacity", node_capacity, 1)
-        self.edge_capacity = (2 * graph.num_edges if edge_capacity is None
+        largest = max(len(g) for g in self.instances)
+        self.node_capacity = 2 * largest if node_capacity is None else integer("node_capacity", node_capacity, 1)
+        self.edge_capacity = (2 * max(g.num_edges for g in self.instances) if edge_capacity is None
                               else integer("edge_capacity", edge_capacity, 1))
-        nodes = graph.nodes.values()
+        nodes = [n for g in self.instances for n in g.nodes.values()]
         self.max_inputs = max(5, max(len(n.inputs) for n in nodes))
-        self.max_siblings = (max(4, _max_siblings(graph)) if max_siblings is None
+        self.max_siblings = (max(4, max(_max_siblings(g) for g in self.instances)) if max_siblings is None
                              else integer("max_siblings", max_siblings, 1))
         self.max_outputs = max(2, self.max_siblings, max(len(n.shapes) for n in nodes))
         self.max_rank = max(4, max(len(s) for n in nodes for s in n.shapes))
-        self.num_outputs = len(graph.outputs)
+        self.num_outputs = len(self.instances[0].outputs)
         self.float_values: list[float] = []
-        self.graph = graph
         self._growth = np.array([(r.max_node_growth, r.max_edge_growth) for r in self.rules], np.int32)
         # rules grouped by family: one match (vmapped over the family's parameters) and one build per family
         self._families = tuple(dict.fromkeys(r.family for r in self.rules))
@@ -197,10 +219,13 @@ class JaxEnv:
         self._roots = tuple(dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families))
         growth = {op: max([dict(JAX_RULE_FAMILIES[f].growth).get(op, 0) for f in self._families])
                   for op in self._roots}
-        counts = Counter(node.op for node in nodes)
-        consumed = counts["conv2d"] + counts["matmul"] + counts["mul"]
-        self.root_capacity = {op: min(self.node_capacity, max(1, counts[op] + growth[op] * consumed))
-                              for op in self._roots}
+        self.root_capacity = {op: 1 for op in self._roots}
+        for g in self.instances:
+            counts = Counter(node.op for node in g.nodes.values())
+            consumed = counts["conv2d"] + counts["matmul"] + counts["mul"]
+            for op in self._roots:
+                self.root_capacity[op] = max(self.root_capacity[op], min(self.node_capacity,
+                                                                         counts[op] + growth[op] * consumed))
         unknown = sorted(set(root_capacity or {}) - set(self._roots))
         if unknown:
             raise ValueError(f"root_capacity names ops {unknown} that root none of the rules; roots: {self._roots}")
@@ -304,11 +329,21 @@ class JaxEnv:
                 attrs[key] = tuple(int(d) for d in row[TUPLE_START:TUPLE_START + row[TUPLE_LEN]])
         return attrs
 
-    def decode(self, g: GraphState, instance: Graph | None = None) -> Graph:
+    def decode(self, g: GraphState, instance: Graph | int | None = None) -> Graph:
         """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
         checked against the state's. Leaves take their names and weight values from the graph `g` was encoded from
-        (`instance`, default the environment's graph), so the decoded graph runs (`jaxgraph.execute`)."""
-        instance = self.graph if instance is None else instance
+        (`instance`: a `Graph`, or an index into `self.instances` such as `EnvState.instance`; default the only
+        instance), so the decoded graph runs (`jaxgraph.execute`)."""
+        if instance is None:
+            if len(self.instances) > 1:
+                raise ValueError(f"the environment holds {len(self.instances)} instances: pass which one the state "
+                                 "started from (EnvState.instance)")
+            instance = 0
+        if not isinstance(instance, Graph):
+            index = integer("instance", np.asarray(instance), 0)
+            if index >= len(self.instances):
+                raise ValueError(f"instance {index} is not one of the environment's {len(self.instances)}")
+            instance = self.instances[index]
         ids = sorted(instance.nodes)  # `origin` holds ranks in this order
         g = jax.tree.map(np.asarray, g)
         alive = np.flatnonzero(g.op >= 0)
@@ -337,15 +372,25 @@ class JaxEnv:
         inputs.sort(key=lambda k: instance.inputs.index(ids[g.origin[k]]))
         return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], instance.output_names)
 
-    def params(self, graph: Graph | None = None) -> EnvParams:
-        """The `EnvParams` of `graph` (default: the environment's own graph). ValueError if the backend's fusions
-        in `graph` need more passes than `fusion_passes`."""
-        graph = self.graph if graph is None else graph
-        depth = self.model.backend.absorb_depth(graph)
-        if depth > self.fusion_passes:
-            raise ValueError(f"the {self.model.backend.name} fusions of this graph need {depth} passes, the "
-                             f"environment runs fusion_passes={self.fusion_passes}")
-        return EnvParams(self.encode(graph), jnp.float32(self.model.peak_flops), jnp.float32(self.model.bandwidth),
+    def params(self, graphs: Graph | Sequence[Graph] | None = None) -> EnvParams:
+        """The `EnvParams` whose instances are `graphs` (one or several; default `self.instances`), each encoded in
+        this environment's sizes. ValueError if a graph does not fit them or the backend's fusions in it need more
+        passes than `fusion_passes`."""
+        graphs = self.instances if graphs is None else (graphs,) if isinstance(graphs, Graph) else tuple(graphs)
+        if not graphs:
+            raise ValueError("params needs at least one graph")
+        encoded = []
+        for index, graph in enumerate(graphs):
+            depth = self.model.backend.absorb_depth(graph)
+            if depth > self.fusion_passes:
+                raise ValueError(f"the {self.model.backend.name} fusions of graph {index} need {depth} passes, the "
+                                 f"environment runs fusion_passes={self.fusion_passes}")
+            try:
+                encoded.append(self.encode(graph))
+            except ValueError as error:
+                raise ValueError(f"graph {index}: {error}") from None
+        instances = jax.tree.map(lambda *leaves: jnp.stack(leaves), *encoded)
+        return EnvParams(instances, jnp.float32(self.model.peak_flops), jnp.float32(self.model.bandwidth),
                          jnp.float32(self.model.overhead), jnp.int32(nchwc_block()), jnp.int32(self.max_steps),
                          jnp.float32(self.invalid_penalty))
 
@@ -429,19 +474,28 @@ class JaxEnv:
         fresh = node_costs(g, params, TASO, rows=jnp.minimum(written, self.node_capacity - 1))
         return jnp.where(g.alive, before, 0.0).at[written].set(fresh, mode="drop")
 
-    def _state(self, g: GraphState, params: EnvParams, initial_cost, steps) -> EnvState:
-        costs = self.node_costs(g, params)
-        return EnvState(g, costs, costs.sum(), initial_cost, steps, *self._locations(g))
+    def draw(self, key: jax.Array, params: EnvParams) -> jax.Array:
+        """The instance `reset(key, params)` starts: uniform over `params.instances` (int32)."""
+        return jax.random.randint(key, (), 0, params.instances.op.shape[0], jnp.int32)
 
-    def reset(self, key: jax.Array, params: EnvParams) -> tuple[EnvState, Observation]:
-        """The instance's initial state and observation (`key` is unused: resets are deterministic)."""
-        costs = self.node_costs(params.graph, params)
-        state = self._state(params.graph, params, costs.sum(), jnp.int32(0))
-        return state, self.observe(state)
+    def reset_to(self, instance: jax.Array, params: EnvParams) -> tuple[EnvState, TimeStep]:
+        """The initial state of instance `instance` (an index into `params.instances`) and its FIRST time step."""
+        g = jax.tree.map(lambda leaf: leaf[instance], params.instances)
+        costs = self.node_costs(g, params)
+        state = EnvState(g, jnp.asarray(instance, jnp.int32), costs, costs.sum(), costs.sum(), jnp.int32(0),
+                         *self._locations(g))
+        extras = {"cost": state.cost, "invalid": jnp.bool_(False)}
+        return state, TimeStep(jnp.int8(StepType.FIRST), jnp.float32(0.0), jnp.float32(1.0), self.observe(state),
+                               extras)
+
+    def reset(self, key: jax.Array, params: EnvParams) -> tuple[EnvState, TimeStep]:
+        """Draw an instance with `key` (`draw`) and start an episode on it."""
+        return self.reset_to(self.draw(key, params), params)
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
-             ) -> tuple[EnvState, Observation, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
-        """Apply `action` = [xfer, location id] (int32 [2]); xfer X is the NO-OP that terminates."""
+             ) -> tuple[EnvState, TimeStep]:
+        """Apply `action` = [xfer, location id] (int32 [2]); xfer X is the NO-OP that terminates. An invalid action
+        leaves the graph, costs `params.invalid_penalty` and sets extras["invalid"] (`key` is unused)."""
         xfer, location_id = action[0], action[1]
         num_xfers = self.num_xfers
         noop = xfer == num_xfers
@@ -462,12 +516,14 @@ class JaxEnv:
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
         xfer_mask, location_mask, location_nodes = self._locations(graph, reads)
-        new_state = EnvState(graph, costs, state.cost - jnp.where(valid, reward, 0.0), state.initial_cost, steps,
-                             xfer_mask, location_mask, location_nodes)
+        new_state = EnvState(graph, state.instance, costs, state.cost - jnp.where(valid, reward, 0.0),
+                             state.initial_cost, steps, xfer_mask, location_mask, location_nodes)
         terminated = noop | ~xfer_mask[:-1].any()
         truncated = ~terminated & (params.max_steps > 0) & (steps >= params.max_steps)
-        info = {"cost": new_state.cost, "invalid": ~valid & ~noop}
-        return new_state, self.observe(new_state), reward.astype(jnp.float32), terminated, truncated, info
+        extras = {"cost": new_state.cost, "invalid": ~valid & ~noop}
+        step_type = jnp.where(terminated | truncated, jnp.int8(StepType.LAST), jnp.int8(StepType.MID))
+        return new_state, TimeStep(step_type, reward.astype(jnp.float32), jnp.where(terminated, 0.0, 1.0).astype(
+            jnp.float32), self.observe(new_state), extras)
 
     def observe(self, state: EnvState) -> Observation:
         """The `Observation` of a state: `Env`'s layout and sizes. The live inputs fill the first edge rows, in order

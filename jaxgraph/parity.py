@@ -41,14 +41,9 @@ def fitting_env(graphs: list[Graph], backend: Backend, node_capacity: int | None
     list as long as the node capacity, room for the most readers of one tensor and the deepest fusions of
     `backend`'s cost (a `Roofline`)."""
     node_capacity = node_capacity or 2 * max(len(g) for g in graphs)
-    edge_capacity = edge_capacity or 2 * max(g.num_edges for g in graphs)
-    readers = max(max(Counter(n.inputs[0] for n in g.nodes.values() if n.inputs).values(), default=1) for g in graphs)
-    passes = max(backend.absorb_depth(g) for g in graphs) + 2 if backend.fuses else None
     roots = {family.root for family in JAX_RULE_FAMILIES.values()}
-    return JaxEnv(max(graphs, key=len), max_locations=max_locations, node_capacity=node_capacity,
-                  edge_capacity=edge_capacity, max_siblings=max(4, readers),
-                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend),
-                  fusion_passes=passes)
+    return JaxEnv(graphs, max_locations=max_locations, node_capacity=node_capacity, edge_capacity=edge_capacity,
+                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend))
 
 
 def _close(a: float, b: float, rel: float, absolute: float = 0.0) -> bool:
@@ -120,8 +115,8 @@ def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph
     key = jax.random.key(seed)
     steps, mismatches, offered, applied = 0, [], set(), set()
     for sequence in range(sequences):
-        state, obs = reset(key, params)
-        reference = env.reset()
+        state, timestep = reset(key, params)
+        obs, reference = timestep.observation, env.reset().observation
         terminated = False
         problems = compare_states(jenv, state, obs, instance, env, reference)
         while not terminated and not problems:
@@ -130,17 +125,19 @@ def replay_parity(jenv: JaxEnv, reset: Callable, step: Callable, instance: Graph
             xfer = jenv.num_xfers if not len(rewrites) or rng.random() < stop else int(rng.choice(rewrites))
             location = 0 if xfer == jenv.num_xfers else int(rng.choice(np.flatnonzero(np.asarray(
                 obs.location_mask[xfer]))))
-            state, obs, reward, terminated, truncated, info = step(key, state, jnp.array([xfer, location]), params)
-            reference, env_reward, env_terminated, env_truncated, _ = env.step((xfer, location))
+            state, timestep = step(key, state, jnp.array([xfer, location]), params)
+            expected = env.step((xfer, location))
+            obs, reference = timestep.observation, expected.observation
             steps += 1
             if xfer < jenv.num_xfers:
                 applied.add(xfer)
-            if not _close(float(reward), env_reward, 1e-4, 1e-6 * env.initial_cost):
-                problems.append(f"reward {float(reward)} != {env_reward}")
-            if (bool(terminated), bool(truncated), bool(info["invalid"])) != (env_terminated, env_truncated, False):
+            if not _close(float(timestep.reward), expected.reward, 1e-4, 1e-6 * env.initial_cost):
+                problems.append(f"reward {float(timestep.reward)} != {expected.reward}")
+            if ((int(timestep.step_type), float(timestep.discount), bool(timestep.extras["invalid"]))
+                    != (expected.step_type, expected.discount, False)):
                 problems.append("episode ends differ")
             problems += compare_states(jenv, state, obs, instance, env, reference)
-            terminated = bool(terminated) or bool(truncated)
+            terminated = bool(timestep.last())
         if problems:
             mismatches.append(f"sequence {sequence}, step {steps}: " + "; ".join(problems))
     return ParityReport(steps, tuple(mismatches), frozenset(offered), frozenset(applied))

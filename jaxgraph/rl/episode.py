@@ -56,14 +56,13 @@ def run_episode(env: Env, choose: Callable[[Observation], tuple[int, int]], max_
     `max_steps` actions were taken, recording the cost of every state."""
     if max_steps < 1:
         raise ValueError(f"max_steps must be positive, got {max_steps}")
-    obs, done = env.reset(), False
+    timestep = env.reset()
     actions, costs = [], [env.cost]
-    while not done and len(actions) < max_steps:
-        xfer, location = (int(a) for a in choose(obs))
+    while not timestep.last() and len(actions) < max_steps:
+        xfer, location = (int(a) for a in choose(timestep.observation))
         actions.append((xfer, location))
-        obs, _, terminated, truncated, info = env.step((xfer, location))
-        costs.append(float(info["cost"]))
-        done = terminated or truncated
+        timestep = env.step((xfer, location))
+        costs.append(float(timestep.extras["cost"]))
     return Episode(actions, costs)
 
 

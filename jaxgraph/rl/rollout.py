@@ -45,7 +45,7 @@ class EnvPool:
 
     def reset(self) -> Observation:
         """Reset every environment; the stacked observations [B, ...]."""
-        return stack([env.reset() for env in self.envs])
+        return stack([env.reset().observation for env in self.envs])
 
     def step(self, actions: np.ndarray) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray,
                                                    Observation, np.ndarray]:
@@ -56,13 +56,13 @@ class EnvPool:
         the cost of each graph after the step (before resets)."""
         observations, finals, rewards, terminated, truncated, costs = [], [], [], [], [], []
         for env, (xfer, location) in zip(self.envs, actions):
-            obs, reward, term, trunc, info = env.step((int(xfer), int(location)))
-            finals.append(obs)
-            costs.append(info["cost"])
-            rewards.append(reward / env.initial_cost)
-            terminated.append(term)
-            truncated.append(trunc)
-            observations.append(env.reset() if term or trunc else obs)
+            timestep = env.step((int(xfer), int(location)))
+            finals.append(timestep.observation)
+            costs.append(timestep.extras["cost"])
+            rewards.append(timestep.reward / env.initial_cost)
+            terminated.append(timestep.terminated)
+            truncated.append(timestep.truncated)
+            observations.append(env.reset().observation if timestep.last() else timestep.observation)
         return (stack(observations), np.asarray(rewards, np.float32), np.asarray(terminated),
                 np.asarray(truncated), stack(finals), np.asarray(costs))
 

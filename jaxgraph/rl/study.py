@@ -172,7 +172,7 @@ def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count
     `noop_probability`, else a uniform valid xfer and location), in latent space, leaves [count, length, ...];
     rewards are fractions of the initial cost, episodes continue across the sequence (is_first marks starts)."""
     rows: list[list] = []
-    obs, first = env.reset(), True
+    obs, first = env.reset().observation, True
     z = np.asarray(encode(obs))
     for _ in range(count * length):
         valid = np.flatnonzero(obs.xfer_mask[:-1])
@@ -181,13 +181,14 @@ def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count
         else:
             xfer = int(rng.choice(valid))
             action = (xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))
-        next_obs, reward, terminated, truncated, _ = env.step(action)
+        timestep = env.step(action)
+        next_obs, reward, terminated = timestep.observation, timestep.reward, timestep.terminated
         next_z = np.asarray(encode(next_obs))
         rows.append([z, np.asarray(action, np.int32), next_z, np.float32(reward / env.initial_cost), terminated,
                      next_obs.xfer_mask, next_obs.location_mask, first])
-        first = terminated or truncated
+        first = timestep.last()
         if first:
-            obs = env.reset()
+            obs = env.reset().observation
             z = np.asarray(encode(obs))
         else:
             obs, z = next_obs, next_z
@@ -292,7 +293,7 @@ def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex
     row["model_free_curve"] = [h["mean_return"] for h in trained.history]
 
     env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
-    obs = env.reset()
+    obs = env.reset().observation
     encode = make_encoder(config, encoder_key, obs)
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,
                             np.random.default_rng(int(jax.random.randint(data_key, (), 0, 2 ** 30))))

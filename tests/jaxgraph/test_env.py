@@ -45,7 +45,7 @@ def check_observation_describes_graph(env, obs):
 def test_masks_are_exact_and_rewards_are_cost_decreases():
     env = Env(small_model("squeezenet1_1"), max_locations=8)
     rng = np.random.default_rng(0)
-    obs = env.reset()
+    obs = env.reset().observation
     total = 0.0
     for _ in range(6):
         check_observation_describes_graph(env, obs)
@@ -63,10 +63,12 @@ def test_masks_are_exact_and_rewards_are_cost_decreases():
                         env.step((xfer, location_id))
                     assert env.graph is before
         previous = env.cost
-        obs, reward, terminated, truncated, info = env.step(random_action(obs, rng))
-        assert reward == pytest.approx(previous - cost(env.graph)) and info["cost"] == pytest.approx(env.cost)
+        timestep = env.step(random_action(obs, rng))
+        obs, reward = timestep.observation, timestep.reward
+        assert reward == pytest.approx(previous - cost(env.graph))
+        assert timestep.extras["cost"] == pytest.approx(env.cost)
         total += reward
-        assert not truncated
+        assert not timestep.truncated
     assert total == pytest.approx(env.initial_cost - cost(env.graph))
 
 
@@ -77,16 +79,17 @@ def test_random_episodes_keep_the_observation_consistent(name, backend):
     cut off from its conv): their cost features are refreshed too."""
     env = Env(small_model(name), cost_model=Roofline(backend=backend))
     rng = np.random.default_rng(1)
-    obs = env.reset()
-    first = obs
-    done, steps = False, 0
-    while not done:
-        obs, reward, terminated, truncated, info = env.step(random_action(obs, rng))
-        done, steps = terminated or truncated, steps + 1
+    first = env.reset()
+    assert first.first() and first.reward == 0.0 and first.extras["cost"] == env.initial_cost
+    timestep, steps = first, 0
+    while not timestep.last():
+        timestep, steps = env.step(random_action(timestep.observation, rng)), steps + 1
+        assert timestep.mid() or timestep.last()
         if steps % (10 if backend is TASO else 4) == 0:
-            check_observation_describes_graph(env, obs)
-    check_observation_describes_graph(env, obs)
-    assert terminated and not obs.xfer_mask[:-1].any()  # no rewrite applies any more
+            check_observation_describes_graph(env, timestep.observation)
+    check_observation_describes_graph(env, timestep.observation)
+    # no rewrite applies any more: terminated (discount 0)
+    assert timestep.terminated and timestep.discount == 0.0 and not timestep.observation.xfer_mask[:-1].any()
     with pytest.raises(ValueError, match="episode is over"):
         env.step((len(RULES), 0))
     again = env.reset()
@@ -96,14 +99,16 @@ def test_random_episodes_keep_the_observation_consistent(name, backend):
 
 def test_noop_ends_the_episode_and_max_steps_truncates():
     env = Env(small_model("resnet18"), max_steps=2)
-    obs = env.reset()
-    _, reward, terminated, truncated, info = env.step((env.num_xfers, 0))
-    assert (reward, terminated, truncated, info["rule"]) == (0.0, True, False, "NO-OP")
-    obs = env.reset()
+    env.reset()
+    end = env.step((env.num_xfers, 0))
+    assert (end.reward, end.terminated, end.truncated, end.extras["rule"]) == (0.0, True, False, "NO-OP")
+    assert end.last() and end.discount == 0.0
+    obs = env.reset().observation
     rng = np.random.default_rng(0)
-    obs, *_ = env.step(random_action(obs, rng))
-    _, _, terminated, truncated, _ = env.step(random_action(obs, rng))
-    assert truncated and not terminated
+    middle = env.step(random_action(obs, rng))
+    assert middle.mid() and middle.discount == 1.0 and not middle.terminated and not middle.truncated
+    end = env.step(random_action(middle.observation, rng))
+    assert end.truncated and not end.terminated and end.last() and end.discount == 1.0
     env.reset()
     with pytest.raises(ValueError, match="not a rewrite"):
         env.step((env.num_xfers + 1, 0))
@@ -114,7 +119,7 @@ def test_capacity_masks_out_growing_rewrites():
     with pytest.raises(ValueError, match="does not fit"):
         Env(graph, node_capacity=len(graph) - 1)
     env = Env(graph, node_capacity=len(graph), edge_capacity=2 * len(graph))
-    obs = env.reset()
+    obs = env.reset().observation
     for xfer, rule in enumerate(RULES):
         if rule.max_node_growth > 0:
             assert not obs.xfer_mask[xfer]
@@ -133,12 +138,12 @@ def test_one_compiled_function_serves_every_step():
         return jnp.sum(jnp.where(node_mask[:, None], summed, 0.0))
 
     rng = np.random.default_rng(0)
-    obs, done = env.reset(), False
-    while not done:
+    timestep = env.reset()
+    while not timestep.last():
+        obs = timestep.observation
         g = obs.graph
         message_pass(g.nodes, g.senders, g.receivers, obs.edge_mask, obs.node_mask)
-        obs, _, terminated, truncated, _ = env.step(random_action(obs, rng))
-        done = terminated or truncated
+        timestep = env.step(random_action(obs, rng))
 
 
 @pytest.mark.parametrize("action", [(1.7, 0), (0, 0.5), (True, 0), ("0", 0), (np.float32(0.0), 0), 3, (0, 0, 0)])
@@ -148,7 +153,7 @@ def test_non_integer_or_malformed_actions_raise(action):
     env.reset()
     with pytest.raises(ValueError, match="integer|pair"):
         env.step(action)
-    obs, *_ = env.step((jnp.int32(0), np.int64(0)))  # integer scalars of any library are accepted
+    obs = env.step((jnp.int32(0), np.int64(0))).observation  # integer scalars of any library are accepted
     assert obs.node_mask.sum() == len(env.graph)
 
 

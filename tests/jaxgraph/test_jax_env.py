@@ -64,7 +64,7 @@ def test_encode_decode_round_trip_and_cost(name):
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
     params = env.params()
-    assert float(jit(node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
+    assert float(jit(node_costs)(env.encode(graph), params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
 def replay_instances(jitted, scale):
@@ -91,10 +91,10 @@ def test_node_costs_of_some_rows_equal_host_node_cost():
     host = np.array([node_cost(env.model, graph, node_id) for node_id in graph.order], np.float32)
     kernels, free = np.flatnonzero(host > 0), np.flatnonzero(host == 0)
     rows = np.array([kernels[3], free[0], kernels[-1], kernels[len(kernels) // 2], kernels[3]])
-    ours = np.asarray(jax.jit(node_costs)(params.graph, params, rows=jnp.asarray(rows)))
+    ours = np.asarray(jax.jit(node_costs)(env.encode(graph), params, rows=jnp.asarray(rows)))
     chex.assert_trees_all_close(ours, host[rows], rtol=1e-5, atol=1e-9)
     with pytest.raises(ValueError, match="taso"):
-        node_costs(params.graph, params, XLA, 4, rows=jnp.asarray(rows))
+        node_costs(env.encode(graph), params, XLA, 4, rows=jnp.asarray(rows))
 
 
 def test_jitted_env_equals_env_step_for_step(jitted):
@@ -119,36 +119,36 @@ def test_toy_optimum_is_reached(jitted):
     jenv, reset, step = jitted
     toy = toy_graph(3)
     params = jenv.params(toy.graph)
-    state, obs = reset(jax.random.key(0), params)
+    state, timestep = reset(jax.random.key(0), params)
     for _ in range(toy.optimal_steps):
-        xfer = int(np.flatnonzero(np.asarray(obs.xfer_mask)[:-1])[0])
-        state, obs, reward, terminated, *_ = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
-        assert float(reward) > 0
-    assert bool(terminated)
+        xfer = int(np.flatnonzero(np.asarray(timestep.observation.xfer_mask)[:-1])[0])
+        state, timestep = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
+        assert float(timestep.reward) > 0
+    assert bool(timestep.terminated) and float(timestep.discount) == 0.0
     assert float(state.cost) == pytest.approx(cost(toy.optimal_graph), rel=1e-5)
 
 
 def test_invalid_actions_are_penalised_not_applied(jitted):
     jenv, reset, step = jitted
     params = jenv.params()._replace(invalid_penalty=jnp.float32(0.5))
-    state, obs = reset(jax.random.key(0), params)
-    masked_out = int(np.flatnonzero(~np.asarray(obs.xfer_mask))[0])
+    state, timestep = reset(jax.random.key(0), params)
+    masked_out = int(np.flatnonzero(~np.asarray(timestep.observation.xfer_mask))[0])
     for action in ([masked_out, 0], [0, jenv.max_locations], [-1, 0], [jenv.num_xfers + 3, 0]):
-        after, _, reward, terminated, truncated, info = step(jax.random.key(0), state, jnp.array(action), params)
-        assert float(reward) == -0.5 and bool(info["invalid"]) and not bool(terminated)
+        after, result = step(jax.random.key(0), state, jnp.array(action), params)
+        assert float(result.reward) == -0.5 and bool(result.extras["invalid"]) and bool(result.mid())
         chex.assert_trees_all_equal(after.graph, state.graph)
         assert float(after.cost) == float(state.cost)
-    after, _, reward, terminated, _, info = step(jax.random.key(0), state, jnp.array([jenv.num_xfers, 0]), params)
-    assert float(reward) == 0.0 and bool(terminated) and not bool(info["invalid"])
+    after, result = step(jax.random.key(0), state, jnp.array([jenv.num_xfers, 0]), params)
+    assert float(result.reward) == 0.0 and bool(result.terminated) and not bool(result.extras["invalid"])
 
 
 def test_max_steps_truncates(jitted):
     jenv, reset, step = jitted
     params = jenv.params()._replace(max_steps=jnp.int32(1))
-    state, obs = reset(jax.random.key(0), params)
-    xfer = int(np.flatnonzero(np.asarray(obs.xfer_mask)[:-1])[0])
-    _, _, _, terminated, truncated, _ = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
-    assert bool(truncated) and not bool(terminated)
+    state, timestep = reset(jax.random.key(0), params)
+    xfer = int(np.flatnonzero(np.asarray(timestep.observation.xfer_mask)[:-1])[0])
+    _, timestep = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
+    assert bool(timestep.truncated) and not bool(timestep.terminated) and float(timestep.discount) == 1.0
 
 
 def test_vmapped_steps_equal_single_steps(jitted):
@@ -159,12 +159,13 @@ def test_vmapped_steps_equal_single_steps(jitted):
     singles = [jenv.params(g) for g in graphs]
     keys = jax.random.split(jax.random.key(0), len(graphs))
     starts = [reset(key, one) for key, one in zip(keys, singles)]
-    params, (states, obs) = (jax.tree.map(lambda *leaves: jnp.stack(leaves), *parts) for parts in (singles, starts))
-    actions = jnp.stack([jnp.array([int(np.flatnonzero(np.asarray(m)[:-1])[-1]), 0]) for m in obs.xfer_mask])
+    params, (states, first) = (jax.tree.map(lambda *leaves: jnp.stack(leaves), *parts) for parts in (singles, starts))
+    actions = jnp.stack([jnp.array([int(np.flatnonzero(np.asarray(m)[:-1])[-1]), 0])
+                         for m in first.observation.xfer_mask])
     batched = jit(jax.vmap(jenv.step))(keys, states, actions, params)
     for i, one in enumerate(singles):
         single = step(keys[i], starts[i][0], actions[i], one)
-        chex.assert_trees_all_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched[:5]), single[:5], rtol=1e-6)
+        chex.assert_trees_all_close(jax.tree.map(lambda leaf, i=i: leaf[i], batched), single, rtol=1e-6)
 
 
 def test_bad_construction_raises(tmp_path):
@@ -208,10 +209,10 @@ def test_root_capacity_is_never_exceeded(concats, offered):
     rules = [r for r in RULES if r.family in ("MergeMatmuls", "SplitConcat")]
     merge = [r.family for r in rules].index("MergeMatmuls")
     jenv = JaxEnv(graph, rules=rules, root_capacity={"concat": concats})
-    state, obs = jit(jenv.reset)(jax.random.key(0), jenv.params())
+    obs = jit(jenv.reset)(jax.random.key(0), jenv.params())[1].observation
     assert bool(obs.location_mask[merge].any())
     assert bool(obs.xfer_mask[merge]) == offered
-    assert Env(graph, rules=rules).reset().xfer_mask[merge]
+    assert Env(graph, rules=rules).reset().observation.xfer_mask[merge]
 
 
 IMPORTED_BERT = "tests/data/bert-legacy-op17.onnx"  # exported by torch; node ids are 64-bit content hashes
@@ -229,7 +230,7 @@ def test_imported_model_round_trip_and_cost():
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
     params = env.params()
-    assert float(jit(env.node_costs)(params.graph, params).sum()) == pytest.approx(cost(graph), rel=1e-5)
+    assert float(jit(env.node_costs)(env.encode(graph), params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
 @pytest.mark.slow
@@ -260,8 +261,8 @@ def test_jitted_env_equals_env_on_merge_graphs():
 def test_ppo_trains_end_to_end_in_one_jitted_program():
     """PureJaxRL style: two seeds of PPO on the toy in one jax.jit(jax.vmap(train)); every rollout reward is
     a cost decrease, so no epoch can return more than the toy's optimum saves (normalised)."""
-    from jaxgraph.jax_ppo import make_train
     from jaxgraph.rl.configs import tiny_agent
+    from jaxgraph.rl.jax_ppo import make_train
 
     toy = toy_graph(2)
     config = tiny_agent()
@@ -335,7 +336,7 @@ def check_costs(fused, graph, model):
     env, costs_of, _ = fused
     params = env.params(graph)._replace(peak_flops=jnp.float32(model.peak_flops),
                                         bandwidth=jnp.float32(model.bandwidth), overhead=jnp.float32(model.overhead))
-    costs = np.asarray(costs_of(params.graph, params))
+    costs = np.asarray(costs_of(env.encode(graph), params))
     expected = np.array([node_cost(model, graph, node_id) for node_id in graph.order], np.float32)
     chex.assert_trees_all_close(costs[:len(graph)], expected, rtol=1e-5, atol=1e-9)
     assert not costs[len(graph):].any()
@@ -358,13 +359,14 @@ def test_fused_costs_and_rewards_after_random_rewrites(fused):
     for graph in (mixed_graph(), merge_graph(), toy_graph(3).graph, small_model("taso_attention_stack")):
         env = Env(graph, max_locations=32, cost_model=model)
         for _ in range(3):
-            obs, total = env.reset(), check_costs(fused, graph, model)
+            obs, total = env.reset().observation, check_costs(fused, graph, model)
             for _ in range(6):
                 rewrites = np.flatnonzero(obs.xfer_mask[:-1])
                 if not len(rewrites):
                     break
                 xfer = int(rng.choice(rewrites))
-                obs, reward, *_ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+                timestep = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+                obs, reward = timestep.observation, timestep.reward
                 after = check_costs(fused, env.graph, model)
                 assert total - after == pytest.approx(reward, rel=1e-4, abs=1e-6 * env.initial_cost)
                 total, checked = after, checked + 1
@@ -440,7 +442,7 @@ def test_fewer_passes_than_absorb_depth_are_not_enough(backend, graph, depth):
     assert backend.absorb_depth(graph) == depth
     env = JaxEnv(graph, cost_model=Roofline(backend=backend, bandwidth=1e30))
     params = env.params()
-    exact, short = (np.asarray(jit(node_costs, static_argnums=(2, 3))(params.graph, params, backend, passes))
+    exact, short = (np.asarray(jit(node_costs, static_argnums=(2, 3))(env.encode(graph), params, backend, passes))
                     for passes in (depth, depth - 1))
     expected = np.array([node_cost(env.model, graph, i) for i in graph.order], np.float32)
     chex.assert_trees_all_close(exact[:len(graph)], expected, rtol=1e-5, atol=1e-9)

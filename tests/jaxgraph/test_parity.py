@@ -73,14 +73,14 @@ def test_root_lists_allow_for_every_rewrite_of_env():
     roots = {family.root for family in JAX_RULE_FAMILIES.values()}
     for seed in range(6):
         env = Env(random_graph(seed), max_locations=32)
-        obs = env.reset()
+        obs = env.reset().observation
         for _ in range(25):
             rewrites = np.flatnonzero(obs.xfer_mask[:-1])
             if not len(rewrites):
                 break
             xfer = int(rng.choice(rewrites))
             before = Counter(node.op for node in env.graph.nodes.values())
-            obs, *_ = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer])))))
+            obs = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))).observation
             after = Counter(node.op for node in env.graph.nodes.values())
             growth = dict(JAX_RULE_FAMILIES[env.rules[xfer].family].growth)
             assert all(after[op] - before[op] <= growth.get(op, 0) for op in roots), env.rules[xfer].name
@@ -147,17 +147,19 @@ def walk(jitted, graph, families, cost_model=None):
     env = Env(graph, max_locations=jenv.max_locations, rules=jenv.rules, node_capacity=jenv.node_capacity,
               edge_capacity=jenv.edge_capacity, cost_model=jenv.model)
     params = jenv.params(graph)
-    state, obs = reset(jax.random.key(0), params)
-    reference = env.reset()
+    state, timestep = reset(jax.random.key(0), params)
+    obs = timestep.observation
+    env.reset()
     inputs = random_inputs(graph)
     expected = execute(graph, inputs, jit=False)
     applied = []
     for family in families:
         xfer = next(x for x, r in enumerate(jenv.rules) if r.family == family and bool(obs.xfer_mask[x]))
-        state, obs, reward, *_ = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
-        reference, env_reward, *_ = env.step((xfer, 0))
-        assert compare_states(jenv, state, obs, graph, env, reference) == []
-        assert float(reward) == pytest.approx(env_reward, rel=1e-4, abs=1e-9)
+        state, timestep = step(jax.random.key(0), state, jnp.array([xfer, 0]), params)
+        expected_step = env.step((xfer, 0))
+        obs = timestep.observation
+        assert compare_states(jenv, state, obs, graph, env, expected_step.observation) == []
+        assert float(timestep.reward) == pytest.approx(expected_step.reward, rel=1e-4, abs=1e-9)
         assert_same_outputs(execute(jenv.decode(state.graph, graph), inputs, jit=False), expected)
         applied.append(jenv.rules[xfer].name)
     return applied, env

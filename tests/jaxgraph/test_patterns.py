@@ -186,11 +186,11 @@ def test_env_and_searches_take_the_full_table_and_jax_env_refuses_it():
     rules = taso_rules()
     graph = random_taso_graph(3, blocks=8)
     env = Env(graph, rules=rules, max_locations=50)
-    obs = env.reset()
+    obs = env.reset().observation
     assert env.num_xfers == len(rules)
     xfers = np.flatnonzero(np.asarray(obs.xfer_mask)[:len(rules)])
     assert len(xfers)
-    _, _, _, _, info = env.step((int(xfers[-1]), 0))
+    env.step((int(xfers[-1]), 0))
     env.graph.validate()
     inputs = random_inputs(graph)
     want = execute_reference(graph, inputs)

@@ -19,7 +19,7 @@ def jitted(encoder, key, obs):
 
 
 def test_padded_slots_never_reach_the_readout():
-    obs = Env(small_model("squeezenet1_1"), max_locations=4).reset()
+    obs = Env(small_model("squeezenet1_1"), max_locations=4).reset().observation
     encoder = GraphEncoder(hidden=16, latent=8, message_steps=2)
     params, encode = jitted(encoder, jax.random.key(0), obs)
     nodes, z = encode(params, obs)
@@ -44,8 +44,8 @@ def test_padded_slots_never_reach_the_readout():
 
 def test_readout_does_not_depend_on_capacity():
     graph = toy_graph(3).graph
-    small = Env(graph, node_capacity=len(graph), edge_capacity=40, max_locations=4).reset()
-    large = Env(graph, node_capacity=3 * len(graph), edge_capacity=120, max_locations=4).reset()
+    small = Env(graph, node_capacity=len(graph), edge_capacity=40, max_locations=4).reset().observation
+    large = Env(graph, node_capacity=3 * len(graph), edge_capacity=120, max_locations=4).reset().observation
     large = large._replace(graph=large.graph._replace(globals=small.graph.globals))  # the fill fraction differs
     encoder = GraphEncoder(hidden=16, latent=8)
     params, encode = jitted(encoder, jax.random.key(1), small)
@@ -62,8 +62,8 @@ def test_jitted_env_observation_encodes_as_env_observation():
     graph = small_model("squeezenet1_1")
     env = Env(graph, max_locations=4)
     jenv = JaxEnv(graph, max_locations=4, node_capacity=env.node_capacity, edge_capacity=env.edge_capacity)
-    obs = env.reset()
-    _, jitted_obs = jit(jenv.reset)(jax.random.key(0), jenv.params())
+    obs = env.reset().observation
+    jitted_obs = jit(jenv.reset)(jax.random.key(0), jenv.params())[1].observation
     assert jax.tree.map(np.shape, jitted_obs.graph) == jax.tree.map(np.shape, obs.graph)
     for mine, theirs in [(jitted_obs.graph.senders, obs.graph.senders), (jitted_obs.graph.receivers,
                                                                          obs.graph.receivers),

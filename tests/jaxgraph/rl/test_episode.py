@@ -6,6 +6,7 @@ import pytest
 from jaxgraph import Env, cost
 from jaxgraph.rl import Episode, best_of, run_episode, toy_graph
 from jaxgraph.rl.study import agent_row
+from jaxgraph.timestep import StepType, TimeStep
 
 
 class ScriptedEnv:
@@ -20,12 +21,13 @@ class ScriptedEnv:
 
     def reset(self):
         self.i = 0
-        return self.i
+        return TimeStep(StepType.FIRST, 0.0, 1.0, self.i, {"cost": self.costs[0]})
 
     def step(self, action):
         self.i += 1
         done = self.i == len(self.costs) - 1
-        return self.i, self.costs[self.i - 1] - self.costs[self.i], done, False, {"cost": self.costs[self.i]}
+        return TimeStep(StepType.LAST if done else StepType.MID, self.costs[self.i - 1] - self.costs[self.i],
+                        0.0 if done else 1.0, self.i, {"cost": self.costs[self.i]})
 
 
 def scripted(costs, max_steps=100):

@@ -93,7 +93,7 @@ def test_masked_hierarchical_distribution(seed):
 
 def test_graph_policy_never_samples_a_masked_action():
     env = Env(toy_graph(3).graph, max_locations=4)
-    obs = jax.tree.map(jnp.asarray, env.reset())
+    obs = jax.tree.map(jnp.asarray, env.reset().observation)
     policy = GraphPolicy(num_xfers=env.num_xfers, hidden=16, latent=8)
     params = jit(lambda key, obs: policy.init(key, obs, jnp.argmax))(jax.random.key(0), obs)  # eager: seconds
 

@@ -9,13 +9,14 @@ import jax.numpy as jnp
 
 import jaxquant as jq
 import jaxsched
-from jaxgraph import RULES, JaxEnv, jax_ppo
+from jaxgraph import RULES, JaxEnv
 from jaxgraph.rl import (
     MDNRNN,
     DreamConfig,
     DreamStart,
     PPOConfig,
     WorldModelConfig,
+    jax_ppo,
     make_dream_sweep,
     tiny_agent,
     toy_graph,
