@@ -34,10 +34,12 @@ _SECONDS = {"greedy": "greedy_s", "taso_1.0": "taso_1.0_s", "taso_1.05": "taso_1
 
 
 def agent_config(args) -> AgentConfig:
-    """A small host agent: 8 environments x 16 lockstep steps per epoch, epochs until the time budget."""
-    return AgentConfig(ppo=PPOConfig(learning_rate=1e-3, entropy_coef=args.entropy, gamma=args.gamma, lam=args.lam,
-                                     update_epochs=args.update_epochs, minibatches=2),
-                       hidden=32, latent=16, message_steps=2, num_envs=8, rollout_steps=16, epochs=100_000,
+    """A small host agent: 8 environments x 16 lockstep steps per epoch, `--agent-epochs` epochs (an entropy
+    schedule decays over them) or epochs until the time budget."""
+    return AgentConfig(ppo=PPOConfig(learning_rate=1e-3, entropy_coef=args.entropy, entropy_final=args.entropy_final,
+                                     gamma=args.gamma, lam=args.lam, update_epochs=args.update_epochs, minibatches=2),
+                       hidden=32, latent=16, message_steps=2, num_envs=8, rollout_steps=16,
+                       epochs=args.agent_epochs if args.agent_epochs > 0 else 100_000,
                        max_locations=8, max_steps=args.max_steps)
 
 
@@ -94,6 +96,7 @@ def main() -> None:
     parser.add_argument("--agent-epochs", type=int, default=0, help="train for epochs instead of seconds")
     parser.add_argument("--samples", type=int, default=32, help="sampled evaluation episodes per agent")
     parser.add_argument("--entropy", type=float, default=0.01)
+    parser.add_argument("--entropy-final", type=float, help="decay the entropy bonus linearly to this over the epochs")
     parser.add_argument("--gamma", type=float, default=0.99)
     parser.add_argument("--lam", type=float, default=0.97)
     parser.add_argument("--update-epochs", type=int, default=4)

@@ -80,7 +80,7 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
                               total=config.epochs):
                 key, rollout_key, update_key = jax.random.split(key, 3)
                 trajectory, stats = collect(pool, agent, state.params, rollout_key, config.rollout_steps)
-                state, metrics = update(state, trajectory, update_key)
+                state, metrics = update(state, trajectory, update_key, config.ppo.entropy_at(epoch / config.epochs))
                 steps = (history[-1]["env_steps"] if history else 0) + stats.env_steps
                 history.append({"epoch": epoch + 1, "env_steps": steps, "episodes": len(stats.returns),
                                 "mean_return": float(np.mean(stats.returns)) if stats.returns else None,

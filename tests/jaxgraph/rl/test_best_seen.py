@@ -14,8 +14,9 @@ GRAPHS = (trap_graph(0, min_ops=6, max_ops=8, max_traps=1).graph, toy_graph(2).g
 def record_visits(pool):
     """Wrap each environment's step to keep the graph it reached (before the pool resets a finished episode)."""
     visited = {g: [graph] for g, graph in enumerate(pool.graphs)}
-    for i, env in enumerate(pool.envs):
-        def step(action, env=env, g=i % len(pool.graphs), inner=env.step):
+    slots = [i % len(pool.graphs) for i in range(len(pool.envs))]
+    for env, slot in zip(pool.envs, slots):
+        def step(action, env=env, g=slot, inner=env.step):
             result = inner(action)
             visited[g].append(env.graph)
             return result
