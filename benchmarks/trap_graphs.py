@@ -14,7 +14,8 @@ its cost is recomputed from the graph, not taken from the environment). A method
 1e-6 (relative) of the exhaustive optimum; seconds per graph are wall time, and for the agent also the
 process's CPU time (`ppo_cpu_s`; both include compilation and evaluation). With `--workdir`, each finished
 graph is a stage of a `jaxsched.common.Workdir`: a rerun with the same arguments skips it, one with other
-arguments is refused.
+arguments is refused. The seed range is not part of a workdir's identity, so processes over disjoint ranges
+(`--first-seed`, `--graphs`) share one workdir and a run over all seeds then prints the whole table.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=24, help="episode length during training")
     parser.add_argument("--workdir", help="keep each finished graph here; a rerun resumes")
     args = parser.parse_args()
-    settings = {k: v for k, v in vars(args).items() if k != "workdir"}
+    settings = {k: v for k, v in vars(args).items() if k not in ("workdir", "first_seed", "graphs")}
     try:
         work = Workdir(args.workdir, settings) if args.workdir else None
     except ConfigMismatch as error:
