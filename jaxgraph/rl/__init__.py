@@ -30,7 +30,7 @@ from jaxgraph.rl.ppo import (
     value_loss,
 )
 from jaxgraph.rl.report import judge_targets, plot_results, results_table
-from jaxgraph.rl.rollout import EnvPool, GraphAgent, RolloutStats, collect, graph_agent, stack
+from jaxgraph.rl.rollout import BestSeen, EnvPool, GraphAgent, RolloutStats, collect, graph_agent, stack
 from jaxgraph.rl.study import CONFIGS, StudyConfig, Timers, fit_world_model, make_encoder, random_sequences, run_study
 from jaxgraph.rl.toy import ToyInstance, toy_graph
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
@@ -56,7 +56,7 @@ __all__ = [
     "DreamConfig", "DreamState", "LatentSequence", "MDNRNN", "Prediction", "WorldModelConfig", "imagine",
     "make_world_model_update", "mixture_log_likelihood", "observe", "predicted_masks", "sample_component",
     "sample_latent", "world_model_loss",
-    "AgentConfig", "AgentResult", "EnvPool", "GraphAgent", "RolloutStats", "collect", "evaluate_agent",
+    "AgentConfig", "AgentResult", "BestSeen", "EnvPool", "GraphAgent", "RolloutStats", "collect", "evaluate_agent",
     "graph_agent", "make_train", "stack", "tiny_agent", "Episode", "best_of", "evaluation_episodes", "run_episode",
     "GraphEncoder", "GraphPolicy", "LatentPolicy", "PPOConfig", "PolicyOutput", "ToyInstance", "TrainState",
     "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",

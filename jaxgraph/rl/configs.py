@@ -20,11 +20,22 @@ class PPOConfig:
     update_epochs: int = 4
     minibatches: int = 4
     normalize_advantages: bool = True
+    entropy_final: float | None = None  # host trainer: entropy_coef decays linearly to this over the epochs
+
+    def entropy_at(self, progress: float) -> float:
+        """The entropy coefficient after `progress` (0 to 1) of training: constant, or linearly decayed to
+        `entropy_final` (exploration early, a sharper policy late)."""
+        if self.entropy_final is None:
+            return self.entropy_coef
+        return self.entropy_coef + min(max(progress, 0.0), 1.0) * (self.entropy_final - self.entropy_coef)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.clip < 1.0 or not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"need 0 < clip < 1 and gamma, lambda in [0, 1], got {self.clip}, {self.gamma}, "
                              f"{self.lam}")
+        if self.entropy_coef < 0 or (self.entropy_final is not None and self.entropy_final < 0):
+            raise ValueError(f"entropy coefficients must be non-negative, got {self.entropy_coef}, "
+                             f"{self.entropy_final}")
         if self.update_epochs < 1 or self.minibatches < 1 or self.learning_rate <= 0:
             raise ValueError("update_epochs, minibatches and learning_rate must be positive")
 

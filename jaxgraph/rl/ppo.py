@@ -71,8 +71,10 @@ def value_loss(values: chex.Array, returns: chex.Array) -> chex.Array:
 
 
 def ppo_loss(log_probs: chex.Array, old_log_probs: chex.Array, advantages: chex.Array, values: chex.Array,
-             returns: chex.Array, entropies: chex.Array, config: PPOConfig) -> tuple[chex.Array, dict]:
-    """policy loss + value_coef x value loss - entropy_coef x mean entropy, and its parts."""
+             returns: chex.Array, entropies: chex.Array, config: PPOConfig,
+             entropy_coef: chex.Array | float | None = None) -> tuple[chex.Array, dict]:
+    """policy loss + value_coef x value loss - entropy_coef x mean entropy, and its parts; `entropy_coef`
+    (a traced scalar, for schedules) replaces `config.entropy_coef` when given."""
     chex.assert_rank(entropies, 1)
     policy = clipped_policy_loss(log_probs, old_log_probs, advantages, config.clip)
     value = value_loss(values, returns)
@@ -80,7 +82,8 @@ def ppo_loss(log_probs: chex.Array, old_log_probs: chex.Array, advantages: chex.
     ratio = jnp.exp(log_probs - old_log_probs)
     metrics = {"policy_loss": policy, "value_loss": value, "entropy": bonus,
                "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > config.clip).astype(jnp.float32))}
-    return policy + config.value_coef * value - config.entropy_coef * bonus, metrics
+    coef = config.entropy_coef if entropy_coef is None else entropy_coef
+    return policy + config.value_coef * value - coef * bonus, metrics
 
 
 class TrainState(NamedTuple):
@@ -96,18 +99,21 @@ def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
 
 
 def make_update(evaluate: Callable, config: PPOConfig) -> Callable:
-    """`update(state, trajectory, key) -> (state, metrics)`: advantages, then `update_epochs` passes of
-    `minibatches` shuffled minibatch steps. Pure and jittable; `evaluate(params, obs, action) ->
-    (log_prob, entropy, value)` acts on one unbatched state."""
+    """`update(state, trajectory, key, entropy_coef=None) -> (state, metrics)`: advantages, then
+    `update_epochs` passes of `minibatches` shuffled minibatch steps. Pure and jittable; `evaluate(params,
+    obs, action) -> (log_prob, entropy, value)` acts on one unbatched state. `entropy_coef` (a scalar, traced
+    under jit) overrides `config.entropy_coef`, so a schedule changes it without recompiling."""
     optimizer = make_optimizer(config)
     batched_evaluate = jax.vmap(evaluate, in_axes=(None, 0, 0))
 
-    def loss_fn(params, batch):
-        log_probs, entropies, values = batched_evaluate(params, batch["obs"], batch["action"])
-        return ppo_loss(log_probs, batch["log_prob"], batch["advantage"], values, batch["return"], entropies,
-                        config)
+    def update(state: TrainState, trajectory: Trajectory, key: chex.PRNGKey,
+               entropy_coef: chex.Array | float | None = None) -> tuple[TrainState, dict]:
 
-    def update(state: TrainState, trajectory: Trajectory, key: chex.PRNGKey) -> tuple[TrainState, dict]:
+        def loss_fn(params, batch):
+            log_probs, entropies, values = batched_evaluate(params, batch["obs"], batch["action"])
+            return ppo_loss(log_probs, batch["log_prob"], batch["advantage"], values, batch["return"], entropies,
+                            config, entropy_coef)
+
         advantages = jax.vmap(gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)(
             trajectory.reward, trajectory.value, trajectory.next_value, trajectory.terminated, trajectory.done,
             config.gamma, config.lam)

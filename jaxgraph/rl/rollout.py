@@ -3,7 +3,10 @@
 `EnvPool` holds one `Env` per batch slot (several graphs cycle over the slots) with common node/edge
 capacities, so every observation of the batch has the same shapes and the batch stacks into one
 pytree. Rewards are normalised by each graph's initial cost (the fraction of cost a rewrite saved),
-so graphs of very different sizes train one agent. Episodes that end are reset in place.
+so graphs of very different sizes train one agent. Episodes that end are reset in place. The pool keeps
+the cheapest graph any of its environments visited per graph (`EnvPool.best`): a stochastic policy in
+training visits states its converged policy no longer reaches, and an optimiser returns the best graph it
+saw, as TASO's search and X-RLflow do.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.cost import CostModel
+from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost
 from jaxgraph.env import Env, Observation
 from jaxgraph.graph import Graph
 from jaxgraph.rl.policy import GraphPolicy, entropy, log_prob, sample_action
@@ -28,8 +31,16 @@ def stack(observations: Sequence[Any]) -> Any:
     return jax.tree.map(lambda *leaves: np.stack(leaves), *observations)
 
 
+class BestSeen(NamedTuple):
+    """The cheapest state visited on one graph: its cost (as the environment tracked it) and the graph."""
+
+    cost: float
+    graph: Graph
+
+
 class EnvPool:
-    """`num_envs` host environments over `graphs` (slot i runs graphs[i % len(graphs)])."""
+    """`num_envs` host environments over `graphs` (slot i runs graphs[i % len(graphs)]); `best[g]` is the
+    cheapest state any environment visited on graphs[g] since construction or `forget_best()`."""
 
     def __init__(self, graphs: Sequence[Graph], num_envs: int, max_locations: int = 32,
                  max_steps: int | None = None, cost_model: CostModel | None = None,
@@ -42,6 +53,12 @@ class EnvPool:
                          node_capacity=node_capacity, edge_capacity=edge_capacity, max_steps=max_steps)
                      for i in range(num_envs)]
         self.num_xfers = self.envs[0].num_xfers
+        self.graphs, self.cost_model = tuple(graphs), cost_model or DEFAULT_COST_MODEL
+        self.forget_best()
+
+    def forget_best(self) -> None:
+        """Restart best-seen tracking from the unmodified graphs."""
+        self.best = [BestSeen(cost(g, self.cost_model), g) for g in self.graphs]
 
     def reset(self) -> Observation:
         """Reset every environment; the stacked observations [B, ...]."""
@@ -55,8 +72,11 @@ class EnvPool:
         observations the steps produced (before resets, for bootstrapping truncated episodes) and
         the cost of each graph after the step (before resets)."""
         observations, finals, rewards, terminated, truncated, costs = [], [], [], [], [], []
-        for env, (xfer, location) in zip(self.envs, actions):
+        for i, (env, (xfer, location)) in enumerate(zip(self.envs, actions)):
             timestep = env.step((int(xfer), int(location)))
+            g = i % len(self.graphs)
+            if timestep.extras["cost"] < self.best[g].cost:
+                self.best[g] = BestSeen(timestep.extras["cost"], env.graph)
             finals.append(timestep.observation)
             costs.append(timestep.extras["cost"])
             rewards.append(timestep.reward / env.initial_cost)

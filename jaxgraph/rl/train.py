@@ -4,7 +4,9 @@
 `train` is a host loop over epochs, but each epoch makes exactly one jitted, vmapped policy call per
 lockstep step and one jitted update. Every epoch starts from the unmodified graphs, so an epoch is a
 function of (parameters, optimiser state, key) alone: with a `workdir`, those are checkpointed with
-orbax after every epoch and a rerun resumes exactly where a killed run stopped.
+orbax after every epoch and a rerun resumes exactly where a killed run stopped. The result also holds the
+cheapest graph the training rollouts visited on each training graph (`AgentResult.best`, X-RLflow's
+choice of returned graph), tracked from the epochs this call ran.
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ from jaxgraph.rl.configs import AgentConfig, PPOConfig
 from jaxgraph.rl.episode import Episode, evaluation_episodes, run_episode, split_keys
 from jaxgraph.rl.policy import GraphPolicy
 from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
-from jaxgraph.rl.rollout import EnvPool, collect, graph_agent, stack
+from jaxgraph.rl.rollout import BestSeen, EnvPool, collect, graph_agent, stack
 from jaxgraph.rules import RULES, Rule
 from jaxsched.common.checkpoint import EpochCheckpointer
 
 
 class AgentResult(NamedTuple):
-    """A trained model-free agent: its policy and parameters, per-epoch history, real env steps used."""
+    """A trained model-free agent: its policy and parameters, per-epoch history, real env steps used, and the
+    cheapest state its training rollouts visited on each training graph (in the order given to `make_train`)."""
 
     policy: GraphPolicy
     params: Any
     history: list[dict]
     env_steps: int
+    best: tuple[BestSeen, ...] = ()
 
 
 def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostModel | None = None,
@@ -63,6 +67,7 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
         params = _jitted_init(policy)(init_key, jax.tree.map(lambda x: x[0], pool.reset()))
         state = TrainState(params, optimizer.init(params))
         start, history = 0, []
+        pool.forget_best()
         checkpointer = EpochCheckpointer(workdir, identity) if workdir is not None else None
         try:
             if checkpointer is not None:
@@ -75,7 +80,7 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
                               total=config.epochs):
                 key, rollout_key, update_key = jax.random.split(key, 3)
                 trajectory, stats = collect(pool, agent, state.params, rollout_key, config.rollout_steps)
-                state, metrics = update(state, trajectory, update_key)
+                state, metrics = update(state, trajectory, update_key, config.ppo.entropy_at(epoch / config.epochs))
                 steps = (history[-1]["env_steps"] if history else 0) + stats.env_steps
                 history.append({"epoch": epoch + 1, "env_steps": steps, "episodes": len(stats.returns),
                                 "mean_return": float(np.mean(stats.returns)) if stats.returns else None,
@@ -83,12 +88,14 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
                                 **{name: float(value) for name, value in metrics.items()}})
                 if checkpointer is not None:
                     checkpointer.save(epoch + 1, {"state": state, "key": jax.random.key_data(key)}, history)
-                if on_epoch is not None and on_epoch(AgentResult(policy, state.params, history, steps)):
+                if on_epoch is not None and on_epoch(AgentResult(policy, state.params, history, steps,
+                                                                 tuple(pool.best))):
                     break
         finally:
             if checkpointer is not None:
                 checkpointer.close()
-        return AgentResult(policy, state.params, history, history[-1]["env_steps"] if history else 0)
+        return AgentResult(policy, state.params, history, history[-1]["env_steps"] if history else 0,
+                           tuple(pool.best))
 
     return train
 

@@ -4,7 +4,7 @@ stops strictly above it."""
 import jax
 import pytest
 
-from jaxgraph import execute_reference, exhaustive_search, greedy, random_inputs, trap_graph
+from jaxgraph import cost, execute_reference, exhaustive_search, greedy, random_inputs, trap_graph
 from jaxgraph.rl import AgentConfig, PPOConfig, best_of, evaluate_agent, make_train
 
 from .conftest import assert_same_outputs
@@ -46,3 +46,17 @@ def test_host_ppo_reaches_the_exhaustive_optimum_greedy_misses():
     agent = make_train(config, [trap.graph])(jax.random.key(0))
     episodes = evaluate_agent(agent, trap.graph, config, key=jax.random.key(1), samples=16)
     assert best_of(episodes).best_cost <= optimum * (1 + 1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 3])
+def test_best_graph_seen_in_training_is_the_exhaustive_optimum(seed):
+    """Trap graphs of the benchmark's sizes: the cheapest graph the training rollouts of 20 epochs visited
+    (its cost recomputed from the graph) is the exhaustive optimum, which greedy misses."""
+    trap = trap_graph(seed, max_traps=2)
+    optimum = exhaustive_search(trap.graph).cost
+    assert greedy(trap.graph).cost > optimum * (1 + 1e-6)
+    config = AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16, message_steps=2,
+                         num_envs=8, rollout_steps=16, epochs=20, max_locations=8, max_steps=24)
+    agent = make_train(config, [trap.graph])(jax.random.key(seed))
+    assert cost(agent.best[0].graph) <= optimum * (1 + 1e-6)

@@ -55,6 +55,19 @@ def test_clipped_policy_loss_by_hand():
                               jnp.array([0.0, 4.0, 0.0, 0.0]), jnp.array([0.2, 0.8, 0.5, 0.5]), config)
     np.testing.assert_allclose(float(total), 0.925, rtol=1e-6)
     np.testing.assert_allclose(float(metrics["clip_fraction"]), 0.75)
+    # a scheduled coefficient of 0.4 instead: 0.225 + 0.75 - 0.4 x 0.5 = 0.775
+    scheduled, _ = ppo_loss(old + jnp.log(ratio), old, adv, jnp.array([1.0, 2.0, 0.0, 1.0]),
+                            jnp.array([0.0, 4.0, 0.0, 0.0]), jnp.array([0.2, 0.8, 0.5, 0.5]), config, 0.4)
+    np.testing.assert_allclose(float(scheduled), 0.775, rtol=1e-6)
+
+
+def test_entropy_schedule_decays_linearly_and_clamps():
+    assert PPOConfig(entropy_coef=0.02).entropy_at(0.7) == 0.02
+    config = PPOConfig(entropy_coef=0.1, entropy_final=0.02)
+    for progress, expected in [(0.0, 0.1), (0.25, 0.08), (0.5, 0.06), (1.0, 0.02), (3.0, 0.02), (-1.0, 0.1)]:
+        assert config.entropy_at(progress) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="entropy"):
+        PPOConfig(entropy_final=-0.1)
 
 
 def test_value_loss_and_rank_checks():

@@ -45,6 +45,8 @@ def test_tiny_ppo_finds_the_known_optimum(trained):
     assert greedy.best_cost == pytest.approx(optimum, rel=1e-6)
     assert len([a for a in greedy.actions if a[0] != 25]) == TOY.optimal_steps
     assert len(sampled) == 3 and all(e.best_cost >= optimum * (1 - 1e-6) for e in sampled)
+    (best,) = result.best  # the cheapest graph training visited: the optimum, by its recomputed cost
+    assert cost(best.graph) == pytest.approx(optimum, rel=1e-6) and best.cost == pytest.approx(optimum, rel=1e-6)
     first, last = result.history[0], result.history[-1]
     assert last["mean_return"] > first["mean_return"]
     assert result.env_steps == config.epochs * config.num_envs * config.rollout_steps
