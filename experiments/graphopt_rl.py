@@ -4,15 +4,16 @@
     python -m experiments.graphopt_rl --config full   # the thesis's graphs and sizes (GPU machine)
     python -m experiments.graphopt_rl --config test   # seconds (the test suite)
 
-Per model graph: greedy, TASO search, the model-free PPO agent and the model-based agent (MDN-RNN world
-model, PPO controller trained in dreams) on onnxruntime's runtime-aware cost, with the measured
-end-to-end latency of each result (onnxruntime, JAX) and the real-environment interactions each used;
-on BERT the Table 5.1 analog (tau sweep x seeds as one vmapped program, each controller evaluated in
-the real Env) and the real vs dream step time; a multi-graph agent on a held-out graph. Writes to --workdir
-(a rerun of the same configuration resumes; another configuration is refused):
-  config.json, results.json, table.md, models/*.json (one per finished model: a rerun skips them), held_out.json,
-  checkpoints/ (per-epoch orbax checkpoints of the model-free agents: a rerun resumes them),
-  rewards.png, world_model.png, transformations.png
+Two settings, never mixed: `research` (TASO's cost model and rule table: greedy, TASO search at alpha 1.0 and
+1.05, equality saturation with greedy and ILP extraction, the exhaustive optimum where the reachable space is
+small enough, and the agents; gains are cost reductions) and `deployment` (onnxruntime's runtime-aware cost:
+greedy, TASO search and the agents, with the measured end-to-end latency of each result in onnxruntime and
+JAX; on BERT the Table 5.1 analog and the real vs dream step time; a multi-graph agent on a held-out graph).
+For every agent the best cost found against real-environment steps. Writes to --workdir (a rerun of the same
+configuration resumes; another configuration is refused):
+  config.json, results.json, table.md, <setting>/models/*.json (one per finished model: a rerun skips them),
+  deployment/held_out.json, checkpoints/ (per-epoch orbax checkpoints of the model-free agents: a rerun resumes
+  them), sample_efficiency_<setting>.png, rewards.png, world_model.png, transformations.png
 """
 
 from __future__ import annotations

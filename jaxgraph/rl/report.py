@@ -1,6 +1,7 @@
-"""The agents' study as tables and plots: `results_table(results) -> markdown`, `plot_results(results, out)`
-(thesis Fig. 5.3, 5.5, 5.7 analogs), and `judge_targets(results)`, the study's targets each with its numbers and
-met or missed."""
+"""The agents' study as tables and plots: `results_table(results) -> markdown` (one part per setting, never mixed),
+`plot_results(results, out)` (thesis Fig. 5.3, 5.5, 5.7 analogs and the sample-efficiency curves), and
+`judge_targets(section)` / `judge_research(section)`, each setting's targets with their numbers and met or
+missed. In the research setting a lower cost is a cost reduction of TASO's cost model, never a speedup."""
 
 from __future__ import annotations
 
@@ -8,14 +9,21 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxgraph.rl.efficiency import curve_table, plot_curves, steps_to_reach
+from jaxgraph.rl.settings import SETTINGS
 from jaxgraph.rules import RULES
 
 METHOD_NAMES = {"greedy": "greedy", "taso": "TASO", "model_free": "model-free", "model_based": "model-based"}
+RESEARCH_NAMES = {"greedy": "greedy", "taso_1": "TASO a=1.0", "taso_1.05": "TASO a=1.05",
+                  "eqsat_greedy": "eq. sat., greedy extr.", "eqsat_ilp": "eq. sat., ILP extr.",
+                  "exhaustive": "exhaustive optimum", "model_free": "model-free", "model_based": "model-based"}
+AGENT_NAMES = {"model_free": "model-free", "model_based": "model-based"}
 
 
 def judge_targets(results: dict) -> list[tuple[str, bool, str]]:
-    """(target, met, numbers) for each target of the study (model-free vs TASO, an agent beating TASO on BERT, the
-    held-out graph, dream throughput) that the results can judge."""
+    """(target, met, numbers) for each target of the deployment setting (model-free vs TASO, an agent beating TASO
+    on BERT, the held-out graph, dream throughput) that its section of the results (`models`, `held_out`) can
+    judge."""
     rows = results["models"]
     out = []
     gaps = {name: r["methods"]["model_free"]["cost"] / r["methods"]["taso"]["cost"] - 1.0 for name, r in rows.items()}
@@ -58,12 +66,97 @@ def _tau_rows(sweep: dict) -> list[str]:
     return lines
 
 
+def judge_research(section: dict) -> list[tuple[str, bool, str]]:
+    """(target, met, numbers) for the research setting's targets: the best agent at most TASO's search (alpha
+    1.05) on every builder and strictly below on 2; equality saturation within 1% of the best of any method in at
+    most 1/10 of TASO's time on 3; the model-based agent reaching the model-free agent's final best with 5x fewer
+    real steps on 3 (each with the models that fail it and why)."""
+    rows = {n: r for n, r in section["models"].items() if not n.startswith("imported:")}
+    out = []
+    gaps = {n: min(r["methods"][a]["cost"] for a in AGENT_NAMES) / r["methods"]["taso_1.05"]["cost"] - 1.0
+            for n, r in rows.items()}
+    below = [n for n, g in gaps.items() if g < -1e-9]
+    out.append(("best agent at most TASO a=1.05 on every builder, strictly below on >= 2",
+                all(g <= 1e-9 for g in gaps.values()) and len(below) >= 2,
+                ", ".join(f"{n} {100 * g:+.2f}%" for n, g in gaps.items())))
+    good, why = [], []
+    for n, r in rows.items():
+        found = [m["cost"] for m in r["methods"].values() if m["cost"] is not None]
+        eq = min(("eqsat_greedy", "eqsat_ilp"), key=lambda m: r["methods"][m]["cost"])
+        gap = r["methods"][eq]["cost"] / min(found) - 1.0
+        ratio = r["methods"][eq]["seconds"] / max(r["methods"]["taso_1.05"]["seconds"], 1e-9)
+        (good if gap <= 0.01 and ratio <= 0.1 else why).append(
+            f"{n}: {RESEARCH_NAMES[eq]} {100 * gap:+.2f}% vs best, {ratio:.2g}x TASO's time")
+    out.append(("equality saturation within 1% of the best in <= 1/10 of TASO's time on >= 3 models",
+                len(good) >= 3, "; ".join(good + [f"not met {w}" for w in why])))
+    counts = []
+    for n, r in rows.items():
+        target = r["curves"]["model_free"][-1][1]
+        mf, mb = (steps_to_reach(r["curves"][a], target) for a in AGENT_NAMES)
+        counts.append((n, mf, mb, mb is not None and mb * 5 <= mf))
+    out.append(("model-based reaches model-free's final best with >= 5x fewer real steps on >= 3 models",
+                sum(c[3] for c in counts) >= 3,
+                ", ".join(f"{n}: model-free {mf} steps, model-based {'never' if mb is None else mb}"
+                          for n, mf, mb, _ in counts)))
+    return out
+
+
+def research_table(section: dict) -> list[str]:
+    """The research setting as markdown lines: costs and cost reductions, budgets and times, the targets."""
+    rows = section["models"]
+    research = SETTINGS["research"]
+    lines = [f"## Research setting: TASO's cost (Roofline, backend {research.backend}); host searches use "
+             f"{research.host_rules}, the agents RULES; a lower cost is a {research.gain}, not a speedup\n",
+             "| model | ops | initial | " + " | ".join(RESEARCH_NAMES.values()) + " |",
+             "|---|---|---|" + "---|" * len(RESEARCH_NAMES)]
+    for name, r in rows.items():
+        cells = ["not known (cap hit)" if r["methods"][m]["cost"] is None else
+                 f"{r['methods'][m]['cost']:.4f} ({100 * r['methods'][m]['reduction']:.2f}%)" for m in RESEARCH_NAMES]
+        lines.append(f"| {name} | {r['ops']} | {r['initial_cost']:.4f} | " + " | ".join(cells) + " |")
+    lines += ["\nBudgets and times (TASO: graphs expanded of its budget; equality saturation: e-nodes; exhaustive: "
+              "distinct graphs, or the cap it hit; agents: real Env steps with evaluation)\n",
+              "| model | " + " | ".join(RESEARCH_NAMES.values()) + " |", "|---|" + "---|" * len(RESEARCH_NAMES)]
+    for name, r in rows.items():
+        cells = []
+        for m in RESEARCH_NAMES:
+            numbers = r["methods"][m]
+            if m == "exhaustive" and numbers["cost"] is None:
+                cells.append(f"> {numbers['cap']} graphs")
+            elif m.startswith("taso"):
+                cells.append(f"{numbers['interactions']}/{numbers['budget']}, {numbers['seconds']:.2f} s")
+            elif "seconds" in numbers:
+                cells.append(f"{numbers['interactions']}, {numbers['seconds']:.2f} s")
+            else:
+                cells.append(str(numbers["interactions"]))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["\n### Targets (research)\n"]
+    lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in judge_research(section)]
+    return lines
+
+
+def efficiency_lines(name: str, section: dict) -> list[str]:
+    """The sample-efficiency table of one setting's agents."""
+    rows = section["models"]
+    curves = {n: {AGENT_NAMES[a]: r["curves"][a] for a in AGENT_NAMES} for n, r in rows.items()}
+    return ([f"\n## Sample efficiency ({name} setting): best cost found (cost reduction) after so many "
+             "real-environment steps\n"] + curve_table(curves, {n: r["initial_cost"] for n, r in rows.items()}))
+
+
 def results_table(results: dict) -> str:
-    """The study as markdown: per-model costs, latencies and interactions, the tau table, step times,
-    the held-out graph and the targets."""
+    """The study as markdown, one part per setting (research, deployment), then the notes."""
+    lines = [f"# graphopt_rl results\n\nmachine: {results['machine']}\n"]
+    for name, section in results["settings"].items():
+        lines += research_table(section) if name == "research" else deployment_table(section)
+        lines += efficiency_lines(name, section) + [""]
+    lines += [f"- note: {note}" for note in results.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def deployment_table(results: dict) -> list[str]:
+    """The deployment setting as markdown lines: per-model costs, latencies and interactions, the tau table, step
+    times, the held-out graph and the targets."""
     rows = results["models"]
-    lines = [f"# graphopt_rl results\n\nmachine: {results['machine']}\n",
-             "## Final cost (runtime-aware analytic cost, ms) and reduction, per method\n",
+    lines = ["## Deployment setting: final cost (runtime-aware analytic cost, ms) and reduction, per method\n",
              "| model | ops | initial | " + " | ".join(METHOD_NAMES.values()) + " |", "|---|---|---|" + "---|" * 4]
     for name, r in rows.items():
         cells = [f"{r['methods'][m]['cost']:.4f} ({100 * r['methods'][m]['reduction']:.2f}%)" for m in METHOD_NAMES]
@@ -106,16 +199,16 @@ def results_table(results: dict) -> str:
     lines += [f"\n## Held-out graph\n\nagent trained on {', '.join(multi['trained_on'])} ({multi['interactions']} "
               f"Env steps with evaluation), evaluated on {multi['graph']}: returned graph {multi['agent_cost']:.4f} "
               f"(final state of its most-likely-action episode {multi['agent_final_cost']:.4f}), greedy "
-              f"{multi['greedy_cost']:.4f}, initial {multi['initial_cost']:.4f}\n", "## Targets\n"]
+              f"{multi['greedy_cost']:.4f}, initial {multi['initial_cost']:.4f}\n", "### Targets (deployment)\n"]
     lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in judge_targets(results)]
-    lines += [f"- note: {note}" for note in results.get("notes", [])]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot_results(results: dict, out: Path) -> list[Path]:
-    """rewards.png (normalised reward curves: model-free per epoch, dreams per update), world_model.png
-    (latent log-likelihood per epoch), transformations.png (rules applied per model and method); the
-    files written (none without matplotlib)."""
+    """sample_efficiency_<setting>.png (best cost against real steps, per setting), and from the deployment
+    setting rewards.png (normalised reward curves: model-free per epoch, dreams per update), world_model.png
+    (latent log-likelihood per epoch), transformations.png (rules applied per model and method); the files
+    written (none without matplotlib)."""
     try:
         import matplotlib
 
@@ -124,7 +217,17 @@ def plot_results(results: dict, out: Path) -> list[Path]:
     except ImportError:
         print("matplotlib is not installed (pip install 'jax-research-systems[plots]'): skipping the plots")
         return []
-    rows, files = results["models"], []
+    files = []
+    for name, section in results["settings"].items():
+        rows = section["models"]
+        plot_curves({n: {AGENT_NAMES[a]: r["curves"][a] for a in AGENT_NAMES} for n, r in rows.items()},
+                    {n: r["initial_cost"] for n, r in rows.items()},
+                    f"{name} setting: best cost found against real-environment steps",
+                    out / f"sample_efficiency_{name}.png")
+        files.append(out / f"sample_efficiency_{name}.png")
+    if "deployment" not in results["settings"]:
+        return files
+    rows = results["settings"]["deployment"]["models"]
 
     def save(fig, name):
         fig.tight_layout()

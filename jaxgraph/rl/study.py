@@ -1,9 +1,13 @@
 """The agents' evaluation (thesis chapter 5) end to end: `run_study(config, workdir)` behind
 `python -m experiments.graphopt_rl`.
 
-Per model graph it runs greedy, TASO search, the model-free agent and the model-based agent on the same
-runtime-aware cost (onnxruntime's fusions, `Roofline(backend=ONNXRUNTIME)`: a rewrite onnxruntime does by
-itself saves nothing). On the tau model (BERT) it runs the Table 5.1 analog: the tau sweep x seeds of
+It runs in two settings, named and never mixed (`jaxgraph.rl.settings`): `research` (TASO's cost and rule table:
+greedy, TASO's search at alpha 1.0 and 1.05, equality saturation, the exhaustive optimum where the reachable
+space is small enough, and the agents; a lower cost is a cost reduction) and `deployment` (onnxruntime's
+runtime-aware cost, `Roofline(backend=ONNXRUNTIME)`: greedy, TASO search and the agents, with measured
+latencies). For every agent each row also holds its sample-efficiency curve, the best cost found against the
+real-environment steps used (`jaxgraph.rl.efficiency`). In the deployment setting, on the tau model (BERT), it
+runs the Table 5.1 analog: the tau sweep x seeds of
 dream-trained controllers as one vmapped program, each controller then evaluated in the real Env. It
 also trains one agent on several graphs and evaluates it on a graph it never saw. With `Timers` (what
 `experiments.graphopt_rl` passes) a row also records the measured latency of every resulting graph and, on the tau
@@ -33,17 +37,19 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from jaxgraph.backends import ONNXRUNTIME
-from jaxgraph.cost import Roofline, cost
+from jaxgraph.cost import cost
 from jaxgraph.env import Env, Observation
 from jaxgraph.graph import Graph
 from jaxgraph.models import MODELS
+from jaxgraph.rl.baselines import deployment_baselines, research_baselines
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
 from jaxgraph.rl.dream import DreamStart, controller_episode, make_dream_sweep, make_dream_train
+from jaxgraph.rl.efficiency import best_so_far, extend, model_free_recorder
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes
 from jaxgraph.rl.policy import LatentPolicy
 from jaxgraph.rl.report import plot_results, results_table
+from jaxgraph.rl.settings import SETTINGS, setting
 from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import RULES, Rule
@@ -52,7 +58,7 @@ from jaxsched.common.machine import machine_description
 from jaxsched.common.sharding import Devices
 from jaxsched.common.workdir import Workdir, write_json, write_text
 
-METHODS = ("greedy", "taso", "model_free", "model_based")
+AGENTS = ("model_free", "model_based")
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)
 
 
@@ -82,7 +88,11 @@ class StudyConfig:
     eval_samples: int = 8  # episodes sampled from each trained agent besides its most-likely-action episode; the
     # agent returns the cheapest graph any of them visited (each one's real steps counted)
     optimum_budget: int = 2000  # unpruned search (alpha 1e9) on the tau model and the imported models: the
-    # reachable optimum, when the search exhausts the reachable graphs within this many expansions
+    # reachable optimum, when the search exhausts the reachable graphs within this many expansions (deployment)
+    settings: tuple[str, ...] = ("research", "deployment")
+    exhaustive_states: int = 5000  # research: the exhaustive optimum is searched up to this many distinct graphs
+    saturation_seconds: float = 60.0  # research: time limit of equality saturation and of its ILP extraction
+    curve_every: int = 1  # the model-free agent's sample-efficiency curve: an evaluation every this many epochs
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.models]
@@ -93,12 +103,17 @@ class StudyConfig:
         if self.tau_model not in names or self.held_out not in names:
             raise ValueError(f"tau_model {self.tau_model!r} and held_out {self.held_out!r} must be among {names}")
         if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
-               self.latency_repeats, self.step_time_envs, self.optimum_budget) < 1 or not self.taus:
+               self.latency_repeats, self.step_time_envs, self.optimum_budget, self.exhaustive_states,
+               self.curve_every) < 1 or not self.taus:
             raise ValueError(f"counts must be positive and taus non-empty: {self}")
         if not 0.0 <= self.noop_probability < 1.0 or min(self.taus) <= 0.0:
             raise ValueError("noop_probability must be in [0, 1) and every tau positive")
         if self.eval_samples < 0:
             raise ValueError(f"eval_samples must be >= 0, got {self.eval_samples}")
+        if not self.settings or len(set(self.settings)) != len(self.settings) or set(self.settings) - set(SETTINGS):
+            raise ValueError(f"settings must be distinct names from {sorted(SETTINGS)}, got {self.settings}")
+        if self.saturation_seconds <= 0:
+            raise ValueError(f"saturation_seconds must be positive, got {self.saturation_seconds}")
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
 
@@ -132,7 +147,8 @@ CONFIGS = {
         dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
                           updates=3, horizon=6),
         taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
-        latency_repeats=1, step_time_envs=16, eval_samples=0, optimum_budget=20),
+        latency_repeats=1, step_time_envs=16, eval_samples=0, optimum_budget=20, exhaustive_states=300,
+        saturation_seconds=10.0),
     "default": StudyConfig(
         models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
                        bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
@@ -151,7 +167,7 @@ CONFIGS = {
         world_model=WorldModelConfig(),
         dream=DreamConfig(num_envs=1024, updates=500),
         onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=512, wm_length=32, wm_epochs=200,
-        wm_batch=64, latency_repeats=30, step_time_envs=65536),
+        wm_batch=64, latency_repeats=30, step_time_envs=65536, exhaustive_states=100_000, curve_every=20),
 }
 
 
@@ -167,10 +183,12 @@ def make_encoder(config: StudyConfig, key: chex.PRNGKey, obs: Observation) -> Ca
 
 
 def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count: int, length: int,
-                     noop_probability: float, rng: np.random.Generator) -> LatentSequence:
+                     noop_probability: float, rng: np.random.Generator,
+                     costs: list[float] | None = None) -> LatentSequence:
     """`count` sequences of `length` real steps of the thesis's random agent (NO-OP with probability
     `noop_probability`, else a uniform valid xfer and location), in latent space, leaves [count, length, ...];
-    rewards are fractions of the initial cost, episodes continue across the sequence (is_first marks starts)."""
+    rewards are fractions of the initial cost, episodes continue across the sequence (is_first marks starts).
+    The cost of the graph after each step is appended to `costs` when given (what the random agent found)."""
     rows: list[list] = []
     obs, first = env.reset().observation, True
     z = np.asarray(encode(obs))
@@ -183,6 +201,8 @@ def random_sequences(env: Env, encode: Callable[[Observation], jax.Array], count
             action = (xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))
         timestep = env.step(action)
         next_obs, reward, terminated = timestep.observation, timestep.reward, timestep.terminated
+        if costs is not None:
+            costs.append(float(timestep.extras["cost"]))
         next_z = np.asarray(encode(next_obs))
         rows.append([z, np.asarray(action, np.int32), next_z, np.float32(reward / env.initial_cost), terminated,
                      next_obs.xfer_mask, next_obs.location_mask, first])
@@ -202,9 +222,9 @@ def fit_world_model(model: MDNRNN, data: LatentSequence, epochs: int, batch: int
     latent dimension) of each epoch (thesis Fig. 5.5)."""
     init_key, key = jax.random.split(key)
     d = data.z.shape[-1]
-    params = jax.jit(model.init)(init_key, model.initial_carry(), jnp.zeros(d), jnp.zeros(2, jnp.int32))
-    optimizer, update = make_world_model_update(model)
-    update, opt_state, curve = jax.jit(update), optimizer.init(params), []
+    init, optimizer, update = jitted_world_model(model)
+    params = init(init_key, model.initial_carry(), jnp.zeros(d), jnp.zeros(2, jnp.int32))
+    opt_state, curve = optimizer.init(params), []
     count = data.z.shape[0]
     for _ in tqdm(range(epochs), desc="world model", disable=not progress, leave=False):
         key, sub = jax.random.split(key)
@@ -216,6 +236,20 @@ def fit_world_model(model: MDNRNN, data: LatentSequence, epochs: int, batch: int
             nll.append(float(metrics["latent_nll"]))
         curve.append(-float(np.mean(nll)))
     return params, curve
+
+
+@functools.lru_cache(maxsize=8)
+def jitted_world_model(model: MDNRNN) -> tuple[Callable, Any, Callable]:
+    """(jitted init, optimizer, jitted update) of `model`, built once per model: every graph and setting with the
+    same action space and sizes shares one compilation."""
+    optimizer, update = make_world_model_update(model)
+    return jax.jit(model.init), optimizer, jax.jit(update)
+
+
+@functools.lru_cache(maxsize=8)
+def jitted_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
+    """`make_dream_train(config, model)` jitted once per (config, model), shared like `jitted_world_model`."""
+    return jax.jit(make_dream_train(config, model))
 
 
 # ----------------------------------------------------------------------------------------- evaluation
@@ -259,67 +293,74 @@ def agent_row(episodes: list[Episode], training_steps: int) -> dict:
 
 # ------------------------------------------------------------------------------------------- stages
 
-def cost_model() -> Roofline:
-    """The study's runtime-aware cost: the analytic roofline of onnxruntime's kernels (its own fusions)."""
-    return Roofline(backend=ONNXRUNTIME)
-
-
 def build_graph(config: StudyConfig, name: str) -> Graph:
     """The model graph `name` at the config's size."""
     return MODELS[name](**dict(dict(config.models)[name]))
 
 
-def run_model(config: StudyConfig, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
+def run_model(config: StudyConfig, setting_name: str, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
               progress: bool = False, devices: Devices = None, timers: Timers | None = None) -> dict:
-    """Greedy, TASO, the model-free and the model-based agent on one graph (and the tau sweep on the tau
-    model, its members split across `devices`), with the `timers`' measurements if given; a JSON-able row."""
-    cm, agent = cost_model(), config.agent
+    """One graph in one setting: the setting's searches (`jaxgraph.rl.baselines`), the model-free and the
+    model-based agent with their sample-efficiency curves; in the deployment setting also the tau sweep on the
+    tau model (its members split across `devices`) and the `timers`' measurements if given. A JSON-able row."""
+    chosen, agent = setting(setting_name), config.agent
+    cm, rules = chosen.cost_model(), chosen.rules()
     initial = cost(graph, cm)
-    row: dict[str, Any] = {"ops": graph.num_ops, "initial_cost": initial, "methods": {}}
-    searched = {"greedy": greedy(graph, cost_model=cm),
-                "taso": taso_search(graph, config.taso_alpha, config.taso_budget, cost_model=cm, progress=progress)}
+    row: dict[str, Any] = {"setting": chosen.name, "host_rules": chosen.host_rules, "agent_rules": "RULES",
+                           "ops": graph.num_ops, "initial_cost": initial}
     graphs = {"original": graph}
-    for method, result in searched.items():
-        graphs[method] = result.graph
-        row["methods"][method] = {"cost": result.cost, "interactions": result.explored,
-                                  "rules": [RULES[x].name for x, _ in result.history]}
+    if chosen.measured:
+        row["methods"], searched = deployment_baselines(graph, rules, cm, config.taso_alpha, config.taso_budget,
+                                                        progress)
+        graphs.update(searched)
+    else:
+        row["methods"] = research_baselines(graph, rules, cm, config.taso_budget, config.exhaustive_states,
+                                            config.saturation_seconds, progress)
     mf_key, encoder_key, data_key, wm_key, dream_key, sweep_key = jax.random.split(key, 6)
     mf_eval_key, mb_eval_key = jax.random.split(jax.random.fold_in(key, 1))
-    trained = make_train(agent, [graph], cm, workdir=(out / "checkpoints" / f"model_free-{name}").absolute(),
-                         progress=progress)(mf_key)
-    row["methods"]["model_free"] = agent_row(evaluate_agent(trained, graph, agent, cm, mf_eval_key,
-                                                            config.eval_samples), trained.env_steps)
+    on_epoch, read_curve = model_free_recorder(lambda trained: evaluate_agent(trained, graph, agent, cm), initial,
+                                               config.curve_every)
+    trained = make_train(agent, [graph], cm, progress=progress, on_epoch=on_epoch,
+                         workdir=(out / "checkpoints" / f"{chosen.name}-model_free-{name}").absolute())(mf_key)
+    episodes = evaluate_agent(trained, graph, agent, cm, mf_eval_key, config.eval_samples)
+    curve, curve_steps = read_curve()
+    row["methods"]["model_free"] = {**agent_row(episodes, trained.env_steps + curve_steps),
+                                    "curve_evaluation_steps": curve_steps}
+    row["curves"] = {"model_free": extend(curve, trained.env_steps + curve_steps, episodes)[0]}
     graphs["model_free"] = replay(graph, row["methods"]["model_free"]["actions"], agent, cm)
     row["model_free_curve"] = [h["mean_return"] for h in trained.history]
 
     env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
     obs = env.reset().observation
     encode = make_encoder(config, encoder_key, obs)
+    visited: list[float] = []
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,
-                            np.random.default_rng(int(jax.random.randint(data_key, (), 0, 2 ** 30))))
+                            np.random.default_rng(int(jax.random.randint(data_key, (), 0, 2 ** 30))), visited)
     model = MDNRNN(agent.latent, env.num_xfers, agent.max_locations, config.world_model)
     wm_params, loglik = fit_world_model(model, data, config.wm_epochs, config.wm_batch, wm_key, progress)
     row["world_model_loglik"] = loglik
     start = dream_start(encode, obs)
-    train = jax.jit(make_dream_train(config.dream, model))
-    result = train(dream_key, jnp.float32(1.0), wm_params, start)
+    result = jitted_dream_train(config.dream, model)(dream_key, jnp.float32(1.0), wm_params, start)
     policy = LatentPolicy(env.num_xfers, agent.max_locations, config.dream.hidden)
     episodes = evaluation_episodes(lambda episode_key: controller_episode(
         env, encode, model, wm_params, policy, result.params, agent.max_steps or 1000, episode_key),
         mb_eval_key, config.eval_samples)
-    row["methods"]["model_based"] = {**agent_row(episodes, config.wm_sequences * config.wm_length),
+    # the curve counts what the random data collection found too (real steps); the returned graph is the controller's
+    collected = best_so_far([(0, initial)] + [(i + 1, c) for i, c in enumerate(visited)])
+    row["curves"]["model_based"], _ = extend(collected, len(visited), episodes)
+    row["methods"]["model_based"] = {**agent_row(episodes, len(visited)),
                                      "dream_return": float(result.metrics["mean_return"][-1])}
     graphs["model_based"] = replay(graph, row["methods"]["model_based"]["actions"], agent, cm)
     row["dream_curve"] = [float(v) for v in np.asarray(result.metrics["mean_return"])]
-    if name == config.tau_model or name.startswith("imported:"):
+    if chosen.measured and (name == config.tau_model or name.startswith("imported:")):
         row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm)
-    if name == config.tau_model:
+    if chosen.measured and name == config.tau_model:
         row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key, devices)
         if timers is not None:
             row["step_time"] = timers.step_time(config, env, model, wm_params, start)
-    for method in METHODS:
-        row["methods"][method]["reduction"] = 1.0 - row["methods"][method]["cost"] / initial
-    if timers is not None:
+    for numbers in row["methods"].values():
+        numbers["reduction"] = None if numbers["cost"] is None else 1.0 - numbers["cost"] / initial
+    if chosen.measured and timers is not None:
         row["latency_ms"] = timers.latencies(graphs, config.latency_repeats)
     return row
 
@@ -358,13 +399,14 @@ def tau_sweep(config: StudyConfig, env: Env, encode: Callable, model: MDNRNN, wm
 def held_out(config: StudyConfig, graphs: dict[str, Graph], out: Path, key: chex.PRNGKey,
              progress: bool = False) -> dict:
     """One model-free agent trained on every graph but `config.held_out`, evaluated on that one against greedy
-    (returning the cheapest graph its evaluation episodes visited; the final state is reported too)."""
-    cm = cost_model()
+    (returning the cheapest graph its evaluation episodes visited; the final state is reported too), in the
+    deployment setting."""
+    cm = SETTINGS["deployment"].cost_model()
     train_names = [n for n in graphs if n != config.held_out]
     target = graphs[config.held_out]
     train_key, eval_key = jax.random.split(key)
-    trained = make_train(config.agent, [graphs[n] for n in train_names], cm,
-                         workdir=(out / "checkpoints" / "model_free-multi").absolute(), progress=progress)(train_key)
+    trained = make_train(config.agent, [graphs[n] for n in train_names], cm, progress=progress,
+                         workdir=(out / "checkpoints" / "deployment-model_free-multi").absolute())(train_key)
     evaluated = agent_row(evaluate_agent(trained, target, config.agent, cm, eval_key, config.eval_samples),
                           trained.env_steps)
     return {"trained_on": train_names, "graph": config.held_out, "initial_cost": cost(target, cm),
@@ -400,23 +442,28 @@ def batch_one(path: str) -> dict[str, tuple[int, ...]]:
 
 def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress: bool = True,
               devices: Devices = None, timers: Timers | None = None) -> dict:
-    """Run (or resume) every stage in `workdir`, then write results.json, table.md and the plots there; the tau
-    sweep's members are split across `devices` (default all); each model's row carries the `timers`'
-    measurements when given. Raises `ConfigMismatch` when `workdir` holds results of another configuration or
-    seed."""
+    """Run (or resume) every stage of every setting in `workdir`, then write results.json, table.md and the plots
+    there; the tau sweep's members are split across `devices` (default all); each deployment row carries the
+    `timers`' measurements when given. Raises `ConfigMismatch` when `workdir` holds results of another
+    configuration or seed."""
     work = Workdir(workdir, {"study": config, "seed": seed})
     key = jax.random.key(seed)
     graphs = {name: build_graph(config, name) for name, _ in config.models}
     imported, notes = imported_models(config)
-    rows = {}
-    for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc="models", disable=not progress)):
-        rows[name] = work.stage(f"models/{name.replace(':', '_')}.json",
-                                functools.partial(run_model, config, name, graph, work.path,
-                                                  jax.random.fold_in(key, i), progress, devices, timers))
-    multi = work.stage("held_out.json",
-                       lambda: held_out(config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
-    results = {"machine": machine_description(load=True), "config": dataclasses.asdict(config), "models": rows,
-               "held_out": multi, "notes": notes}
+    sections: dict[str, dict] = {}
+    for setting_name in config.settings:
+        rows = {}
+        for i, (name, graph) in enumerate(tqdm({**graphs, **imported}.items(), desc=f"models ({setting_name})",
+                                               disable=not progress)):
+            rows[name] = work.stage(f"{setting_name}/models/{name.replace(':', '_')}.json",
+                                    functools.partial(run_model, config, setting_name, name, graph, work.path,
+                                                      jax.random.fold_in(key, i), progress, devices, timers))
+        sections[setting_name] = {"models": rows}
+    if "deployment" in sections:
+        sections["deployment"]["held_out"] = work.stage("deployment/held_out.json", lambda: held_out(
+            config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
+    results = {"machine": machine_description(load=True), "config": dataclasses.asdict(config),
+               "settings": sections, "notes": notes}
     write_json(work / "results.json", results)
     write_text(work / "table.md", results_table(results))
     plot_results(results, work.path)

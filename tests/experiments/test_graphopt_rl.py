@@ -14,32 +14,65 @@ from tests.experiments.outputs import markdown_table, modification_times
 def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     workdir = tmp_path / "graphopt_rl"
     assert graphopt_rl.main(["--config", "test", "--workdir", str(workdir), "--quiet"]) == 0
-    for name in ("config.json", "results.json", "table.md", "held_out.json", "rewards.png", "world_model.png",
-                 "transformations.png", "models/bert.json", "models/taso_attention_stack.json"):
+    for name in ("config.json", "results.json", "table.md", "deployment/held_out.json", "rewards.png",
+                 "world_model.png", "transformations.png", "sample_efficiency_research.png",
+                 "sample_efficiency_deployment.png", *(f"{s}/models/{m}.json" for s in ("research", "deployment")
+                                                       for m in ("bert", "taso_attention_stack"))):
         assert (workdir / name).is_file(), name
     results = json.loads((workdir / "results.json").read_text())
-    assert all(set(row["latency_ms"]) == {"onnxruntime", "jax"} for row in results["models"].values())  # the timers
-    assert "step_time" in results["models"]["bert"] and "end-to-end latency" in (workdir / "table.md").read_text()
-    rows = markdown_table((workdir / "table.md").read_text(), "| model | ops | initial |")
-    assert [row[0] for row in rows] == list(results["models"])
+    table = (workdir / "table.md").read_text()
+    research, deployment = (results["settings"][s]["models"] for s in ("research", "deployment"))
+    assert all(row["setting"] == "research" for row in research.values())
+    assert all(row["setting"] == "deployment" for row in deployment.values())
+    assert all(set(row["latency_ms"]) == {"onnxruntime", "jax"} for row in deployment.values())  # the timers
+    assert not any("latency_ms" in row for row in research.values())  # nothing measured on TASO's cost
+    assert "step_time" in deployment["bert"] and "end-to-end latency" in table
+    # the two settings price the same graph differently: TASO's cost has no fused kernels
+    assert research["bert"]["initial_cost"] != deployment["bert"]["initial_cost"]
+    research_part, deployment_part = table.split("## Deployment setting")
+    assert "speedup" not in research_part.replace("not a speedup", "")
+    rows = markdown_table(deployment_part, "| model | ops | initial |")
+    assert [row[0] for row in rows] == list(deployment)
     for row in rows:
-        model = results["models"][row[0]]
+        model = deployment[row[0]]
         assert row[2] == f"{model['initial_cost']:.4f}"
         for cell, method in zip(row[3:], ("greedy", "taso", "model_free", "model_based")):
             numbers = model["methods"][method]
             assert cell == f"{numbers['cost']:.4f} ({100 * numbers['reduction']:.2f}%)"
             assert numbers["cost"] <= model["initial_cost"] * (1 + 1e-6)  # every method returns its best graph
+    rows = markdown_table(research_part, "| model | ops | initial |")
+    assert [row[0] for row in rows] == list(research)
+    for row in rows:
+        model = research[row[0]]
+        assert row[2] == f"{model['initial_cost']:.4f}"
+        methods = model["methods"]
+        assert set(methods) == {"greedy", "taso_1", "taso_1.05", "eqsat_greedy", "eqsat_ilp", "exhaustive",
+                                "model_free", "model_based"}
+        optimum = methods["exhaustive"]["cost"]
+        assert optimum is not None  # the test graphs' reachable spaces are under the cap
+        for name in ("greedy", "taso_1", "taso_1.05"):  # the same rules: no search beats the exhaustive optimum
+            assert optimum <= methods[name]["cost"] * (1 + 1e-9), name
+        for agent in ("model_free", "model_based"):
+            curve = model["curves"][agent]
+            assert curve[0] == [0, model["initial_cost"]]
+            assert all(a[0] < b[0] and b[1] < a[1] for a, b in zip(curve, curve[1:]))  # steps up, cost down
+            assert curve[-1][1] <= methods[agent]["cost"] * (1 + 1e-9)  # the curve holds the returned graph
+            assert curve[-1][0] <= methods[agent]["interactions"]  # and counts no step the agent did not take
 
-    stages = modification_times(workdir, "models/*.json") | modification_times(workdir, "held_out.json")
+    stages = modification_times(workdir, "*/models/*.json") | modification_times(workdir, "*/held_out.json")
     checkpoints = modification_times(workdir, "checkpoints/**/*")
     assert graphopt_rl.main(["--config", "test", "--workdir", str(workdir), "--quiet"]) == 0
-    assert modification_times(workdir, "models/*.json") | modification_times(workdir, "held_out.json") == stages
+    assert modification_times(workdir, "*/models/*.json") | modification_times(workdir, "*/held_out.json") == stages
     assert modification_times(workdir, "checkpoints/**/*") == checkpoints
-    assert json.loads((workdir / "results.json").read_text())["models"] == results["models"]
+    assert json.loads((workdir / "results.json").read_text())["settings"] == results["settings"]
 
     with pytest.raises(ConfigMismatch, match="seed") as mismatch:
         run_study(CONFIGS["test"], workdir, seed=1)
     assert mismatch.value.directory == workdir and mismatch.value.fields == ["seed"]
-    with pytest.raises(SystemExit) as exit_info:
-        graphopt_rl.main(["--config", "default", "--workdir", str(workdir), "--quiet"])
-    assert exit_info.value.code == 2 and "different run" in capsys.readouterr().err
+    with pytest.raises(ConfigMismatch) as mismatch:  # a full run never reuses the small run's per-model results
+        run_study(CONFIGS["full"], workdir)
+    assert "study.models" in mismatch.value.fields and "seed" not in mismatch.value.fields
+    for config in ("default", "full"):
+        with pytest.raises(SystemExit) as exit_info:
+            graphopt_rl.main(["--config", config, "--workdir", str(workdir), "--quiet"])
+        assert exit_info.value.code == 2 and "different run" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""Sample-efficiency curves (`jaxgraph.rl.efficiency`) and the research setting's targets, on hand-worked numbers;
+the settings themselves are checked against the cost models they name."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from jaxgraph import cost
+from jaxgraph.backends import ONNXRUNTIME, TASO
+from jaxgraph.cost import Roofline
+from jaxgraph.rl.efficiency import best_so_far, checkpoints, extend, model_free_recorder, steps_to_reach, value_at
+from jaxgraph.rl.episode import Episode
+from jaxgraph.rl.report import judge_research
+from jaxgraph.rl.settings import SETTINGS, setting
+from jaxgraph.rl.toy import toy_graph
+from jaxgraph.rules import RULES
+
+
+def test_best_so_far_keeps_only_improvements_and_extend_counts_every_episode_step():
+    assert best_so_far([(0, 10.0), (3, 12.0), (5, 9.0), (6, 9.0), (9, 4.0)]) == [[0, 10.0], [5, 9.0], [9, 4.0]]
+    episodes = [Episode([(0, 0), (1, 0)], [9.0, 7.0, 8.0]), Episode([(2, 0)], [9.0, 9.0])]
+    curve, end = extend([[0, 9.0]], 10, episodes)
+    assert (curve, end) == ([[0, 9.0], [12, 7.0]], 13)  # the first episode's 2 steps found 7; the second nothing
+    assert [value_at(curve, s) for s in (0, 11, 12, 100)] == [9.0, 9.0, 7.0, 7.0]
+    assert steps_to_reach(curve, 7.0) == 12 and steps_to_reach(curve, 6.9) is None
+    assert checkpoints([[[0, 1.0], [1000, 0.5]]], 4) == [1, 10, 100, 1000]
+
+
+def test_model_free_recorder_evaluates_every_k_epochs_and_counts_its_own_steps():
+    calls = []
+
+    def evaluate(agent):
+        calls.append(agent.env_steps)
+        return [Episode([(0, 0)] * 3, [5.0, 4.0 - len(calls), 6.0, 6.0])]
+
+    on_epoch, read = model_free_recorder(evaluate, 5.0, every=2)
+    for epoch in range(1, 6):
+        assert on_epoch(SimpleNamespace(history=[{}] * epoch, env_steps=100 * epoch)) is False
+    assert calls == [200, 400]
+    # epoch 2: 200 training steps + 3 evaluation steps found 3.0; epoch 4: 400 + 3 earlier + 3 found 2.0
+    assert read() == ([[0, 5.0], [203, 3.0], [406, 2.0]], 6)
+
+
+def test_settings_name_their_cost_models_and_rules():
+    graph = toy_graph().graph
+    assert cost(graph, SETTINGS["research"].cost_model()) == cost(graph, Roofline(backend=TASO))
+    assert cost(graph, SETTINGS["deployment"].cost_model()) == cost(graph, Roofline(backend=ONNXRUNTIME))
+    assert SETTINGS["deployment"].rules() is RULES
+    research_rules = SETTINGS["research"].rules()
+    assert len(research_rules) > len(RULES) and tuple(research_rules[:len(RULES)]) == tuple(RULES)
+    with pytest.raises(ValueError, match="unknown setting 'lab'"):
+        setting("lab")
+
+
+def research_row(agent, taso, eqsat, eqsat_seconds, mf_curve, mb_curve):
+    methods = {"greedy": 1.0, "taso_1": taso, "taso_1.05": taso, "eqsat_greedy": 1.0, "eqsat_ilp": eqsat,
+               "exhaustive": None, "model_free": agent, "model_based": agent + 0.01}
+    methods = {m: {"cost": c, "seconds": 10.0} for m, c in methods.items()}
+    methods["eqsat_ilp"]["seconds"] = eqsat_seconds
+    return {"methods": methods, "curves": {"model_free": mf_curve, "model_based": mb_curve}}
+
+
+def test_research_targets_are_judged_from_the_numbers():
+    fast = [[0, 1.0], [100, 0.8]], [[0, 1.0], [20, 0.8]]  # model-based reaches 0.8 in 20 steps: 5x fewer
+    slow = [[0, 1.0], [100, 0.8]], [[0, 1.0], [21, 0.8]]
+    good = {"models": {name: research_row(0.8, 0.85, 0.8, 1.0, *fast) for name in ("a", "b", "c")}}
+    assert [met for _, met, _ in judge_research(good)] == [True, True, True]
+    bad = {"models": {"a": research_row(0.86, 0.85, 0.8, 1.0, *fast), "b": research_row(0.8, 0.85, 0.8, 1.1, *slow),
+                      "c": research_row(0.8, 0.8, 0.82, 1.0, *fast)}}
+    judged = judge_research(bad)
+    assert [met for _, met, _ in judged] == [False, False, False]
+    assert "a +1.18%" in judged[0][2]  # 0.86 / 0.85 - 1
+    assert "b: model-free 100 steps, model-based 21" in judged[2][2]
