@@ -116,11 +116,13 @@ def taso_search(graph: Graph, alpha: float = 1.05, budget: int = 1000, rules: Se
                 continue
             seen.add(child.structure_hash)
             child_cost = current_cost + cost_change(model, current, child, delta)
-            if child_cost < best_cost:
-                best_cost, best_graph, best_history = child_cost, child, history + ((xfer, location),)
+            # Pruned against the best known before this child (as TASO, whose best is a dequeued graph), so
+            # with alpha = 1 a strictly cheaper child is still expanded.
             if child_cost < alpha * best_cost:
                 heapq.heappush(queue, (child_cost, next(order), current, index, (xfer, location),
                                        history + ((xfer, location),)))
+            if child_cost < best_cost:
+                best_cost, best_graph, best_history = child_cost, child, history + ((xfer, location),)
         bar.set_postfix(best=f"{best_cost:.4f}", queue=len(queue), refresh=False)
     bar.close()
     return SearchResult(best_graph, cost(best_graph, model), initial, best_history, explored,

@@ -111,3 +111,14 @@ def test_library_searches_are_quiet_by_default(capsys):
     assert captured.out == "" and captured.err == ""
     taso_search(graph, budget=3, progress=True)
     assert "taso search" in capsys.readouterr().err
+
+
+def test_alpha_one_still_expands_strictly_cheaper_graphs():
+    """With alpha = 1 TASO keeps every strictly cheaper child, so the search follows at least greedy's descent:
+    on the conv-batchnorm-relu chain (six improving rewrites) it expands past the start and reaches the fused
+    optimum that greedy reaches."""
+    graph = conv_bn_relu_chain()
+    result = taso_search(graph, alpha=1.0, budget=200, progress=False)
+    assert result.explored > 1
+    assert result.graph.op_counts == {"conv2d": 3}
+    assert result.cost <= greedy(graph).cost + 1e-12
