@@ -52,10 +52,10 @@ from jaxgraph.cost import CostModel, Roofline, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
 from jaxgraph.onnx_io import load_onnx
 from jaxgraph.rl.dream import controller_episode, make_dream_trainer
 from jaxgraph.rl.episode import best_of, evaluation_episodes
+from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy
 from jaxgraph.rl.study import (
     CONFIGS,
