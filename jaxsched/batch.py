@@ -24,8 +24,7 @@ import chex
 import numpy as np
 
 from jaxsched.common.arguments import integer
-from jaxsched.heft import upward_rank
-from jaxsched.order import priority_order
+from jaxsched.heft import mean_communication
 from jaxsched.problem import Problem, check_problem
 
 
@@ -120,31 +119,37 @@ def stack(items: Sequence[Tree]) -> Tree:
 def time_bound(problem: Problem) -> float:
     """The latest time any task of `problem` can finish under any list schedule: the last release
     time plus every task's largest cost plus every edge's largest transfer time."""
-    transfer = float(problem.inverse_bandwidth.max()) if problem.num_procs > 1 else 0.0
-    return float(problem.arrival.max() + problem.comp.max(axis=1).sum() + problem.data.sum() * transfer)
+    arrays = (problem.comp, problem.arrival, problem.data.sum(), problem.inverse_bandwidth)
+    return float(_time_bounds(*(np.asarray(a)[None] for a in arrays))[0])
 
 
-def _check_range(problem: Problem, dtype) -> None:
-    """Raises ValueError when `problem`'s times do not fit `dtype` (see the module docstring)."""
+def _time_bounds(comp, arrival, data_sum, inverse_bandwidth) -> np.ndarray:
+    """[B] `time_bound` of each problem of a batch from its padded float64 arrays (padding adds zeros)."""
+    return arrival.max(axis=1) + comp.max(axis=2).sum(axis=1) + data_sum * inverse_bandwidth.max(axis=(1, 2))
+
+
+def _check_range(arrays: dict, bounds: np.ndarray, dtype) -> None:
+    """Raises ValueError when a batch's times (`bounds`, and the padded float64 `arrays` by name, each
+    with a leading batch axis) do not fit `dtype` (see the module docstring)."""
     info = np.finfo(dtype)
-    bound = time_bound(problem)
-    if bound > float(info.max):
+    name = np.dtype(dtype).name
+
+    def which(index: int) -> str:
+        return f"problem {index}: " if len(bounds) > 1 else ""
+
+    beyond = np.flatnonzero(bounds > float(info.max))
+    if beyond.size:
+        i = int(beyond[0])
         raise ValueError(
-            f"times of this problem reach {bound:.3g}, beyond {np.dtype(dtype).name}'s range ({info.max:.3g}); "
+            f"{which(i)}times reach {bounds[i]:.3g}, beyond {name}'s range ({info.max:.3g}); "
             "pad with dtype=np.float64 (under jax.enable_x64) or rescale the costs"
         )
-    arrays = {
-        "comp": problem.comp,
-        "data": problem.data,
-        "task_arrival": problem.arrival,
-        "inverse bandwidth": problem.inverse_bandwidth,
-    }
-    for name, array in arrays.items():
+    for what, array in arrays.items():
         tiny = (array != 0) & (np.abs(array) < float(info.tiny))
         if tiny.any():
-            value = array[tuple(np.argwhere(tiny)[0])]
+            index = tuple(np.argwhere(tiny)[0])
             raise ValueError(
-                f"{name} holds {value:.3g}, below {np.dtype(dtype).name}'s smallest normal number "
+                f"{which(int(index[0]))}{what} holds {array[index]:.3g}, below {name}'s smallest normal number "
                 f"({info.tiny:.3g}): it would round to zero; pad with dtype=np.float64 or rescale the costs"
             )
 
@@ -153,49 +158,129 @@ def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) 
     """Pads `problem` to `shape` (default: its own, `Shape.of(problem)`) in `dtype`; raises ValueError
     if it does not fit, or if its times do not fit `dtype` (see the module docstring)."""
     check_problem(problem)
-    shape = Shape.of(problem) if shape is None else Shape(*shape)
-    shape.check(problem)
-    _check_range(problem, dtype)
-    num_tasks, num_procs, num_edges, max_in_degree = shape
-    t, p, e = problem.num_tasks, problem.num_procs, problem.num_edges
-    comp = np.zeros((num_tasks, num_procs), dtype)
-    comp[:t, :p] = problem.comp
-    arrival = np.zeros(num_tasks, dtype)
-    arrival[:t] = problem.arrival
-    pred = np.full((num_tasks, max_in_degree), num_tasks, np.int32)
-    pred_data = np.zeros((num_tasks, max_in_degree), dtype)
-    in_ptr, in_order = problem.in_edges
-    slot = np.arange(e) - in_ptr[problem.dst[in_order]]  # position of each edge among its task's inputs
-    pred[problem.dst[in_order], slot] = problem.src[in_order]
-    pred_data[problem.dst[in_order], slot] = problem.data[in_order]
-    inverse_bandwidth = np.zeros((num_procs, num_procs), dtype)
-    inverse_bandwidth[:p, :p] = problem.inverse_bandwidth
-    rank = upward_rank(problem)
-    padding = np.arange(t, num_tasks, dtype=np.int32)
-    edge_src, edge_dst = np.zeros(num_edges, np.int32), np.zeros(num_edges, np.int32)
-    edge_data = np.zeros(num_edges, dtype)
-    edge_src[:e], edge_dst[:e], edge_data[:e] = problem.src, problem.dst, problem.data
-    return PaddedProblem(
-        comp=comp,
-        task_mask=np.arange(num_tasks) < t,
-        proc_mask=np.arange(num_procs) < p,
-        arrival=arrival,
-        pred=pred,
-        pred_data=pred_data,
-        inverse_bandwidth=inverse_bandwidth,
-        topo_order=np.concatenate([problem.topological_order.astype(np.int32), padding]),
-        heft_order=np.concatenate([priority_order(problem, rank).astype(np.int32), padding]),
-        upward_rank=np.concatenate([rank, np.zeros(num_tasks - t)]).astype(dtype),
-        edge_src=edge_src,
-        edge_dst=edge_dst,
-        edge_data=edge_data,
-        edge_mask=np.arange(num_edges) < e,
-    )
+    return PaddedProblem(*(array[0] for array in pad_problems([problem], shape, dtype)))
+
+
+def _upward_ranks(
+    problems: Sequence[Problem],
+    comp: np.ndarray,
+    task_mask: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    out_order: np.ndarray,
+) -> np.ndarray:
+    """[B * T] `jaxsched.heft.upward_rank` of every problem at once, on the batch as one graph of
+    B * T tasks (`comp` [B, T, P] padded, `task_mask` [B, T]; `src`, `dst`: edges in that numbering,
+    `out_order` sorts them by source): one step per level of the deepest problem, each a max over
+    every out-edge of that level's tasks. The same float64 operations as the per-problem form: equal
+    values; padded tasks rank 0."""
+    size = task_mask.size
+    task = np.flatnonzero(task_mask)
+    if all(p.num_procs == comp.shape[2] for p in problems):
+        mean_comp = comp.mean(axis=2).ravel()  # padded tasks: 0
+    else:
+        mean_comp = np.zeros(size)
+        mean_comp[task] = np.concatenate([p.comp.mean(axis=1) for p in problems])
+    level = np.zeros(size, np.int64)
+    level[task] = np.concatenate([p.levels for p in problems])
+    edge_value = np.concatenate([mean_communication(p) for p in problems])[out_order]
+    src, dst = src[out_order], dst[out_order]
+    by_level = np.argsort(level[src].astype(np.uint16 if level.max() < 2**16 else np.int64), kind="stable")
+    src, dst, edge_value = src[by_level], dst[by_level], edge_value[by_level]  # by (level, source)
+    edge_level = level[src]
+    first = np.flatnonzero(np.concatenate([[True], src[1:] != src[:-1]]))  # each source's first edge
+    bounds = np.searchsorted(edge_level, np.arange(int(level.max()) + 2))  # level L: bounds[L]:bounds[L + 1]
+    groups = np.searchsorted(first, bounds)
+    rank = mean_comp.copy()  # exit tasks
+    for lo, hi, group_lo, group_hi in reversed(list(zip(bounds[:-1], bounds[1:], groups[:-1], groups[1:]))):
+        if lo == hi:
+            continue
+        starts = first[group_lo:group_hi]
+        best = np.maximum.reduceat(edge_value[lo:hi] + rank[dst[lo:hi]], starts - lo)
+        owners = src[starts]
+        rank[owners] = mean_comp[owners] + best
+    return rank
+
+
+def _padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64) -> np.ndarray:
+    """[B, *shape] the `arrays` stacked, each in the leading corner of its `fill`ed slot."""
+    out = np.full((len(arrays),) + shape, fill, dtype)
+    if all(a.shape == shape for a in arrays):
+        out[:] = arrays
+        return out
+    for slot, array in zip(out, arrays):
+        slot[tuple(slice(0, n) for n in array.shape)] = array
+    return out
 
 
 def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32) -> ProblemBatch:
-    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all)."""
-    if not len(problems):
+    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
+    `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
+    docstring). Vectorised over the batch: the edges of every problem are handled as one array."""
+    problems = list(problems)
+    if not problems:
         raise ValueError("pad_problems needs at least one problem")
-    shape = Shape.of(problems) if shape is None else shape
-    return stack([pad_problem(p, shape, dtype) for p in problems])
+    for problem in problems:
+        check_problem(problem)
+    needed = Shape.of(problems)
+    shape = needed if shape is None else Shape(*shape)
+    shape.check(problems[0])
+    if any(n > c for n, c in zip(needed, shape)):
+        for problem in problems:
+            shape.check(problem)  # raises, naming what does not fit
+    num_tasks, num_procs, num_edges, max_in_degree = shape
+    size = len(problems)
+    comp = _padded([p.comp for p in problems], (num_tasks, num_procs))
+    arrival = _padded([p.arrival for p in problems], (num_tasks,))
+    inverse_bandwidth = _padded([p.inverse_bandwidth for p in problems], (num_procs, num_procs))
+    counts = np.array([p.num_edges for p in problems])
+    batch = np.repeat(np.arange(size), counts)
+    src = np.concatenate([p.src for p in problems])
+    dst = np.concatenate([p.dst for p in problems])
+    data = np.concatenate([p.data for p in problems])
+    _check_range(
+        {"comp": comp, "data": data[:, None], "task_arrival": arrival, "inverse bandwidth": inverse_bandwidth},
+        _time_bounds(comp, arrival, np.bincount(batch, data, minlength=size), inverse_bandwidth),
+        dtype,
+    )
+    starts = np.cumsum(counts) - counts  # each problem's first edge
+    in_order = np.concatenate([p.in_edges[1] for p in problems]) + np.repeat(starts, counts)
+    out_order = np.concatenate([p.out_edges[1] for p in problems]) + np.repeat(starts, counts)
+    src_global, dst_global = batch * num_tasks + src, batch * num_tasks + dst
+    grouped = dst_global[in_order]  # incoming edges grouped by task, in edge order (`Problem.in_edges`)
+    inputs = np.bincount(grouped, minlength=size * num_tasks)
+    slot = np.arange(len(grouped)) - (np.cumsum(inputs) - inputs)[grouped]  # place among the task's inputs
+    flat = grouped * max_in_degree + slot  # into [B, T, K] flattened
+    pred = np.full(size * num_tasks * max_in_degree, num_tasks, np.int32)
+    pred_data = np.zeros(size * num_tasks * max_in_degree, dtype)
+    pred[flat], pred_data[flat] = src[in_order], data[in_order]
+    flat = batch * num_edges + np.arange(len(batch)) - np.repeat(starts, counts)  # into [B, E] flattened
+    edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
+    edge_data = np.zeros(size * num_edges, dtype)
+    edge_src[flat], edge_dst[flat], edge_data[flat] = src, dst, data
+    topo_order = _padded([p.topological_order for p in problems], (num_tasks,), fill=-1, dtype=np.int64)
+    unused = topo_order < 0  # padded tasks come last, in index order
+    topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
+    rows = np.arange(size)[:, None]
+    padding = np.arange(num_tasks)[None, :] >= np.array([p.num_tasks for p in problems])[:, None]
+    rank = _upward_ranks(problems, comp, ~padding, src_global, dst_global, out_order)
+    # HEFT's order: decreasing rank, ties by topological position (a stable sort of the topological
+    # order), padded tasks last
+    key = np.where(padding, np.inf, -rank.reshape(size, num_tasks))[rows, topo_order]
+    heft_order = topo_order[rows, np.argsort(key, axis=1, kind="stable")]
+    return PaddedProblem(
+        comp=comp.astype(dtype),
+        task_mask=~padding,
+        proc_mask=np.arange(num_procs)[None, :] < np.array([p.num_procs for p in problems])[:, None],
+        arrival=arrival.astype(dtype),
+        pred=pred.reshape(size, num_tasks, max_in_degree),
+        pred_data=pred_data.reshape(size, num_tasks, max_in_degree),
+        inverse_bandwidth=inverse_bandwidth.astype(dtype),
+        topo_order=topo_order.astype(np.int32),
+        heft_order=heft_order.astype(np.int32),
+        upward_rank=rank.reshape(size, num_tasks).astype(dtype),
+        edge_src=edge_src.reshape(size, num_edges),
+        edge_dst=edge_dst.reshape(size, num_edges),
+        edge_data=edge_data.reshape(size, num_edges),
+        edge_mask=np.arange(num_edges)[None, :] < counts[:, None],
+    )
