@@ -119,18 +119,29 @@ def make_plan(problem: Problem, config: ListConfig) -> ListPlan:
     """The positions, pins, cost table and draws of `config` on `problem`."""
     check_problem(problem)
     num_tasks, num_procs = problem.comp.shape
-    pin = np.full(num_tasks, -1, dtype=np.int64)
+    oct_table = optimistic_cost_table(problem) if config.selection == "eft_oct" else np.zeros((num_tasks, num_procs))
+    position = priority_position(problem, config.priority)
+    return ListPlan(
+        position, ready_list_order(problem, position), pins(problem, config), oct_table, draws(problem, config)
+    )
+
+
+def pins(problem: Problem, config: ListConfig) -> np.ndarray:
+    """[T] int the processor each task is pinned to by `config.pinning`, -1 where free."""
+    pin = np.full(problem.num_tasks, -1, dtype=np.int64)
     if config.pinning == "critical_path":
         tasks, proc = critical_path(problem)
         pin[tasks] = proc
     elif config.pinning == "fastest_processor":
         pin[:] = int(problem.comp.sum(axis=0).argmin())
-    oct_table = optimistic_cost_table(problem) if config.selection == "eft_oct" else np.zeros((num_tasks, num_procs))
-    draws = np.zeros(num_tasks, dtype=np.int64)
+    return pin
+
+
+def draws(problem: Problem, config: ListConfig) -> np.ndarray:
+    """[T] int the seeded random integers of "wba", one per step; zeros for the other selections."""
     if config.selection == "wba":
-        draws = np.random.default_rng(config.seed).integers(0, 2**31 - 1, num_tasks)
-    position = priority_position(problem, config.priority)
-    return ListPlan(position, ready_list_order(problem, position), pin, oct_table, draws)
+        return np.random.default_rng(config.seed).integers(0, 2**31 - 1, problem.num_tasks)
+    return np.zeros(problem.num_tasks, dtype=np.int64)
 
 
 def ready_list_order(problem: Problem, position: np.ndarray) -> np.ndarray:
