@@ -249,6 +249,8 @@ class _Placer:
 def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = None) -> Schedule:
     """Schedule of `problem` by the family member `config` (NumPy reference; module docstring)."""
     plan = make_plan(problem, config) if plan is None else plan
+    if not config.dynamic and not config.insertion:
+        return _append_schedule(problem, config, plan)
     comp = problem.comp
     placer = _Placer(problem, config.insertion)
     waiting = np.bincount(problem.dst, minlength=problem.num_tasks)  # unplaced predecessors
@@ -273,6 +275,53 @@ def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = 
         waiting[successors] -= 1
         ready[successors[waiting[successors] == 0]] = True
     return Schedule(proc=placer.proc, start=placer.start, finish=placer.finish)
+
+
+def _append_schedule(problem: Problem, config: ListConfig, plan: ListPlan) -> Schedule:
+    """`list_schedule` of a static selection with append-only placement, in scalar Python over
+    per-processor lists: the visit order is fixed and each step touches P processors and the task's
+    out-edges, too few values for NumPy's per-call cost to pay (the same float64 operations, in the
+    same order, as the general loop: equal schedules)."""
+    num_tasks, num_procs = problem.comp.shape
+    procs = range(num_procs)
+    comp = problem.comp.tolist()
+    oct_table = plan.oct.tolist()
+    inverse_bandwidth = problem.inverse_bandwidth.tolist()
+    out_ptr, out_order = problem.out_edges
+    ptr, successors, data = out_ptr.tolist(), problem.dst[out_order].tolist(), problem.data[out_order].tolist()
+    arrive = [[release] * num_procs for release in problem.arrival.tolist()]
+    avail = [0.0] * num_procs
+    proc, start, finish = [0] * num_tasks, [0.0] * num_tasks, [0.0] * num_tasks
+    pins, selection = plan.pin.tolist(), config.selection
+    for task in plan.order.tolist():
+        duration = comp[task]
+        begin = [r if d == 0 or r >= a else a for r, d, a in zip(arrive[task], duration, avail)]
+        chosen = pins[task]
+        if chosen < 0:
+            if selection == "eft":
+                score = [b + d for b, d in zip(begin, duration)]
+            elif selection == "est":
+                score = begin
+            elif selection == "fastest":
+                score = duration
+            elif selection == "earliest_free":
+                score = avail
+            else:  # eft_oct
+                score = [b + d + o for b, d, o in zip(begin, duration, oct_table[task])]
+            chosen = min(procs, key=score.__getitem__)  # the first least, as argmin
+        end = begin[chosen] + duration[chosen]
+        proc[task], start[task], finish[task] = chosen, begin[chosen], end
+        if duration[chosen] != 0:
+            avail[chosen] = end
+        link = inverse_bandwidth[chosen]
+        for edge in range(ptr[task], ptr[task + 1]):
+            row = arrive[successors[edge]]
+            amount = data[edge]
+            for q in procs:
+                reach = end + amount * link[q]
+                if reach > row[q]:
+                    row[q] = reach
+    return Schedule(proc=np.array(proc, dtype=np.int64), start=np.array(start), finish=np.array(finish))
 
 
 def preset(name: str, **options) -> ListConfig:
