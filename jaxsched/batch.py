@@ -23,8 +23,8 @@ from typing import NamedTuple, Sequence, TypeVar
 import chex
 import numpy as np
 
+from jaxsched.batch_graph import BatchGraph, padded
 from jaxsched.common.arguments import integer
-from jaxsched.heft import mean_communication
 from jaxsched.problem import Problem, check_problem
 
 
@@ -161,58 +161,6 @@ def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) 
     return PaddedProblem(*(array[0] for array in pad_problems([problem], shape, dtype)))
 
 
-def _upward_ranks(
-    problems: Sequence[Problem],
-    comp: np.ndarray,
-    task_mask: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    out_order: np.ndarray,
-) -> np.ndarray:
-    """[B * T] `jaxsched.heft.upward_rank` of every problem at once, on the batch as one graph of
-    B * T tasks (`comp` [B, T, P] padded, `task_mask` [B, T]; `src`, `dst`: edges in that numbering,
-    `out_order` sorts them by source): one step per level of the deepest problem, each a max over
-    every out-edge of that level's tasks. The same float64 operations as the per-problem form: equal
-    values; padded tasks rank 0."""
-    size = task_mask.size
-    task = np.flatnonzero(task_mask)
-    if all(p.num_procs == comp.shape[2] for p in problems):
-        mean_comp = comp.mean(axis=2).ravel()  # padded tasks: 0
-    else:
-        mean_comp = np.zeros(size)
-        mean_comp[task] = np.concatenate([p.comp.mean(axis=1) for p in problems])
-    level = np.zeros(size, np.int64)
-    level[task] = np.concatenate([p.levels for p in problems])
-    edge_value = np.concatenate([mean_communication(p) for p in problems])[out_order]
-    src, dst = src[out_order], dst[out_order]
-    by_level = np.argsort(level[src].astype(np.uint16 if level.max() < 2**16 else np.int64), kind="stable")
-    src, dst, edge_value = src[by_level], dst[by_level], edge_value[by_level]  # by (level, source)
-    edge_level = level[src]
-    first = np.flatnonzero(np.concatenate([[True], src[1:] != src[:-1]]))  # each source's first edge
-    bounds = np.searchsorted(edge_level, np.arange(int(level.max()) + 2))  # level L: bounds[L]:bounds[L + 1]
-    groups = np.searchsorted(first, bounds)
-    rank = mean_comp.copy()  # exit tasks
-    for lo, hi, group_lo, group_hi in reversed(list(zip(bounds[:-1], bounds[1:], groups[:-1], groups[1:]))):
-        if lo == hi:
-            continue
-        starts = first[group_lo:group_hi]
-        best = np.maximum.reduceat(edge_value[lo:hi] + rank[dst[lo:hi]], starts - lo)
-        owners = src[starts]
-        rank[owners] = mean_comp[owners] + best
-    return rank
-
-
-def _padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64) -> np.ndarray:
-    """[B, *shape] the `arrays` stacked, each in the leading corner of its `fill`ed slot."""
-    out = np.full((len(arrays),) + shape, fill, dtype)
-    if all(a.shape == shape for a in arrays):
-        out[:] = arrays
-        return out
-    for slot, array in zip(out, arrays):
-        slot[tuple(slice(0, n) for n in array.shape)] = array
-    return out
-
-
 def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32) -> ProblemBatch:
     """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
     `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
@@ -230,55 +178,40 @@ def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=
             shape.check(problem)  # raises, naming what does not fit
     num_tasks, num_procs, num_edges, max_in_degree = shape
     size = len(problems)
-    comp = _padded([p.comp for p in problems], (num_tasks, num_procs))
-    arrival = _padded([p.arrival for p in problems], (num_tasks,))
-    inverse_bandwidth = _padded([p.inverse_bandwidth for p in problems], (num_procs, num_procs))
-    counts = np.array([p.num_edges for p in problems])
-    batch = np.repeat(np.arange(size), counts)
-    src = np.concatenate([p.src for p in problems])
-    dst = np.concatenate([p.dst for p in problems])
-    data = np.concatenate([p.data for p in problems])
+    graph = BatchGraph.of(problems, num_tasks, num_procs)
+    comp, counts, batch, src, dst, data = graph.comp, graph.counts, graph.batch, graph.src, graph.dst, graph.data
+    arrival = padded([p.arrival for p in problems], (num_tasks,))
+    inverse_bandwidth = padded([p.inverse_bandwidth for p in problems], (num_procs, num_procs))
     _check_range(
         {"comp": comp, "data": data[:, None], "task_arrival": arrival, "inverse bandwidth": inverse_bandwidth},
         _time_bounds(comp, arrival, np.bincount(batch, data, minlength=size), inverse_bandwidth),
         dtype,
     )
-    starts = np.cumsum(counts) - counts  # each problem's first edge
-    in_order = np.concatenate([p.in_edges[1] for p in problems]) + np.repeat(starts, counts)
-    out_order = np.concatenate([p.out_edges[1] for p in problems]) + np.repeat(starts, counts)
-    src_global, dst_global = batch * num_tasks + src, batch * num_tasks + dst
-    grouped = dst_global[in_order]  # incoming edges grouped by task, in edge order (`Problem.in_edges`)
+    grouped = graph.global_dst()[graph.in_order]  # incoming edges grouped by task, in `Problem.in_edges` order
     inputs = np.bincount(grouped, minlength=size * num_tasks)
     slot = np.arange(len(grouped)) - (np.cumsum(inputs) - inputs)[grouped]  # place among the task's inputs
     flat = grouped * max_in_degree + slot  # into [B, T, K] flattened
     pred = np.full(size * num_tasks * max_in_degree, num_tasks, np.int32)
     pred_data = np.zeros(size * num_tasks * max_in_degree, dtype)
-    pred[flat], pred_data[flat] = src[in_order], data[in_order]
-    flat = batch * num_edges + np.arange(len(batch)) - np.repeat(starts, counts)  # into [B, E] flattened
+    pred[flat], pred_data[flat] = src[graph.in_order], data[graph.in_order]
+    index = np.arange(len(batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
+    flat = batch * num_edges + index  # into [B, E] flattened
     edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
     edge_data = np.zeros(size * num_edges, dtype)
     edge_src[flat], edge_dst[flat], edge_data[flat] = src, dst, data
-    topo_order = _padded([p.topological_order for p in problems], (num_tasks,), fill=-1, dtype=np.int64)
-    unused = topo_order < 0  # padded tasks come last, in index order
-    topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
-    rows = np.arange(size)[:, None]
-    padding = np.arange(num_tasks)[None, :] >= np.array([p.num_tasks for p in problems])[:, None]
-    rank = _upward_ranks(problems, comp, ~padding, src_global, dst_global, out_order)
-    # HEFT's order: decreasing rank, ties by topological position (a stable sort of the topological
-    # order), padded tasks last
-    key = np.where(padding, np.inf, -rank.reshape(size, num_tasks))[rows, topo_order]
-    heft_order = topo_order[rows, np.argsort(key, axis=1, kind="stable")]
+    rank = graph.upward_rank()
+    heft_order = np.argsort(graph.priority_position(rank), axis=1)
     return PaddedProblem(
         comp=comp.astype(dtype),
-        task_mask=~padding,
-        proc_mask=np.arange(num_procs)[None, :] < np.array([p.num_procs for p in problems])[:, None],
+        task_mask=graph.task_mask,
+        proc_mask=graph.proc_mask,
         arrival=arrival.astype(dtype),
         pred=pred.reshape(size, num_tasks, max_in_degree),
         pred_data=pred_data.reshape(size, num_tasks, max_in_degree),
         inverse_bandwidth=inverse_bandwidth.astype(dtype),
-        topo_order=topo_order.astype(np.int32),
+        topo_order=graph.topo_order.astype(np.int32),
         heft_order=heft_order.astype(np.int32),
-        upward_rank=rank.reshape(size, num_tasks).astype(dtype),
+        upward_rank=rank.astype(dtype),
         edge_src=edge_src.reshape(size, num_edges),
         edge_dst=edge_dst.reshape(size, num_edges),
         edge_data=edge_data.reshape(size, num_edges),

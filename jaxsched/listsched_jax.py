@@ -21,12 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problems, stack
+from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problems
+from jaxsched.batch_graph import BatchGraph
 from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, make_plan, pins, preset, ready_list_order
-from jaxsched.problem import Problem
-
-_PADDED_ORDERS = {"topological": "topo_order", "upward": "heft_order"}  # priorities a padded batch holds
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
+from jaxsched.problem import Problem, check_problem
 
 
 def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
@@ -238,33 +237,40 @@ def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Arra
     return jnp.where(batch.task_mask, schedules.finish, -jnp.inf).max(axis=-1)
 
 
-def plan_batch(
-    problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32, padded: PaddedProblem | None = None
-) -> ListPlan:
-    """The padded plans of `config` for `problems`, stacked: those of `make_plan`, padded by `pad_plan`.
-    With `padded` (the batch `pad_problems(problems, shape, dtype)`), the topological and upward-rank
-    priorities are read from its visit orders, for the whole batch at once."""
-    if (
-        padded is None
-        or config.priority not in _PADDED_ORDERS
-        or config.pinning == "critical_path"
-        or (config.selection == "eft_oct")
-    ):
-        return stack([pad_plan(make_plan(p, config), shape, dtype) for p in problems])
-    size, num_tasks = padded.task_mask.shape
-    rows = np.arange(size)[:, None]
-    order = getattr(padded, _PADDED_ORDERS[config.priority]).astype(np.int32)
-    position = np.empty_like(order)
-    position[rows, order] = np.arange(num_tasks, dtype=np.int32)
-    edges = padded.edge_mask
-    backward = edges & (position[rows, padded.edge_src] >= position[rows, padded.edge_dst])
-    for b in np.flatnonzero(backward.any(axis=1)):  # visit order other than by position (module `listsched`)
-        order[b, : problems[b].num_tasks] = ready_list_order(problems[b], position[b, : problems[b].num_tasks])
-    pin = np.full((size, num_tasks), -1, np.int32)
-    draw = np.zeros((size, num_tasks), np.int32)
-    for b, problem in enumerate(problems if config.pinning != "none" or config.selection == "wba" else ()):
-        pin[b, : problem.num_tasks], draw[b, : problem.num_tasks] = pins(problem, config), draws(problem, config)
-    return ListPlan(position, order, pin, np.zeros(padded.comp.shape, dtype), draw)
+def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32) -> ListPlan:
+    """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
+    computed for the whole batch at once on its `BatchGraph` (equal values)."""
+    for problem in problems:
+        check_problem(problem)
+    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+    oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
+    cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
+    rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
+    priority = {
+        "upward": graph.upward_rank,
+        "downward": lambda: -graph.downward_rank(),
+        "rank_sum": lambda: rank_sum,
+        "oct": lambda: graph.row_mean(oct_table),
+        "topological": lambda: np.zeros(graph.task_mask.shape),
+    }[config.priority]()
+    position = graph.priority_position(priority)
+    pin = np.full(graph.task_mask.shape, -1, np.int64)
+    if config.pinning == "critical_path":
+        pin = graph.critical_path_pins(rank_sum)
+    elif config.pinning == "fastest_processor":
+        fastest = np.where(graph.proc_mask, graph.comp.sum(axis=1), np.inf).argmin(axis=1)
+        pin = np.where(graph.task_mask, fastest[:, None], -1)
+    draw = np.zeros(graph.task_mask.shape, np.int64)
+    if config.selection == "wba":
+        for b, problem in enumerate(problems):
+            draw[b, : problem.num_tasks] = draws(problem, config)
+    return ListPlan(
+        position.astype(np.int32),
+        graph.ready_list_order(position).astype(np.int32),
+        pin.astype(np.int32),
+        (oct_table if config.selection == "eft_oct" else np.zeros(graph.comp.shape)).astype(dtype),
+        draw.astype(np.int32),
+    )
 
 
 def schedule_batch(
@@ -288,7 +294,7 @@ def schedule_batch(
     results = []
     for half in halves:
         config = preset(half, **options)
-        plans = plan_batch(problems, config, shape, dtype, batch)
+        plans = plan_batch(problems, config, shape, dtype)
         size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
         while True:
             size = min(size, shape.num_tasks)
