@@ -240,6 +240,8 @@ def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Arra
 def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32) -> ListPlan:
     """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
     computed for the whole batch at once on its `BatchGraph` (equal values)."""
+    if not len(problems):
+        raise ValueError("plan_batch needs at least one problem")
     for problem in problems:
         check_problem(problem)
     graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
