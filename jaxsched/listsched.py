@@ -285,7 +285,7 @@ def _append_schedule(problem: Problem, config: ListConfig, plan: ListPlan) -> Sc
     num_tasks, num_procs = problem.comp.shape
     procs = range(num_procs)
     comp = problem.comp.tolist()
-    oct_table = plan.oct.tolist()
+    oct_table = plan.oct.tolist() if config.selection == "eft_oct" else None
     inverse_bandwidth = problem.inverse_bandwidth.tolist()
     out_ptr, out_order = problem.out_edges
     ptr, successors, data = out_ptr.tolist(), problem.dst[out_order].tolist(), problem.data[out_order].tolist()
@@ -293,24 +293,28 @@ def _append_schedule(problem: Problem, config: ListConfig, plan: ListPlan) -> Sc
     avail = [0.0] * num_procs
     proc, start, finish = [0] * num_tasks, [0.0] * num_tasks, [0.0] * num_tasks
     pins, selection = plan.pin.tolist(), config.selection
+    every_start = selection in ("eft", "est", "eft_oct")  # the others choose without start times
     for task in plan.order.tolist():
-        duration = comp[task]
-        begin = [r if d == 0 or r >= a else a for r, d, a in zip(arrive[task], duration, avail)]
+        duration, ready = comp[task], arrive[task]
         chosen = pins[task]
-        if chosen < 0:
+        if chosen < 0 and every_start:
+            begin = [r if d == 0 or r >= a else a for r, d, a in zip(ready, duration, avail)]
             if selection == "eft":
                 score = [b + d for b, d in zip(begin, duration)]
             elif selection == "est":
                 score = begin
-            elif selection == "fastest":
-                score = duration
-            elif selection == "earliest_free":
-                score = avail
             else:  # eft_oct
                 score = [b + d + o for b, d, o in zip(begin, duration, oct_table[task])]
             chosen = min(procs, key=score.__getitem__)  # the first least, as argmin
-        end = begin[chosen] + duration[chosen]
-        proc[task], start[task], finish[task] = chosen, begin[chosen], end
+            begun = begin[chosen]
+        else:
+            if chosen < 0:
+                score = duration if selection == "fastest" else avail  # "earliest_free"
+                chosen = min(procs, key=score.__getitem__)
+            r, d, a = ready[chosen], duration[chosen], avail[chosen]
+            begun = r if d == 0 or r >= a else a
+        end = begun + duration[chosen]
+        proc[task], start[task], finish[task] = chosen, begun, end
         if duration[chosen] != 0:
             avail[chosen] = end
         link = inverse_bandwidth[chosen]
