@@ -161,13 +161,12 @@ def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) 
     return PaddedProblem(*(array[0] for array in pad_problems([problem], shape, dtype)))
 
 
-def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32) -> ProblemBatch:
-    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
-    `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
-    docstring). Vectorised over the batch: the edges of every problem are handled as one array."""
-    problems = list(problems)
-    if not problems:
-        raise ValueError("pad_problems needs at least one problem")
+def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: str = "fit_shape") -> Shape:
+    """The shape a batch of `problems` pads to: `shape`, by default the smallest that fits them all.
+    Raises ValueError (naming `caller`) for an empty batch, something not a `Problem`, or a problem
+    that does not fit."""
+    if not len(problems):
+        raise ValueError(f"{caller} needs at least one problem")
     for problem in problems:
         check_problem(problem)
     needed = Shape.of(problems)
@@ -176,9 +175,21 @@ def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=
     if any(n > c for n, c in zip(needed, shape)):
         for problem in problems:
             shape.check(problem)  # raises, naming what does not fit
+    return shape
+
+
+def pad_problems(
+    problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
+) -> ProblemBatch:
+    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
+    `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
+    docstring). Vectorised over the batch: the edges of every problem are handled as one array.
+    `graph`: the problems' `BatchGraph` at `shape`, when already built (planning shares it)."""
+    problems = list(problems)
+    shape = fit_shape(problems, shape, "pad_problems")
     num_tasks, num_procs, num_edges, max_in_degree = shape
     size = len(problems)
-    graph = BatchGraph.of(problems, num_tasks, num_procs)
+    graph = BatchGraph.of(problems, num_tasks, num_procs) if graph is None else graph
     comp, counts, batch, src, dst, data = graph.comp, graph.counts, graph.batch, graph.src, graph.dst, graph.data
     arrival = padded([p.arrival for p in problems], (num_tasks,))
     inverse_bandwidth = padded([p.inverse_bandwidth for p in problems], (num_procs, num_procs))

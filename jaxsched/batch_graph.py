@@ -47,6 +47,7 @@ class BatchGraph(NamedTuple):
     out_order: np.ndarray  # [E] edges sorted by global source (each problem's `out_edges` order)
     topo_order: np.ndarray  # [B, T] canonical topological order, padded tasks last in index order
     position: np.ndarray  # [B, T] place of each task in `topo_order`
+    memo: dict  # quantities computed so far (read-only arrays), shared by padding and planning
 
     @classmethod
     def of(cls, problems: Sequence[Problem], num_tasks: int, num_procs: int) -> "BatchGraph":
@@ -73,7 +74,18 @@ class BatchGraph(NamedTuple):
             out_order=np.concatenate([p.out_edges[1] for p in problems]) + starts,
             topo_order=topo_order,
             position=position,
+            memo={},
         )
+
+    def _cached(self, name: str, compute):
+        """`compute()`, once per graph (made read-only: callers share it)."""
+        if name not in self.memo:
+            value = compute()
+            for array in value if isinstance(value, tuple) else (value,):
+                if isinstance(array, np.ndarray):
+                    array.setflags(write=False)
+            self.memo[name] = value
+        return self.memo[name]
 
     @property
     def num_tasks(self) -> int:
@@ -90,6 +102,9 @@ class BatchGraph(NamedTuple):
 
     def _mean_comp(self) -> np.ndarray:
         """[B * T] mean execution time over each problem's processors (`comp.mean(axis=1)`); 0 padded."""
+        return self._cached("_mean_comp", self._compute_mean_comp)
+
+    def _compute_mean_comp(self) -> np.ndarray:
         if self.proc_mask.all():
             return self.comp.mean(axis=2).ravel()
         out = np.zeros(self.task_mask.size)
@@ -98,6 +113,9 @@ class BatchGraph(NamedTuple):
 
     def _levels(self) -> np.ndarray:
         """[B * T] each task's DAG level (`Problem.levels`); 0 padded."""
+        return self._cached("_levels", self._compute_levels)
+
+    def _compute_levels(self) -> np.ndarray:
         level = np.zeros(self.task_mask.size, np.int64)
         level[np.flatnonzero(self.task_mask)] = np.concatenate([p.levels for p in self.problems])
         return level
@@ -106,6 +124,9 @@ class BatchGraph(NamedTuple):
         """The edges sorted by (level of the task they update, that task) (`by_source`: the source, else
         the destination) and, per level in update order (deepest first when `by_source`), (edges
         slice, first edge of each updated task within it, the updated tasks)."""
+        return self._cached(f"sweep {by_source}", lambda: self._compute_sweep(by_source))
+
+    def _compute_sweep(self, by_source: bool):
         order = self.out_order if by_source else self.in_order
         owner = (self.global_src() if by_source else self.global_dst())[order]
         level = self._levels()
@@ -124,10 +145,16 @@ class BatchGraph(NamedTuple):
 
     def _edge_value(self) -> np.ndarray:
         """[E] mean transfer time of each edge (`jaxsched.heft.mean_communication`)."""
+        return self._cached("_edge_value", self._compute_edge_value)
+
+    def _compute_edge_value(self) -> np.ndarray:
         return np.concatenate([mean_communication(p) for p in self.problems])
 
     def upward_rank(self) -> np.ndarray:
         """[B, T] `jaxsched.heft.upward_rank` of every problem; 0 padded."""
+        return self._cached("upward_rank", self._compute_upward_rank)
+
+    def _compute_upward_rank(self) -> np.ndarray:
         mean_comp = self._mean_comp()
         order, steps = self._sweep(by_source=True)
         dst, edge_value = self.global_dst()[order], self._edge_value()[order]
@@ -138,6 +165,9 @@ class BatchGraph(NamedTuple):
 
     def downward_rank(self) -> np.ndarray:
         """[B, T] `jaxsched.priorities.downward_rank` of every problem; 0 padded."""
+        return self._cached("downward_rank", self._compute_downward_rank)
+
+    def _compute_downward_rank(self) -> np.ndarray:
         mean_comp = self._mean_comp()
         order, steps = self._sweep(by_source=False)
         src, edge_value = self.global_src()[order], self._edge_value()[order]
@@ -149,6 +179,9 @@ class BatchGraph(NamedTuple):
 
     def optimistic_cost_table(self) -> np.ndarray:
         """[B, T, P] `jaxsched.priorities.optimistic_cost_table` of every problem; 0 padded."""
+        return self._cached("optimistic_cost_table", self._compute_optimistic_cost_table)
+
+    def _compute_optimistic_cost_table(self) -> np.ndarray:
         size, num_tasks, num_procs = self.comp.shape
         comp = self.comp.reshape(size * num_tasks, num_procs)
         proc_mask = np.repeat(self.proc_mask, num_tasks, axis=0)  # [B * T, P]
@@ -211,6 +244,9 @@ class BatchGraph(NamedTuple):
 
     def _successors(self) -> np.ndarray:
         """[B * T, D] each task's successors (global numbers, `out_edges` order), B * T where padded."""
+        return self._cached("successors", self._compute_successors)
+
+    def _compute_successors(self) -> np.ndarray:
         src = self.global_src()[self.out_order]
         outputs = np.bincount(src, minlength=self.task_mask.size)
         width = max(1, int(outputs.max(initial=0)))

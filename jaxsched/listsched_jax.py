@@ -21,11 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problems
+from jaxsched.batch import PaddedProblem, Shape, assert_padded, fit_shape, pad_problems
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
-from jaxsched.problem import Problem, check_problem
+from jaxsched.problem import Problem
 
 
 def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
@@ -237,14 +237,14 @@ def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Arra
     return jnp.where(batch.task_mask, schedules.finish, -jnp.inf).max(axis=-1)
 
 
-def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32) -> ListPlan:
+def plan_batch(
+    problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32, graph: BatchGraph | None = None
+) -> ListPlan:
     """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
-    computed for the whole batch at once on its `BatchGraph` (equal values)."""
-    if not len(problems):
-        raise ValueError("plan_batch needs at least one problem")
-    for problem in problems:
-        check_problem(problem)
-    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+    computed for the whole batch at once on its `BatchGraph` (equal values); `graph`: that graph at
+    `shape`, when already built (padding shares it)."""
+    shape = fit_shape(problems, shape, "plan_batch")
+    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
     rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
@@ -290,13 +290,14 @@ def schedule_batch(
     batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
-    shape = Shape.of(problems) if shape is None else Shape(*shape)
-    batch = pad_problems(problems, shape, dtype)
+    shape = fit_shape(problems, shape, "schedule_batch")
+    graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
+    batch = pad_problems(problems, shape, dtype, graph)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     results = []
     for half in halves:
         config = preset(half, **options)
-        plans = plan_batch(problems, config, shape, dtype)
+        plans = plan_batch(problems, config, shape, dtype, graph)
         size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
         while True:
             size = min(size, shape.num_tasks)
