@@ -23,9 +23,8 @@ from typing import NamedTuple, Sequence, TypeVar
 import chex
 import numpy as np
 
+from jaxsched.batch_graph import BatchGraph, padded
 from jaxsched.common.arguments import integer
-from jaxsched.heft import upward_rank
-from jaxsched.order import priority_order
 from jaxsched.problem import Problem, check_problem
 
 
@@ -120,31 +119,37 @@ def stack(items: Sequence[Tree]) -> Tree:
 def time_bound(problem: Problem) -> float:
     """The latest time any task of `problem` can finish under any list schedule: the last release
     time plus every task's largest cost plus every edge's largest transfer time."""
-    transfer = float(problem.inverse_bandwidth.max()) if problem.num_procs > 1 else 0.0
-    return float(problem.arrival.max() + problem.comp.max(axis=1).sum() + problem.data.sum() * transfer)
+    arrays = (problem.comp, problem.arrival, problem.data.sum(), problem.inverse_bandwidth)
+    return float(_time_bounds(*(np.asarray(a)[None] for a in arrays))[0])
 
 
-def _check_range(problem: Problem, dtype) -> None:
-    """Raises ValueError when `problem`'s times do not fit `dtype` (see the module docstring)."""
+def _time_bounds(comp, arrival, data_sum, inverse_bandwidth) -> np.ndarray:
+    """[B] `time_bound` of each problem of a batch from its padded float64 arrays (padding adds zeros)."""
+    return arrival.max(axis=1) + comp.max(axis=2).sum(axis=1) + data_sum * inverse_bandwidth.max(axis=(1, 2))
+
+
+def _check_range(arrays: dict, bounds: np.ndarray, dtype) -> None:
+    """Raises ValueError when a batch's times (`bounds`, and the padded float64 `arrays` by name, each
+    with a leading batch axis) do not fit `dtype` (see the module docstring)."""
     info = np.finfo(dtype)
-    bound = time_bound(problem)
-    if bound > float(info.max):
+    name = np.dtype(dtype).name
+
+    def which(index: int) -> str:
+        return f"problem {index}: " if len(bounds) > 1 else ""
+
+    beyond = np.flatnonzero(bounds > float(info.max))
+    if beyond.size:
+        i = int(beyond[0])
         raise ValueError(
-            f"times of this problem reach {bound:.3g}, beyond {np.dtype(dtype).name}'s range ({info.max:.3g}); "
+            f"{which(i)}times reach {bounds[i]:.3g}, beyond {name}'s range ({info.max:.3g}); "
             "pad with dtype=np.float64 (under jax.enable_x64) or rescale the costs"
         )
-    arrays = {
-        "comp": problem.comp,
-        "data": problem.data,
-        "task_arrival": problem.arrival,
-        "inverse bandwidth": problem.inverse_bandwidth,
-    }
-    for name, array in arrays.items():
+    for what, array in arrays.items():
         tiny = (array != 0) & (np.abs(array) < float(info.tiny))
         if tiny.any():
-            value = array[tuple(np.argwhere(tiny)[0])]
+            index = tuple(np.argwhere(tiny)[0])
             raise ValueError(
-                f"{name} holds {value:.3g}, below {np.dtype(dtype).name}'s smallest normal number "
+                f"{which(int(index[0]))}{what} holds {array[index]:.3g}, below {name}'s smallest normal number "
                 f"({info.tiny:.3g}): it would round to zero; pad with dtype=np.float64 or rescale the costs"
             )
 
@@ -153,49 +158,73 @@ def pad_problem(problem: Problem, shape: Shape | None = None, dtype=np.float32) 
     """Pads `problem` to `shape` (default: its own, `Shape.of(problem)`) in `dtype`; raises ValueError
     if it does not fit, or if its times do not fit `dtype` (see the module docstring)."""
     check_problem(problem)
-    shape = Shape.of(problem) if shape is None else Shape(*shape)
-    shape.check(problem)
-    _check_range(problem, dtype)
-    num_tasks, num_procs, num_edges, max_in_degree = shape
-    t, p, e = problem.num_tasks, problem.num_procs, problem.num_edges
-    comp = np.zeros((num_tasks, num_procs), dtype)
-    comp[:t, :p] = problem.comp
-    arrival = np.zeros(num_tasks, dtype)
-    arrival[:t] = problem.arrival
-    pred = np.full((num_tasks, max_in_degree), num_tasks, np.int32)
-    pred_data = np.zeros((num_tasks, max_in_degree), dtype)
-    in_ptr, in_order = problem.in_edges
-    slot = np.arange(e) - in_ptr[problem.dst[in_order]]  # position of each edge among its task's inputs
-    pred[problem.dst[in_order], slot] = problem.src[in_order]
-    pred_data[problem.dst[in_order], slot] = problem.data[in_order]
-    inverse_bandwidth = np.zeros((num_procs, num_procs), dtype)
-    inverse_bandwidth[:p, :p] = problem.inverse_bandwidth
-    rank = upward_rank(problem)
-    padding = np.arange(t, num_tasks, dtype=np.int32)
-    edge_src, edge_dst = np.zeros(num_edges, np.int32), np.zeros(num_edges, np.int32)
-    edge_data = np.zeros(num_edges, dtype)
-    edge_src[:e], edge_dst[:e], edge_data[:e] = problem.src, problem.dst, problem.data
-    return PaddedProblem(
-        comp=comp,
-        task_mask=np.arange(num_tasks) < t,
-        proc_mask=np.arange(num_procs) < p,
-        arrival=arrival,
-        pred=pred,
-        pred_data=pred_data,
-        inverse_bandwidth=inverse_bandwidth,
-        topo_order=np.concatenate([problem.topological_order.astype(np.int32), padding]),
-        heft_order=np.concatenate([priority_order(problem, rank).astype(np.int32), padding]),
-        upward_rank=np.concatenate([rank, np.zeros(num_tasks - t)]).astype(dtype),
-        edge_src=edge_src,
-        edge_dst=edge_dst,
-        edge_data=edge_data,
-        edge_mask=np.arange(num_edges) < e,
-    )
+    return PaddedProblem(*(array[0] for array in pad_problems([problem], shape, dtype)))
 
 
-def pad_problems(problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32) -> ProblemBatch:
-    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all)."""
+def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: str = "fit_shape") -> Shape:
+    """The shape a batch of `problems` pads to: `shape`, by default the smallest that fits them all.
+    Raises ValueError (naming `caller`) for an empty batch, something not a `Problem`, or a problem
+    that does not fit."""
     if not len(problems):
-        raise ValueError("pad_problems needs at least one problem")
-    shape = Shape.of(problems) if shape is None else shape
-    return stack([pad_problem(p, shape, dtype) for p in problems])
+        raise ValueError(f"{caller} needs at least one problem")
+    for problem in problems:
+        check_problem(problem)
+    needed = Shape.of(problems)
+    shape = needed if shape is None else Shape(*shape)
+    shape.check(problems[0])
+    if any(n > c for n, c in zip(needed, shape)):
+        for problem in problems:
+            shape.check(problem)  # raises, naming what does not fit
+    return shape
+
+
+def pad_problems(
+    problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
+) -> ProblemBatch:
+    """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
+    `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
+    docstring). Vectorised over the batch: the edges of every problem are handled as one array.
+    `graph`: the problems' `BatchGraph` at `shape`, when already built (planning shares it)."""
+    problems = list(problems)
+    shape = fit_shape(problems, shape, "pad_problems")
+    num_tasks, num_procs, num_edges, max_in_degree = shape
+    size = len(problems)
+    graph = BatchGraph.of(problems, num_tasks, num_procs) if graph is None else graph
+    comp, counts, batch, src, dst, data = graph.comp, graph.counts, graph.batch, graph.src, graph.dst, graph.data
+    arrival = padded([p.arrival for p in problems], (num_tasks,))
+    inverse_bandwidth = padded([p.inverse_bandwidth for p in problems], (num_procs, num_procs))
+    _check_range(
+        {"comp": comp, "data": data[:, None], "task_arrival": arrival, "inverse bandwidth": inverse_bandwidth},
+        _time_bounds(comp, arrival, np.bincount(batch, data, minlength=size), inverse_bandwidth),
+        dtype,
+    )
+    grouped = graph.global_dst()[graph.in_order]  # incoming edges grouped by task, in `Problem.in_edges` order
+    inputs = np.bincount(grouped, minlength=size * num_tasks)
+    slot = np.arange(len(grouped)) - (np.cumsum(inputs) - inputs)[grouped]  # place among the task's inputs
+    flat = grouped * max_in_degree + slot  # into [B, T, K] flattened
+    pred = np.full(size * num_tasks * max_in_degree, num_tasks, np.int32)
+    pred_data = np.zeros(size * num_tasks * max_in_degree, dtype)
+    pred[flat], pred_data[flat] = src[graph.in_order], data[graph.in_order]
+    index = np.arange(len(batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
+    flat = batch * num_edges + index  # into [B, E] flattened
+    edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
+    edge_data = np.zeros(size * num_edges, dtype)
+    edge_src[flat], edge_dst[flat], edge_data[flat] = src, dst, data
+    rank = graph.upward_rank()
+    heft_order = np.argsort(graph.priority_position(rank), axis=1)
+    return PaddedProblem(
+        comp=comp.astype(dtype),
+        task_mask=graph.task_mask,
+        proc_mask=graph.proc_mask,
+        arrival=arrival.astype(dtype),
+        pred=pred.reshape(size, num_tasks, max_in_degree),
+        pred_data=pred_data.reshape(size, num_tasks, max_in_degree),
+        inverse_bandwidth=inverse_bandwidth.astype(dtype),
+        topo_order=graph.topo_order.astype(np.int32),
+        heft_order=heft_order.astype(np.int32),
+        upward_rank=rank.astype(dtype),
+        edge_src=edge_src.reshape(size, num_edges),
+        edge_dst=edge_dst.reshape(size, num_edges),
+        edge_data=edge_data.reshape(size, num_edges),
+        edge_mask=np.arange(num_edges)[None, :] < counts[:, None],
+    )

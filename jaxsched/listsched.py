@@ -119,18 +119,29 @@ def make_plan(problem: Problem, config: ListConfig) -> ListPlan:
     """The positions, pins, cost table and draws of `config` on `problem`."""
     check_problem(problem)
     num_tasks, num_procs = problem.comp.shape
-    pin = np.full(num_tasks, -1, dtype=np.int64)
+    oct_table = optimistic_cost_table(problem) if config.selection == "eft_oct" else np.zeros((num_tasks, num_procs))
+    position = priority_position(problem, config.priority)
+    return ListPlan(
+        position, ready_list_order(problem, position), pins(problem, config), oct_table, draws(problem, config)
+    )
+
+
+def pins(problem: Problem, config: ListConfig) -> np.ndarray:
+    """[T] int the processor each task is pinned to by `config.pinning`, -1 where free."""
+    pin = np.full(problem.num_tasks, -1, dtype=np.int64)
     if config.pinning == "critical_path":
         tasks, proc = critical_path(problem)
         pin[tasks] = proc
     elif config.pinning == "fastest_processor":
         pin[:] = int(problem.comp.sum(axis=0).argmin())
-    oct_table = optimistic_cost_table(problem) if config.selection == "eft_oct" else np.zeros((num_tasks, num_procs))
-    draws = np.zeros(num_tasks, dtype=np.int64)
+    return pin
+
+
+def draws(problem: Problem, config: ListConfig) -> np.ndarray:
+    """[T] int the seeded random integers of "wba", one per step; zeros for the other selections."""
     if config.selection == "wba":
-        draws = np.random.default_rng(config.seed).integers(0, 2**31 - 1, num_tasks)
-    position = priority_position(problem, config.priority)
-    return ListPlan(position, ready_list_order(problem, position), pin, oct_table, draws)
+        return np.random.default_rng(config.seed).integers(0, 2**31 - 1, problem.num_tasks)
+    return np.zeros(problem.num_tasks, dtype=np.int64)
 
 
 def ready_list_order(problem: Problem, position: np.ndarray) -> np.ndarray:
@@ -238,6 +249,8 @@ class _Placer:
 def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = None) -> Schedule:
     """Schedule of `problem` by the family member `config` (NumPy reference; module docstring)."""
     plan = make_plan(problem, config) if plan is None else plan
+    if not config.dynamic and not config.insertion:
+        return _append_schedule(problem, config, plan)
     comp = problem.comp
     placer = _Placer(problem, config.insertion)
     waiting = np.bincount(problem.dst, minlength=problem.num_tasks)  # unplaced predecessors
@@ -262,6 +275,57 @@ def list_schedule(problem: Problem, config: ListConfig, plan: ListPlan | None = 
         waiting[successors] -= 1
         ready[successors[waiting[successors] == 0]] = True
     return Schedule(proc=placer.proc, start=placer.start, finish=placer.finish)
+
+
+def _append_schedule(problem: Problem, config: ListConfig, plan: ListPlan) -> Schedule:
+    """`list_schedule` of a static selection with append-only placement, in scalar Python over
+    per-processor lists: the visit order is fixed and each step touches P processors and the task's
+    out-edges, too few values for NumPy's per-call cost to pay (the same float64 operations, in the
+    same order, as the general loop: equal schedules)."""
+    num_tasks, num_procs = problem.comp.shape
+    procs = range(num_procs)
+    comp = problem.comp.tolist()
+    oct_table = plan.oct.tolist() if config.selection == "eft_oct" else None
+    inverse_bandwidth = problem.inverse_bandwidth.tolist()
+    out_ptr, out_order = problem.out_edges
+    ptr, successors, data = out_ptr.tolist(), problem.dst[out_order].tolist(), problem.data[out_order].tolist()
+    arrive = [[release] * num_procs for release in problem.arrival.tolist()]
+    avail = [0.0] * num_procs
+    proc, start, finish = [0] * num_tasks, [0.0] * num_tasks, [0.0] * num_tasks
+    pins, selection = plan.pin.tolist(), config.selection
+    every_start = selection in ("eft", "est", "eft_oct")  # the others choose without start times
+    for task in plan.order.tolist():
+        duration, ready = comp[task], arrive[task]
+        chosen = pins[task]
+        if chosen < 0 and every_start:
+            begin = [r if d == 0 or r >= a else a for r, d, a in zip(ready, duration, avail)]
+            if selection == "eft":
+                score = [b + d for b, d in zip(begin, duration)]
+            elif selection == "est":
+                score = begin
+            else:  # eft_oct
+                score = [b + d + o for b, d, o in zip(begin, duration, oct_table[task])]
+            chosen = min(procs, key=score.__getitem__)  # the first least, as argmin
+            begun = begin[chosen]
+        else:
+            if chosen < 0:
+                score = duration if selection == "fastest" else avail  # "earliest_free"
+                chosen = min(procs, key=score.__getitem__)
+            r, d, a = ready[chosen], duration[chosen], avail[chosen]
+            begun = r if d == 0 or r >= a else a
+        end = begun + duration[chosen]
+        proc[task], start[task], finish[task] = chosen, begun, end
+        if duration[chosen] != 0:
+            avail[chosen] = end
+        link = inverse_bandwidth[chosen]
+        for edge in range(ptr[task], ptr[task + 1]):
+            row = arrive[successors[edge]]
+            amount = data[edge]
+            for q in procs:
+                reach = end + amount * link[q]
+                if reach > row[q]:
+                    row[q] = reach
+    return Schedule(proc=np.array(proc, dtype=np.int64), start=np.array(start), finish=np.array(finish))
 
 
 def preset(name: str, **options) -> ListConfig:

@@ -21,9 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problems, stack
+from jaxsched.batch import PaddedProblem, Shape, assert_padded, fit_shape, pad_problems
+from jaxsched.batch_graph import BatchGraph
 from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
 from jaxsched.problem import Problem
 
 
@@ -236,9 +237,42 @@ def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Arra
     return jnp.where(batch.task_mask, schedules.finish, -jnp.inf).max(axis=-1)
 
 
-def plan_batch(problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32) -> ListPlan:
-    """The padded plans of `config` for `problems`, stacked."""
-    return stack([pad_plan(make_plan(p, config), shape, dtype) for p in problems])
+def plan_batch(
+    problems: Sequence[Problem], config: ListConfig, shape: Shape, dtype=np.float32, graph: BatchGraph | None = None
+) -> ListPlan:
+    """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
+    computed for the whole batch at once on its `BatchGraph` (equal values); `graph`: that graph at
+    `shape`, when already built (padding shares it)."""
+    shape = fit_shape(problems, shape, "plan_batch")
+    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
+    cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
+    rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
+    priority = {
+        "upward": graph.upward_rank,
+        "downward": lambda: -graph.downward_rank(),
+        "rank_sum": lambda: rank_sum,
+        "oct": lambda: graph.row_mean(oct_table),
+        "topological": lambda: np.zeros(graph.task_mask.shape),
+    }[config.priority]()
+    position = graph.priority_position(priority)
+    pin = np.full(graph.task_mask.shape, -1, np.int64)
+    if config.pinning == "critical_path":
+        pin = graph.critical_path_pins(rank_sum)
+    elif config.pinning == "fastest_processor":
+        fastest = np.where(graph.proc_mask, graph.comp.sum(axis=1), np.inf).argmin(axis=1)
+        pin = np.where(graph.task_mask, fastest[:, None], -1)
+    draw = np.zeros(graph.task_mask.shape, np.int64)
+    if config.selection == "wba":
+        for b, problem in enumerate(problems):
+            draw[b, : problem.num_tasks] = draws(problem, config)
+    return ListPlan(
+        position.astype(np.int32),
+        graph.ready_list_order(position).astype(np.int32),
+        pin.astype(np.int32),
+        (oct_table if config.selection == "eft_oct" else np.zeros(graph.comp.shape)).astype(dtype),
+        draw.astype(np.int32),
+    )
 
 
 def schedule_batch(
@@ -256,13 +290,14 @@ def schedule_batch(
     batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
-    shape = Shape.of(problems) if shape is None else Shape(*shape)
-    batch = pad_problems(problems, shape, dtype)
+    shape = fit_shape(problems, shape, "schedule_batch")
+    graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
+    batch = pad_problems(problems, shape, dtype, graph)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     results = []
     for half in halves:
         config = preset(half, **options)
-        plans = plan_batch(problems, config, shape, dtype)
+        plans = plan_batch(problems, config, shape, dtype, graph)
         size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
         while True:
             size = min(size, shape.num_tasks)

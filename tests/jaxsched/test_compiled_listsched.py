@@ -25,10 +25,13 @@ def test_equals_numpy_reference(name):
 
 def test_non_preset_configs_equal_numpy_reference():
     """Selections and placements the presets do not pair: insertion with the dynamic rules, append-only
-    PEFT, WBA with another seed and threshold, CPOP pinning with EST."""
+    PEFT, WBA with another seed and threshold, CPOP pinning with EST (with insertion and append-only),
+    OLB pinned as FastestNode."""
     configs = [ListConfig("upward", "min_min", True), ListConfig("oct", "eft_oct", False),
                ListConfig("topological", "wba", True, seed=7, alpha=0.2),
-               ListConfig("rank_sum", "est", True, "critical_path")]
+               ListConfig("rank_sum", "est", True, "critical_path"),
+               ListConfig("rank_sum", "est", False, "critical_path"),
+               ListConfig("upward", "earliest_free", False, "fastest_processor")]
     for config in configs:
         for seed in range(10):
             problem = random_problem(seed, bandwidth=seed % 2 == 0, arrival=seed % 3 == 0)
