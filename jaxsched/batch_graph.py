@@ -21,7 +21,7 @@ from jaxsched.problem import Problem
 
 
 def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64) -> np.ndarray:
-    """[B, *shape] the `arrays` stacked, each in the leading corner of its `fill`ed slot."""
+    """[B, *shape] the `arrays` stacked, each at index 0 of every axis of a slot filled with `fill`."""
     out = np.full((len(arrays),) + shape, fill, dtype)
     if all(a.shape == shape for a in arrays):
         out[:] = arrays
