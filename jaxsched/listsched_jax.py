@@ -26,6 +26,7 @@ from jaxsched.batch_graph import BatchGraph
 from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
 from jaxsched.problem import Problem
+from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
 
 
 def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
@@ -54,6 +55,7 @@ class _Carry(NamedTuple):
     avail: jax.Array  # [P] end of each processor's last busy interval
     makespan: jax.Array  # []
     overflow: jax.Array  # [] bool
+    pulled: jax.Array  # [P] inputs of the task being visited pulled so far (static selections)
     waiting: jax.Array  # [T] int32 unplaced predecessors (dynamic selections), -1 once placed
     arrive: jax.Array  # [T, P] when the inputs placed so far reach each processor (dynamic selections)
 
@@ -66,11 +68,16 @@ def _earliest_starts(carry: _Carry, ready, duration, insertion: bool):
     return jnp.where(duration == 0, ready, jnp.maximum(ready, carry.avail[None, :]))
 
 
-def _static_choice(problem, plan, carry, task, config: ListConfig):
-    """(processor, start) of `task` by a static selection (or its pin)."""
-    preds = problem.pred[task]
-    transfer = problem.pred_data[task][:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [K, P]
-    ready = ready_time(carry.finish, preds, transfer, problem.arrival[task])
+def _pull(problem, carry, preds, pred_data):
+    """[P] when the outputs of `preds` [W] (placed already; the sentinel T where padded) reach each
+    processor, and of those pulled before for the same task (`carry.pulled`)."""
+    transfer = pred_data[:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [W, P]
+    return jnp.maximum(carry.pulled, ready_time(carry.finish, preds, transfer, -jnp.inf))
+
+
+def _static_choice(problem, plan, carry, task, ready, config: ListConfig):
+    """(processor, start) of `task`, whose inputs reach the processors at `ready` [P], by a static
+    selection (or its pin)."""
     duration = problem.comp[task]
     start = _earliest_starts(carry, ready[None], duration[None], config.insertion)[0]
     score = {
@@ -142,11 +149,17 @@ def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Car
 
 
 def list_schedule_padded(
-    problem: PaddedProblem, plan: ListPlan, config: ListConfig, capacity: int | None = None
+    problem: PaddedProblem,
+    plan: ListPlan,
+    config: ListConfig,
+    capacity: int | None = None,
+    stream: PullStream | None = None,
 ) -> ScheduleArrays:
     """Schedule of one padded problem by the family member `config`, from its padded `plan`
     (`pad_plan(make_plan(...))`); `capacity` bounds busy tasks per processor (default T) when
-    `config.insertion`, and `overflow` reports when some processor needed more."""
+    `config.insertion`, and `overflow` reports when some processor needed more. A static selection
+    scans the micro-steps of `stream` (`jaxsched.pull_stream`; default `visit_stream` of `plan.order`,
+    one per task), a dynamic one T steps."""
     assert_padded(problem)
     num_tasks, num_procs = problem.comp.shape
     dtype = problem.comp.dtype
@@ -154,14 +167,7 @@ def list_schedule_padded(
     rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
     discard = num_tasks + 1
 
-    def step(carry: _Carry, x):
-        task, draw = x
-        if config.dynamic:
-            task, proc, start = _dynamic_choice(problem, plan, carry, draw, config)
-            active = jnp.any(carry.waiting == 0)
-        else:
-            proc, start = _static_choice(problem, plan, carry, task, config)
-            active = problem.task_mask[task]
+    def place(carry: _Carry, task, proc, start, active) -> _Carry:
         duration = problem.comp[task, proc]
         finish = start + duration
         slot = jnp.where(active, task, discard)
@@ -189,7 +195,18 @@ def list_schedule_padded(
                 ),
                 overflow=carry.overflow | (busy & jnp.isfinite(row_start[-1])),
             )
-        return carry, None
+        return carry
+
+    def dynamic_step(carry: _Carry, draw):
+        task, proc, start = _dynamic_choice(problem, plan, carry, draw, config)
+        return place(carry, task, proc, start, jnp.any(carry.waiting == 0)), None
+
+    def static_step(carry: _Carry, micro: PullStream):
+        pulled = _pull(problem, carry, micro.pred, micro.pred_data)
+        ready = jnp.maximum(pulled, problem.arrival[micro.task])
+        proc, start = _static_choice(problem, plan, carry, micro.task, ready, config)
+        carry = carry._replace(pulled=jnp.where(micro.place, -jnp.inf, pulled))
+        return place(carry, micro.task, proc, start, micro.place & problem.task_mask[micro.task]), None
 
     real_preds = jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32)
     init = _Carry(
@@ -201,10 +218,14 @@ def list_schedule_padded(
         avail=jnp.zeros(num_procs, dtype),
         makespan=jnp.zeros((), dtype),
         overflow=jnp.zeros((), bool),
+        pulled=jnp.full(num_procs, -jnp.inf, dtype),
         waiting=jnp.where(problem.task_mask, real_preds, -1),
         arrive=jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype),
     )
-    carry, _ = jax.lax.scan(step, init, (plan.order, plan.draws))
+    if config.dynamic:
+        carry, _ = jax.lax.scan(dynamic_step, init, plan.draws)
+    else:
+        carry, _ = jax.lax.scan(static_step, init, visit_stream(problem, plan.order) if stream is None else stream)
     steps = jnp.asarray(num_tasks, jnp.int32)
     return ScheduleArrays(
         carry.proc[:num_tasks], carry.start[:num_tasks], carry.finish[:num_tasks], carry.overflow, steps
@@ -212,15 +233,21 @@ def list_schedule_padded(
 
 
 @functools.partial(jax.jit, static_argnames=("config", "capacity"))
-def _list_schedule_batch(batch, plans, config, capacity):
-    return jax.vmap(list_schedule_padded, in_axes=(0, 0, None, None))(batch, plans, config, capacity)
+def _list_schedule_batch(batch, plans, config, capacity, streams):
+    return jax.vmap(list_schedule_padded, in_axes=(0, 0, None, None, 0))(batch, plans, config, capacity, streams)
 
 
 def list_schedule_batch(
-    batch: PaddedProblem, plans: ListPlan, config: ListConfig, capacity: int | None = None
+    batch: PaddedProblem,
+    plans: ListPlan,
+    config: ListConfig,
+    capacity: int | None = None,
+    streams: PullStream | None = None,
 ) -> ScheduleArrays:
-    """`list_schedule_padded` on every problem of a padded batch with its padded plan (one compilation
-    per padded shape, config and capacity). Raises ValueError when the plans do not match the batch."""
+    """`list_schedule_padded` on every problem of a padded batch with its padded plan and, for a static
+    selection, its stream (`compact_streams`; default one micro-step per task). One compilation per
+    padded shape, config, capacity and stream length. Raises ValueError when the plans do not match
+    the batch."""
     expected = {"position": batch.task_mask.shape, "oct": batch.comp.shape}
     for field, shape in expected.items():
         got = np.shape(getattr(plans, field))
@@ -229,7 +256,7 @@ def list_schedule_batch(
                 f"plans.{field} has shape {got}, but the padded batch needs {shape}: pad every problem and "
                 "plan to one Shape (pad_problems, plan_batch)"
             )
-    return _list_schedule_batch(batch, plans, config, capacity)
+    return _list_schedule_batch(batch, plans, config, capacity, streams)
 
 
 def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Array:
@@ -298,10 +325,13 @@ def schedule_batch(
     for half in halves:
         config = preset(half, **options)
         plans = plan_batch(problems, config, shape, dtype, graph)
+        # wider micro-steps where each one runs the gap search too (fewer of them)
+        width = 8 if config.insertion else 4
+        streams = None if config.dynamic else compact_streams(graph, plans.order, width, dtype)
         size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
         while True:
             size = min(size, shape.num_tasks)
-            out = list_schedule_batch(batch, plans, config, size if config.insertion else None)
+            out = list_schedule_batch(batch, plans, config, size if config.insertion else None, streams)
             if capacity is not None or size == shape.num_tasks or not bool(np.asarray(out.overflow).any()):
                 break
             size *= 2
