@@ -6,7 +6,13 @@ import pytest
 from jaxsched import Shape, listsched_jax, pad_problems
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
-from tests.jaxsched.problems import random_problem
+from tests.jaxsched.problems import (
+    TOPCUOGLU_CPOP_FINISH,
+    TOPCUOGLU_CPOP_PROC,
+    TOPCUOGLU_CPOP_START,
+    random_problem,
+    topcuoglu_example,
+)
 
 BATCHED = [n for n in NAMES if n != "GA"]
 # The fast suite covers every selection, pinning and placement path once (Duplex runs MinMin and MaxMin).
@@ -46,6 +52,14 @@ def test_jax_twin_equals_numpy_reference_500(name):
     ]
     with jax.enable_x64(True):
         assert_equal_to_reference(problems, name, Shape(16, 5, 120, 15), np.float64)
+
+
+def test_cpop_on_topcuoglu_example():
+    """The batched CPOP gives the hand-worked schedule of Topcuoglu's example (`tests.jaxsched.problems`)."""
+    got = schedule_batch([topcuoglu_example()], "CPOP")
+    np.testing.assert_array_equal(np.asarray(got.proc[0]), TOPCUOGLU_CPOP_PROC)
+    np.testing.assert_array_equal(np.asarray(got.start[0]), TOPCUOGLU_CPOP_START)
+    np.testing.assert_array_equal(np.asarray(got.finish[0]), TOPCUOGLU_CPOP_FINISH)
 
 
 def test_one_compilation_per_shape_and_config(monkeypatch):
