@@ -275,14 +275,17 @@ def plan_batch(
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
     rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
-    priority = {
-        "upward": graph.upward_rank,
-        "downward": lambda: -graph.downward_rank(),
-        "rank_sum": lambda: rank_sum,
-        "oct": lambda: graph.row_mean(oct_table),
-        "topological": lambda: np.zeros(graph.task_mask.shape),
-    }[config.priority]()
-    position = graph.priority_position(priority)
+    if config.priority == "topological":  # the canonical order itself: no sort
+        position, order = graph.position, graph.topo_order
+    else:
+        priority = {
+            "upward": graph.upward_rank,
+            "downward": lambda: -graph.downward_rank(),
+            "rank_sum": lambda: rank_sum,
+            "oct": lambda: graph.row_mean(oct_table),
+        }[config.priority]()
+        position = graph.priority_position(priority)
+        order = graph.ready_list_order(position)
     pin = np.full(graph.task_mask.shape, -1, np.int64)
     if config.pinning == "critical_path":
         pin = graph.critical_path_pins(rank_sum)
@@ -295,7 +298,7 @@ def plan_batch(
             draw[b, : problem.num_tasks] = draws(problem, config)
     return ListPlan(
         position.astype(np.int32),
-        graph.ready_list_order(position).astype(np.int32),
+        order.astype(np.int32),
         pin.astype(np.int32),
         (oct_table if config.selection == "eft_oct" else np.zeros(graph.comp.shape)).astype(dtype),
         draw.astype(np.int32),

@@ -47,8 +47,7 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
         raise ValueError(f"width must be at least 1, got {width}")
     size, num_tasks = order.shape
     rows = np.arange(size)[:, None]
-    grouped = graph.global_dst()[graph.in_order]  # edges grouped by destination task, over the batch
-    inputs = np.bincount(grouped, minlength=size * num_tasks)
+    grouped, slot, inputs = graph.input_slots()  # edges grouped by destination task, over the batch
     chunks = np.where(graph.task_mask.ravel(), np.maximum(1, -(-inputs // width)), 0).reshape(size, num_tasks)
     per_visit = chunks[rows, order]  # [B, T] micro-steps of the task visited at each step
     first = np.cumsum(per_visit, axis=1) - per_visit  # first micro-step of each visit
@@ -59,15 +58,14 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
     micro = np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # within its problem
     task = np.zeros((size, steps), np.int32)
     place = np.zeros((size, steps), bool)
-    task[owner // num_tasks, micro] = order.ravel()[owner]
-    place[owner // num_tasks, micro] = micro == (first + per_visit - 1).ravel()[owner]
+    flat = owner // num_tasks * steps + micro  # into [B, M] flattened
+    task.ravel()[flat] = order.ravel()[owner]
+    place.ravel()[flat] = micro == (first + per_visit - 1).ravel()[owner]
     first_of_task = np.empty_like(first)
     first_of_task[rows, order] = first
-    slot = np.arange(len(grouped)) - (np.cumsum(inputs) - inputs)[grouped]  # place among the task's inputs
-    edge_batch = graph.batch[graph.in_order]
     micro = first_of_task.ravel()[grouped] + slot // width
-    pred = np.full((size, steps, width), num_tasks, np.int32)
-    pred_data = np.zeros((size, steps, width), dtype)
-    pred[edge_batch, micro, slot % width] = graph.src[graph.in_order]
-    pred_data[edge_batch, micro, slot % width] = graph.data[graph.in_order]
-    return PullStream(task, pred, pred_data, place)
+    flat = (graph.batch[graph.in_order] * steps + micro) * width + slot % width  # into [B, M, W] flattened
+    pred = np.full(size * steps * width, num_tasks, np.int32)
+    pred_data = np.zeros(size * steps * width, dtype)
+    pred[flat], pred_data[flat] = graph.src[graph.in_order], graph.data[graph.in_order]
+    return PullStream(task, pred.reshape(size, steps, width), pred_data.reshape(size, steps, width), place)
