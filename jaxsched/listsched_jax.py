@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple, Sequence
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsched.batch import PaddedProblem, Shape, assert_padded, fit_shape, pad_problems
+from jaxsched.batch import PaddedCosts, PaddedProblem, Shape, assert_padded, fit_shape, pad_costs, pad_problems
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
@@ -148,8 +149,18 @@ def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Car
     )
 
 
+def _check_graph_given(problem, config: ListConfig, stream) -> None:
+    """Raises ValueError when `problem` (one or a batch) holds only costs (`PaddedCosts`) but `config`
+    (dynamic) or the missing `stream` needs its graph."""
+    if not isinstance(problem, PaddedProblem) and (config.dynamic or stream is None):
+        raise ValueError(
+            "a dynamic selection, or a static one without a stream, needs the padded graph: pad_problems, "
+            "not pad_costs"
+        )
+
+
 def list_schedule_padded(
-    problem: PaddedProblem,
+    problem: PaddedProblem | PaddedCosts,
     plan: ListPlan,
     config: ListConfig,
     capacity: int | None = None,
@@ -159,8 +170,12 @@ def list_schedule_padded(
     (`pad_plan(make_plan(...))`); `capacity` bounds busy tasks per processor (default T) when
     `config.insertion`, and `overflow` reports when some processor needed more. A static selection
     scans the micro-steps of `stream` (`jaxsched.pull_stream`; default `visit_stream` of `plan.order`,
-    one per task), a dynamic one T steps."""
-    assert_padded(problem)
+    one per task), and then needs only the problem's `PaddedCosts`; a dynamic one T steps."""
+    _check_graph_given(problem, config, stream)
+    if isinstance(problem, PaddedProblem):
+        assert_padded(problem)
+    else:
+        chex.assert_rank(list(problem), [2, 1, 1, 1, 2])
     num_tasks, num_procs = problem.comp.shape
     dtype = problem.comp.dtype
     capacity = num_tasks if capacity is None else int(capacity)
@@ -208,7 +223,11 @@ def list_schedule_padded(
         carry = carry._replace(pulled=jnp.where(micro.place, -jnp.inf, pulled))
         return place(carry, micro.task, proc, start, micro.place & problem.task_mask[micro.task]), None
 
-    real_preds = jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32)
+    if config.dynamic:
+        waiting = jnp.where(problem.task_mask, jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32), -1)
+        arrive = jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype)
+    else:
+        waiting, arrive = jnp.zeros(0, jnp.int32), jnp.zeros((0, num_procs), dtype)
     init = _Carry(
         proc=jnp.zeros(num_tasks + 2, jnp.int32),
         start=jnp.zeros(num_tasks + 2, dtype),
@@ -219,8 +238,8 @@ def list_schedule_padded(
         makespan=jnp.zeros((), dtype),
         overflow=jnp.zeros((), bool),
         pulled=jnp.full(num_procs, -jnp.inf, dtype),
-        waiting=jnp.where(problem.task_mask, real_preds, -1),
-        arrive=jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype),
+        waiting=waiting,
+        arrive=arrive,
     )
     if config.dynamic:
         carry, _ = jax.lax.scan(dynamic_step, init, plan.draws)
@@ -238,7 +257,7 @@ def _list_schedule_batch(batch, plans, config, capacity, streams):
 
 
 def list_schedule_batch(
-    batch: PaddedProblem,
+    batch: PaddedProblem | PaddedCosts,
     plans: ListPlan,
     config: ListConfig,
     capacity: int | None = None,
@@ -247,7 +266,8 @@ def list_schedule_batch(
     """`list_schedule_padded` on every problem of a padded batch with its padded plan and, for a static
     selection, its stream (`compact_streams`; default one micro-step per task). One compilation per
     padded shape, config, capacity and stream length. Raises ValueError when the plans do not match
-    the batch."""
+    the batch, or when the batch holds only costs that `config` cannot use."""
+    _check_graph_given(batch, config, streams)
     expected = {"position": batch.task_mask.shape, "oct": batch.comp.shape}
     for field, shape in expected.items():
         got = np.shape(getattr(plans, field))
@@ -322,11 +342,13 @@ def schedule_batch(
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     shape = fit_shape(problems, shape, "schedule_batch")
     graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
-    batch = pad_problems(problems, shape, dtype, graph)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
+    configs = [preset(half, **options) for half in halves]
+    # a static selection scans a predecessor stream and reads only the costs: no graph arrays to pad
+    pad = pad_problems if any(config.dynamic for config in configs) else pad_costs
+    batch = pad(problems, shape, dtype, graph)
     results = []
-    for half in halves:
-        config = preset(half, **options)
+    for config in configs:
         plans = plan_batch(problems, config, shape, dtype, graph)
         # wider micro-steps where each one runs the gap search too (fewer of them)
         width = 8 if config.insertion else 4

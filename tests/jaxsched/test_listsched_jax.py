@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from jaxsched import Shape, listsched_jax, pad_problems
+from jaxsched.batch import pad_costs
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
 from tests.jaxsched.problems import (
@@ -79,3 +80,7 @@ def test_bad_batches():
     batch = pad_problems(problems, Shape(10, 3, 45, 9))
     with pytest.raises(ValueError, match="pad every problem"):
         list_schedule_batch(batch, plan_batch(problems, config, Shape(12, 3, 45, 9)), config)
+    costs, min_min = pad_costs(problems, Shape(10, 3, 45, 9)), preset("MinMin")
+    for needs_graph in (config, min_min):  # HEFT without a stream; MinMin is dynamic
+        with pytest.raises(ValueError, match="needs the padded graph"):
+            list_schedule_batch(costs, plan_batch(problems, needs_graph, Shape(10, 3, 45, 9)), needs_graph)
