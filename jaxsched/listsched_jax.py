@@ -325,6 +325,15 @@ def plan_batch(
     )
 
 
+def stream_batch(graph: BatchGraph, plans: ListPlan, config: ListConfig, dtype=np.float32) -> PullStream | None:
+    """The predecessor streams of a static `config` on the batch `graph` with its `plans` (None for a
+    dynamic one): 4 predecessors per micro-step, 8 with gap insertion, whose search every micro-step
+    runs (measured on Topcuoglu DAGs of 100 tasks)."""
+    if config.dynamic:
+        return None
+    return compact_streams(graph, plans.order, 8 if config.insertion else 4, dtype)
+
+
 def schedule_batch(
     problems: Sequence[Problem],
     name: str,
@@ -350,9 +359,7 @@ def schedule_batch(
     results = []
     for config in configs:
         plans = plan_batch(problems, config, shape, dtype, graph)
-        # wider micro-steps where each one runs the gap search too (fewer of them)
-        width = 8 if config.insertion else 4
-        streams = None if config.dynamic else compact_streams(graph, plans.order, width, dtype)
+        streams = stream_batch(graph, plans, config, dtype)
         size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
         while True:
             size = min(size, shape.num_tasks)
