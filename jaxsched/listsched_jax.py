@@ -1,11 +1,14 @@
 """The list-scheduling family jitted over padded problems: the JAX twin of `jaxsched.listsched`.
 
-`list_schedule_padded(problem, plan, config)` is one `lax.scan` of T steps; each step finds the
-ready tasks (all predecessors placed), picks a task and a processor by `config` exactly as the NumPy
-reference does (same priority positions and pins from the host-computed `ListPlan`, same tie-breaks),
-and places it with the placement rule of `jaxsched.timeline` (the gap search of `jaxsched.kernels`)
-or after the processor's last task. Static selections score one task on every processor [P];
-dynamic ones every task on every processor [T, P]. Steps after the last real task change nothing.
+`list_schedule_padded(problem, plan, config)` is one `lax.scan`; each step picks a task and a processor
+by `config` exactly as the NumPy reference does (same priority positions and pins from the
+host-computed `ListPlan`, same tie-breaks), and places it with the placement rule of
+`jaxsched.timeline` (the gap search of `jaxsched.kernels`) or after the processor's last task. Static
+selections visit tasks in the plan's order and score one task on every processor [P]; their scan runs
+over a predecessor stream (`jaxsched.pull_stream`: a few of the task's inputs per micro-step, the last
+one placing it), so they need only the problem's costs (`PaddedCosts`). Dynamic selections take T
+steps, each scoring every ready task on every processor [T, P] and releasing the placed task's
+successors through one dense row. Steps after the last real task change nothing.
 
 With integer costs (or under x64) the schedules equal the NumPy reference exactly (see
 `jaxsched.batch` for the float32 contract). `schedule_batch(problems, name)` pads, plans and runs a
@@ -134,18 +137,35 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
     return task, proc, start[task, proc]
 
 
-def _released(problem: PaddedProblem, carry: _Carry, task, proc, finish) -> _Carry:
+class _Successors(NamedTuple):
+    """A padded problem's edges as dense rows by source task, built once per schedule so that a step
+    reads one row instead of scattering over every edge."""
+
+    mask: jax.Array  # [T, T] bool: an edge from row to column
+    data: jax.Array  # [T, T] data of that edge, 0 elsewhere
+
+
+def _successors(problem: PaddedProblem) -> _Successors:
+    """The `_Successors` of `problem` (one scatter of its edges; padded ones add nothing, data are >= 0)."""
+    num_tasks = problem.comp.shape[0]
+    src, dst = problem.edge_src, problem.edge_dst
+    count = jnp.zeros((num_tasks, num_tasks), jnp.int32).at[src, dst].add(problem.edge_mask.astype(jnp.int32))
+    data = jnp.zeros((num_tasks, num_tasks), problem.comp.dtype)
+    return _Successors(count > 0, data.at[src, dst].max(jnp.where(problem.edge_mask, problem.edge_data, 0)))
+
+
+def _released(problem: PaddedProblem, successors: _Successors, carry: _Carry, task, proc, finish) -> _Carry:
     """Tells `task`'s successors it finished at `finish` on `proc`: one fewer predecessor to wait for,
-    and its output reaching each processor at finish + transfer (one masked pass over the edges)."""
-    outgoing = problem.edge_mask & (problem.edge_src == task)  # [E]
-    transfer = problem.edge_data[:, None] * problem.inverse_bandwidth[proc][None, :]  # [E, P]
+    and its output reaching each processor at finish + transfer (one [T, P] pass over its row)."""
+    outgoing = successors.mask[task]  # [T]
+    transfer = successors.data[task][:, None] * problem.inverse_bandwidth[proc][None, :]  # [T, P]
     # rounded before the addition, as in the NumPy reference: the no-op maximum (transfers are never
     # negative) keeps XLA's CPU backend from fusing the multiply and the add (optimization_barrier does not)
     transfer = jnp.maximum(transfer, 0.0)
     reach = jnp.where(outgoing[:, None], finish + transfer, -jnp.inf)
     return carry._replace(
-        waiting=carry.waiting.at[problem.edge_dst].add(-outgoing.astype(jnp.int32)).at[task].set(-1),
-        arrive=carry.arrive.at[problem.edge_dst].max(reach),
+        waiting=(carry.waiting - outgoing.astype(jnp.int32)).at[task].set(-1),
+        arrive=jnp.maximum(carry.arrive, reach),
     )
 
 
@@ -181,6 +201,7 @@ def list_schedule_padded(
     capacity = num_tasks if capacity is None else int(capacity)
     rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
     discard = num_tasks + 1
+    successors = _successors(problem) if config.dynamic else None
 
     def place(carry: _Carry, task, proc, start, active) -> _Carry:
         duration = problem.comp[task, proc]
@@ -195,9 +216,8 @@ def list_schedule_padded(
             makespan=jnp.where(active, jnp.maximum(carry.makespan, finish), carry.makespan),
         )
         if config.dynamic:
-            carry = jax.tree.map(
-                lambda new, old: jnp.where(active, new, old), _released(problem, carry, task, proc, finish), carry
-            )
+            released = _released(problem, successors, carry, task, proc, finish)
+            carry = jax.tree.map(lambda new, old: jnp.where(active, new, old), released, carry)
         if config.insertion:
             row_start, row_finish = carry.busy_start[proc], carry.busy_finish[proc]
             pos = jnp.sum(row_start < start)
