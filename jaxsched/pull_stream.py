@@ -61,10 +61,9 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
     flat = owner // num_tasks * steps + micro  # into [B, M] flattened
     task.ravel()[flat] = order.ravel()[owner]
     place.ravel()[flat] = micro == (first + per_visit - 1).ravel()[owner]
-    first_of_task = np.empty_like(first)
-    first_of_task[rows, order] = first
-    micro = first_of_task.ravel()[grouped] + slot // width
-    flat = (graph.batch[graph.in_order] * steps + micro) * width + slot % width  # into [B, M, W] flattened
+    first_of_task = np.empty_like(first)  # [B, T] its first micro-step, counted over the batch
+    first_of_task[rows, order] = first + rows * steps
+    flat = first_of_task.ravel()[grouped] * width + slot  # into [B, M, W] flattened: slot // width micro-steps on
     pred = np.full(size * steps * width, num_tasks, np.int32)
     pred_data = np.zeros(size * steps * width, dtype)
     pred[flat], pred_data[flat] = graph.src[graph.in_order], graph.data[graph.in_order]
