@@ -111,11 +111,16 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
     if config.selection == "wba":
         increase = jnp.where(valid, jnp.maximum(finish, carry.makespan) - carry.makespan, jnp.inf)
         low, high = increase.min(), jnp.where(valid, increase, -jnp.inf).max()
-        eligible = (valid & (increase <= low + config.alpha * (high - low))).ravel()
-        pick = draw.astype(jnp.int32) % jnp.maximum(eligible.sum(dtype=jnp.int32), 1)
-        # a prefix sum by associative scan: O(n log n), where jnp.cumsum lowers to an O(n^2) window on CPU
-        flat = jnp.argmax(jax.lax.associative_scan(jnp.add, eligible.astype(jnp.int32)) > pick)
-        task, proc = flat // num_procs, flat % num_procs
+        eligible = valid & (increase <= low + config.alpha * (high - low))  # [T, P]
+        per_task = eligible.sum(axis=1, dtype=jnp.int32)  # [T]
+        pick = draw.astype(jnp.int32) % jnp.maximum(per_task.sum(dtype=jnp.int32), 1)
+        # the pick-th eligible pair (row-major): its task by a prefix sum over tasks (associative scan, O(T
+        # log T), where jnp.cumsum lowers to an O(T^2) window on CPU), then its processor within the row
+        before = jax.lax.associative_scan(jnp.add, per_task)  # eligible pairs up to each task's row
+        task = jnp.argmax(before > pick)
+        within = pick - (before[task] - per_task[task])
+        row = eligible[task].astype(jnp.int32)
+        proc = jnp.argmax(jnp.cumsum(row, dtype=jnp.int32) > within)  # P is small
         return task.astype(jnp.int32), proc.astype(jnp.int32), start[task, proc]
     if config.selection == "etf":
         scored = jnp.where(valid, start, jnp.inf)
@@ -334,8 +339,12 @@ def plan_batch(
         pin = np.where(graph.task_mask, fastest[:, None], -1)
     draw = np.zeros(graph.task_mask.shape, np.int64)
     if config.selection == "wba":
-        for b, problem in enumerate(problems):
-            draw[b, : problem.num_tasks] = draws(problem, config)
+        # one seed for every problem, and a Generator draws in sequence: each problem's draws are the
+        # first of the longest problem's
+        longest = max(problems, key=lambda problem: problem.num_tasks)
+        sequence = np.zeros(graph.num_tasks, np.int64)
+        sequence[: longest.num_tasks] = draws(longest, config)
+        draw = np.where(graph.task_mask, sequence, 0)
     return ListPlan(
         position.astype(np.int32),
         order.astype(np.int32),
