@@ -6,7 +6,17 @@ NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_num
 """
 
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
-from jaxsched.batch import PaddedProblem, ProblemBatch, Shape, pad_problem, pad_problems, stack, time_bound
+from jaxsched.batch import (
+    PaddedCosts,
+    PaddedProblem,
+    ProblemBatch,
+    Shape,
+    pad_costs,
+    pad_problem,
+    pad_problems,
+    stack,
+    time_bound,
+)
 from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
 from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
@@ -24,7 +34,14 @@ from jaxsched.kernels import (
 )
 from jaxsched.listsched import NAMES as SCHEDULER_NAMES
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
-from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, pad_plan, plan_batch, schedule_batch
+from jaxsched.listsched_jax import (
+    list_schedule_batch,
+    list_schedule_padded,
+    pad_plan,
+    plan_batch,
+    schedule_batch,
+    stream_batch,
+)
 from jaxsched.metrics import (
     average_turnaround,
     average_waiting,
@@ -62,6 +79,7 @@ __all__ = [
     "ListConfig",
     "ListPlan",
     "PRESETS",
+    "PaddedCosts",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
@@ -101,6 +119,7 @@ __all__ = [
     "make_plan",
     "makespan",
     "optimistic_cost_table",
+    "pad_costs",
     "pad_plan",
     "pad_problem",
     "pad_problems",
@@ -127,6 +146,7 @@ __all__ = [
     "slr",
     "speedup",
     "stack",
+    "stream_batch",
     "summary",
     "time_bound",
     "to_padded",

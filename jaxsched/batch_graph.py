@@ -100,6 +100,16 @@ class BatchGraph(NamedTuple):
         """[E] edge destinations numbered over the batch."""
         return self.batch * self.num_tasks + self.dst
 
+    def input_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner, slot, inputs): for the edges in `in_order`, the global destination task and the edge's
+        place among that task's inputs (`Problem.in_edges` order); and [B * T] each task's in-degree."""
+        return self._cached("input_slots", self._compute_input_slots)
+
+    def _compute_input_slots(self):
+        owner = self.global_dst()[self.in_order]
+        inputs = np.bincount(owner, minlength=self.task_mask.size)
+        return owner, np.arange(len(owner)) - (np.cumsum(inputs) - inputs)[owner], inputs
+
     def _mean_comp(self) -> np.ndarray:
         """[B * T] mean execution time over each problem's processors (`comp.mean(axis=1)`); 0 padded."""
         return self._cached("_mean_comp", self._compute_mean_comp)

@@ -38,3 +38,34 @@ def topcuoglu_example() -> Problem:
              (4, 8, 27), (4, 9, 23), (5, 9, 13), (6, 8, 15), (7, 10, 17), (8, 10, 11), (9, 10, 13)]
     src, dst, data = zip(*edges)
     return Problem(np.array(comp, float), np.array(src) - 1, np.array(dst) - 1, np.array(data, float))
+
+
+# CPOP (Topcuoglu, Hariri and Wu 2002, Sec. 4.2) on `topcuoglu_example`, worked by hand (tasks n1..n10 are
+# indices 0..9, processors P1..P3 are 0..2). Mean costs: n1 13, n2 50/3, n3 43/3, n4 38/3, n5 35/3, n6 38/3,
+# n7 11, n8 10, n9 50/3, n10 44/3; mean communication = data (unit links).
+# Upward ranks: n10 14.667, n9 16.667+13+14.667 = 44.333, n8 10+11+14.667 = 35.667, n7 11+17+14.667 = 42.667,
+#   n6 12.667+15+35.667 = 63.333, n5 11.667+13+44.333 = 69, n4 12.667+max(27+35.667, 23+44.333) = 80,
+#   n3 14.333+23+42.667 = 80, n2 16.667+max(19+35.667, 16+44.333) = 77, n1 13+max(18+77, 12+80, 9+80, 11+69,
+#   14+63.333) = 108.
+# Downward ranks: n1 0, n2 13+18 = 31, n3 25, n4 22, n5 24, n6 27, n7 25+14.333+23 = 62.333,
+#   n8 max(31+16.667+19, 22+12.667+27, 27+12.667+15) = 66.667, n9 max(31+16.667+16, 22+12.667+23, 24+11.667+13)
+#   = 63.667, n10 max(62.333+11+17, 66.667+10+11, 63.667+16.667+13) = 93.333.
+# Priorities (sum): n1 108, n2 108, n3 105, n4 102, n5 93, n6 90.333, n7 105, n8 102.333, n9 108, n10 108.
+# Critical path n1 n2 n9 n10 (108); on P2 it costs 16+19+12+7 = 54 (P1 66, P3 63): pinned to P2.
+# Steps (highest-priority ready task; critical-path tasks on P2, others at least insertion-based finish time):
+#   n1  -> P2 [0, 16].
+#   n2  -> P2 (pinned): input from n1 on P2 at 16 -> [16, 35].
+#   n3  (105): ready P1 16+12 = 28, P2 16, P3 28; finish P1 28+11 = 39, P2 35+13 = 48, P3 28+19 = 47 -> P1 [28, 39].
+#   n7  (105, ready now): ready P1 39, P2/P3 39+23 = 62; finish P1 46, P2 77, P3 73 -> P1 [39, 46].
+#   n4  (102): ready P1 25, P2 16, P3 25; P1's gap [0, 28) too short (25+13 > 28): 46+13 = 59; P2 35+8 = 43;
+#       P3 25+17 = 42 -> P3 [25, 42].
+#   n5  (93): ready P1 27, P2 16, P3 27; finish P1 46+12 = 58, P2 35+13 = 48, P3 42+10 = 52 -> P2 [35, 48].
+#   n9  (108, ready now; pinned): inputs n2 on P2 at 35, n4 42+23 = 65, n5 on P2 at 48 -> P2 [65, 77].
+#   n6  (90.333): ready P1 30, P2 16, P3 30; finish P1 46+13 = 59, P2 in the gap [48, 65): 48+16 = 64,
+#       P3 42+9 = 51 -> P3 [42, 51].
+#   n8  (102.333): inputs n2 (P2, 35, 19), n4 (P3, 42, 27), n6 (P3, 51, 15): ready P1 69, P2 69, P3 54;
+#       finish P1 74, P2 77+11 = 88, P3 54+14 = 68 -> P3 [54, 68].
+#   n10 (pinned): inputs n7 46+17 = 63, n8 68+11 = 79, n9 on P2 at 77 -> P2 [79, 86]. Makespan 86.
+TOPCUOGLU_CPOP_PROC = [1, 1, 0, 2, 1, 2, 0, 2, 1, 1]
+TOPCUOGLU_CPOP_START = [0, 16, 28, 25, 35, 42, 39, 54, 65, 79]
+TOPCUOGLU_CPOP_FINISH = [16, 35, 39, 42, 48, 51, 46, 68, 77, 86]

@@ -6,7 +6,13 @@ import pytest
 
 from jaxsched import ListConfig, list_schedule, make_plan, schedule
 from jaxsched.compiled_listsched import COVERED, list_schedule_numba
-from tests.jaxsched.problems import random_problem, topcuoglu_example
+from tests.jaxsched.problems import (
+    TOPCUOGLU_CPOP_FINISH,
+    TOPCUOGLU_CPOP_PROC,
+    TOPCUOGLU_CPOP_START,
+    random_problem,
+    topcuoglu_example,
+)
 
 
 def _assert_same(expected, got):
@@ -40,10 +46,13 @@ def test_non_preset_configs_equal_numpy_reference():
 
 
 def test_cpop_on_topcuoglu_example():
-    """Topcuoglu, Hariri and Wu (2002), Sec. 4.2 and Fig. 3(b): makespan 86, critical path on P2."""
+    """Topcuoglu, Hariri and Wu (2002), Sec. 4.2 and Fig. 3(b): makespan 86, and every task's processor,
+    start and finish as worked by hand (`tests.jaxsched.problems`)."""
     result = list_schedule_numba(topcuoglu_example(), "CPOP")
     assert result.makespan == 86
-    np.testing.assert_array_equal(result.proc[[0, 1, 8, 9]], 1)
+    np.testing.assert_array_equal(result.proc, TOPCUOGLU_CPOP_PROC)
+    np.testing.assert_array_equal(result.start, TOPCUOGLU_CPOP_START)
+    np.testing.assert_array_equal(result.finish, TOPCUOGLU_CPOP_FINISH)
 
 
 def test_uncovered_scheduler_is_named():

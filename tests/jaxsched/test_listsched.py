@@ -6,7 +6,13 @@ from hypothesis import strategies as st
 from jaxsched import Problem, heft, upward_rank, validate
 from jaxsched.listsched import NAMES, PRESETS, ListConfig, schedule
 from jaxsched.priorities import critical_path, downward_rank, optimistic_cost_table
-from tests.jaxsched.problems import random_problem, topcuoglu_example
+from tests.jaxsched.problems import (
+    TOPCUOGLU_CPOP_FINISH,
+    TOPCUOGLU_CPOP_PROC,
+    TOPCUOGLU_CPOP_START,
+    random_problem,
+    topcuoglu_example,
+)
 
 
 def peft_example() -> Problem:
@@ -50,14 +56,17 @@ def test_ga_is_a_named_scheduler():
 
 def test_cpop_on_topcuoglu_example():
     """Topcuoglu, Hariri and Wu (2002), Sec. 4.2 and Fig. 3(b): critical path n1 n2 n9 n10 (length
-    108) on P2, which runs it fastest (16+19+12+7 = 54 against 66 on P1 and 63 on P3); makespan 86."""
+    108) on P2, which runs it fastest (16+19+12+7 = 54 against 66 on P1 and 63 on P3); makespan 86;
+    every task's processor, start and finish as worked by hand (`tests.jaxsched.problems`)."""
     problem = topcuoglu_example()
     tasks, proc = critical_path(problem)
     np.testing.assert_array_equal(tasks, [0, 1, 8, 9])
     assert proc == 1
     result = schedule(problem, "CPOP")
     assert result.makespan == 86
-    np.testing.assert_array_equal(result.proc[[0, 1, 8, 9]], 1)
+    np.testing.assert_array_equal(result.proc, TOPCUOGLU_CPOP_PROC)
+    np.testing.assert_array_equal(result.start, TOPCUOGLU_CPOP_START)
+    np.testing.assert_array_equal(result.finish, TOPCUOGLU_CPOP_FINISH)
     validate(problem, result)
 
 

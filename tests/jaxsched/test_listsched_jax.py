@@ -4,9 +4,16 @@ import numpy as np
 import pytest
 
 from jaxsched import Shape, listsched_jax, pad_problems
+from jaxsched.batch import pad_costs
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
-from tests.jaxsched.problems import random_problem
+from tests.jaxsched.problems import (
+    TOPCUOGLU_CPOP_FINISH,
+    TOPCUOGLU_CPOP_PROC,
+    TOPCUOGLU_CPOP_START,
+    random_problem,
+    topcuoglu_example,
+)
 
 BATCHED = [n for n in NAMES if n != "GA"]
 # The fast suite covers every selection, pinning and placement path once (Duplex runs MinMin and MaxMin).
@@ -48,6 +55,14 @@ def test_jax_twin_equals_numpy_reference_500(name):
         assert_equal_to_reference(problems, name, Shape(16, 5, 120, 15), np.float64)
 
 
+def test_cpop_on_topcuoglu_example():
+    """The batched CPOP gives the hand-worked schedule of Topcuoglu's example (`tests.jaxsched.problems`)."""
+    got = schedule_batch([topcuoglu_example()], "CPOP")
+    np.testing.assert_array_equal(np.asarray(got.proc[0]), TOPCUOGLU_CPOP_PROC)
+    np.testing.assert_array_equal(np.asarray(got.start[0]), TOPCUOGLU_CPOP_START)
+    np.testing.assert_array_equal(np.asarray(got.finish[0]), TOPCUOGLU_CPOP_FINISH)
+
+
 def test_one_compilation_per_shape_and_config(monkeypatch):
     shape, config = Shape(10, 3, 45, 9), preset("MinMin")
     monkeypatch.setattr(listsched_jax, "list_schedule_padded", chex.assert_max_traces(list_schedule_padded, n=1))
@@ -65,3 +80,7 @@ def test_bad_batches():
     batch = pad_problems(problems, Shape(10, 3, 45, 9))
     with pytest.raises(ValueError, match="pad every problem"):
         list_schedule_batch(batch, plan_batch(problems, config, Shape(12, 3, 45, 9)), config)
+    costs, min_min = pad_costs(problems, Shape(10, 3, 45, 9)), preset("MinMin")
+    for needs_graph in (config, min_min):  # HEFT without a stream; MinMin is dynamic
+        with pytest.raises(ValueError, match="needs the padded graph"):
+            list_schedule_batch(costs, plan_batch(problems, needs_graph, Shape(10, 3, 45, 9)), needs_graph)
