@@ -7,14 +7,15 @@ The research setting (`jaxgraph.rl.settings`): TASO's cost (`Roofline(backend=TA
 (alpha 1.05, `--budget` graphs) with TASO's full table. The agent (`jaxgraph.rl.generalise`: host PPO with
 `RULES`) trains once on `--traps` trap graphs and `--random-graphs` random graphs, then runs on each builder
 (ResNet-18, ResNet-50, SqueezeNet, Inception-v3 at `SMALL_SIZES`, BERT at the study's 2 layers): its
-most-likely episode and `--samples` sampled ones, episodes of one step per op. Whether a better graph than
+most-likely episode and `--samples` sampled ones, episodes of `--steps-per-op` steps per op. Whether a better graph than
 greedy's exists at all: `--unpruned-budget` > 0 runs TASO's search with no pruning (alpha infinite, the agent's
 `RULES`) for that many graphs ("complete" when its queue empties first: every graph the rules reach, up to TASO's
 size bound, was expanded), `--max-states` > 0 the exhaustive search up to that many graphs ("cap hit" past it).
-Columns: cost reductions (1 - cost / initial cost); "below greedy" is the agent's returned cost strictly below
-greedy's (relative 1e-9); CPU seconds of the process (training once, then evaluation per builder). With
-`--workdir` the agent's training is checkpointed per epoch and each builder's row is kept: a rerun with the
-same arguments resumes, one with other arguments is refused.
+Columns: cost reductions (1 - cost / initial cost); "output error" the largest difference of the returned graph's
+outputs from the builder's on a random input, relative to the largest output; "below greedy" is the agent's
+returned cost strictly below greedy's (relative 1e-9); CPU seconds of the process (training once, then evaluation
+per builder). With `--workdir` the agent's training is checkpointed per epoch and each builder's row is kept: a
+rerun with the same arguments resumes, one with other arguments is refused.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import math
 import time
 
 import jax
+import numpy as np
 
 from benchmarks.saturation import graphs as builder_graphs
 from jaxgraph import TASO, Roofline, exhaustive_search, greedy, taso_rules, taso_search
+from jaxgraph.execute import execute, random_inputs
 from jaxgraph.rl.generalise import GeneralistConfig, evaluate_unseen, train_generalist
 from jaxgraph.rules import RULES
 from jaxsched.common import ConfigMismatch, Workdir
@@ -64,8 +67,18 @@ def measure(name: str, graph, agent, config: GeneralistConfig, args) -> dict:
     result = evaluate_unseen(agent, graph, config, jax.random.fold_in(jax.random.key(args.seed),
                                                                                 1 + BUILDERS.index(name)), model)
     row.update(initial=result.initial_cost, agent=result.cost, agent_likely=result.likely_cost,
-               eval_steps=result.env_steps, eval_cpu_s=time.process_time() - cpu)
+               eval_steps=result.env_steps, eval_cpu_s=time.process_time() - cpu,
+               agent_error=output_error(graph, result.graph))
     return row
+
+
+def output_error(original, rewritten) -> float:
+    """Largest difference of the two graphs' outputs on one random input, relative to the original's largest
+    output magnitude (the returned graph must compute the builder's function)."""
+    inputs = random_inputs(original)
+    want, got = execute(original, inputs), execute(rewritten, inputs)
+    return max(float(np.abs(np.asarray(got[k]) - np.asarray(want[k])).max() / max(np.abs(np.asarray(want[k])).max(),
+                                                                                    1e-30)) for k in want)
 
 
 def admits_better(row: dict) -> str:
@@ -85,7 +98,8 @@ def table_row(row: dict, strictly: bool, better: str, capped: bool) -> str:
     exhaustive = reduction(row["exhaustive"]) if row["exhaustive"] is not None else ("cap hit" if capped else "-")
     return (f"| {row['model']} | {row['ops']} | {row['initial']:.4f} ms | {reduction(row['greedy'])} | "
             f"{reduction(row['taso'])} | {unpruned} | {exhaustive} | {reduction(row['agent_likely'])} | "
-            f"**{reduction(row['agent'])}** | {'yes' if strictly else 'no'} | {better} | {row['eval_cpu_s']:.1f} |")
+            f"**{reduction(row['agent'])}** | {row['agent_error']:.1e} | {'yes' if strictly else 'no'} | {better} | "
+            f"{row['eval_cpu_s']:.1f} |")
 
 
 def main() -> None:
@@ -118,7 +132,8 @@ def main() -> None:
     print(f"agent: {config.traps} trap + {config.random_graphs} random graphs, {agent.env_steps} environment steps, "
           f"training {time.process_time() - cpu:.0f} CPU s ({time.perf_counter() - wall:.0f} s wall)")
     print("| model | ops | initial | greedy | TASO 1.05 | unpruned | exhaustive | agent (most likely) | agent "
-          "(returned) | below greedy | better exists | eval CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(returned) | output error | below greedy | better exists | eval CPU s |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     below, exists = 0, 0
     for name, graph in builder_graphs(args.models, 0):
         def run(name=name, graph=graph):

@@ -21,7 +21,7 @@ from ..conftest import assert_same_outputs
 
 TINY = GeneralistConfig(agent=dataclasses.replace(tiny_agent(), ppo=PPOConfig(update_epochs=1, minibatches=1),
                                                   epochs=1, rollout_steps=2, max_steps=6),
-                        traps=2, trap_ops=(10, 14), max_traps=1, random_graphs=1, random_blocks=2, samples=1,
+                        traps=2, trap_ops=(10, 14), max_traps=1, random_graphs=1, random_blocks=2, samples=0,
                         steps_per_op=0.5)
 UNSEEN = random_graph(1000, blocks=3)
 
