@@ -28,6 +28,7 @@ import time
 import jax
 import numpy as np
 
+from benchmarks.saturation import BUILDERS
 from benchmarks.saturation import graphs as builder_graphs
 from jaxgraph import TASO, Roofline, exhaustive_search, greedy, taso_rules, taso_search
 from jaxgraph.execute import execute, random_inputs
@@ -36,12 +37,12 @@ from jaxgraph.rules import RULES
 from jaxsched.common import ConfigMismatch, Workdir
 from jaxsched.common.machine import machine_description
 
-BUILDERS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 STRICT = 1e-9  # relative margin of "strictly below"
 
 
 def existence(graph, args, model) -> dict:
-    """The unpruned searches' costs (None when not run or past the cap) and whether they were complete."""
+    """Whether a graph cheaper than greedy's exists: the unpruned search's cost and whether it was complete, the
+    exhaustive optimum (None when not run or past the cap)."""
     row = {"unpruned": None, "unpruned_complete": False, "exhaustive": None}
     if args.unpruned_budget > 0:
         found = taso_search(graph, math.inf, args.unpruned_budget, RULES, model)
@@ -64,8 +65,8 @@ def measure(name: str, graph, agent, config: GeneralistConfig, args) -> dict:
     row["taso"] = taso_search(graph, 1.05, args.budget, table, model).cost
     row.update(existence(graph, args, model))
     cpu = time.process_time()
-    result = evaluate_unseen(agent, graph, config, jax.random.fold_in(jax.random.key(args.seed),
-                                                                                1 + BUILDERS.index(name)), model)
+    key = jax.random.fold_in(jax.random.key(args.seed), 1 + BUILDERS.index(name))
+    result = evaluate_unseen(agent, graph, config, key, model)
     row.update(initial=result.initial_cost, agent=result.cost, agent_likely=result.likely_cost,
                eval_steps=result.env_steps, eval_cpu_s=time.process_time() - cpu,
                agent_error=output_error(graph, result.graph))
