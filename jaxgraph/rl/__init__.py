@@ -18,6 +18,14 @@ from jaxgraph.rl.dream import (
 )
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes, run_episode
+from jaxgraph.rl.generalise import (
+    GeneralistConfig,
+    UnseenResult,
+    evaluate_unseen,
+    evaluation_steps,
+    train_generalist,
+    training_graphs,
+)
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action
 from jaxgraph.rl.ppo import (
     TrainState,
@@ -63,4 +71,5 @@ __all__ = [
     "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
     "StudyConfig", "fit_world_model", "judge_targets", "make_encoder", "plot_results", "random_sequences",
     "results_table", "run_study", "CONFIGS", "Timers",
+    "GeneralistConfig", "UnseenResult", "evaluate_unseen", "evaluation_steps", "train_generalist", "training_graphs",
 ]
