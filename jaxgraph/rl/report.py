@@ -55,6 +55,18 @@ def judge_targets(results: dict) -> list[tuple[str, bool, str]]:
     return out
 
 
+def tau_lines(rows: dict) -> list[str]:
+    """The Table 5.1 analog of each model row that holds a tau sweep: per tau the cost change predicted in the
+    dream, the real final state's, their gap and the returned graph's, mean +- std over the seeds."""
+    lines = []
+    for name, r in rows.items():
+        if "tau_sweep" in r:
+            seeds = len(r["tau_sweep"]["dream_pct"][0])
+            lines += [f"\n## Table 5.1 analog on {name}: cost change in the dream vs in the real Env, {seeds} seeds\n"]
+            lines += _tau_rows(r["tau_sweep"])
+    return lines
+
+
 def _tau_rows(sweep: dict) -> list[str]:
     lines = ["| tau | world-model score (%) | real score, final state (%) | gap (points) | returned graph (%) |",
              "|---|---|---|---|---|"]
@@ -105,8 +117,8 @@ def research_table(section: dict) -> list[str]:
     """The research setting as markdown lines: costs and cost reductions, budgets and times, the targets."""
     rows = section["models"]
     research = SETTINGS["research"]
-    lines = [f"## Research setting: TASO's cost (Roofline, backend {research.backend}); host searches use "
-             f"{research.host_rules}, the agents RULES; a lower cost is a {research.gain}, not a speedup\n",
+    lines = [f"## Research setting: TASO's cost (Roofline, backend {research.backend}); every method uses "
+             f"{research.rule_table}; a lower cost is a {research.gain}, not a speedup\n",
              "| model | ops | initial | " + " | ".join(RESEARCH_NAMES.values()) + " |",
              "|---|---|---|" + "---|" * len(RESEARCH_NAMES)]
     for name, r in rows.items():
@@ -129,7 +141,7 @@ def research_table(section: dict) -> list[str]:
             else:
                 cells.append(str(numbers["interactions"]))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["\n### Targets (research)\n"]
+    lines += tau_lines(rows) + ["\n### Targets (research)\n"]
     lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in judge_research(section)]
     return lines
 
@@ -185,11 +197,8 @@ def deployment_table(results: dict) -> list[str]:
     for name, r in rows.items():
         lines.append(f"| {name} | " + " | ".join(str(r["methods"][m]["interactions"]) for m in METHOD_NAMES)
                      + f" | {r['methods']['model_based']['dream_return']:.4f} |")
+    lines += tau_lines(rows)
     for name, r in rows.items():
-        if "tau_sweep" in r:
-            seeds = len(r["tau_sweep"]["dream_pct"][0])
-            lines += [f"\n## Table 5.1 analog on {name}: cost change in the dream vs in the real Env, {seeds} seeds\n"]
-            lines += _tau_rows(r["tau_sweep"])
         if "step_time" in r:
             s = r["step_time"]
             lines += [f"\n## Step time ({name})\n", "| real Env step (ms) | dream step, batch of "

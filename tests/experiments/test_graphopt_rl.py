@@ -6,7 +6,9 @@ import json
 import pytest
 
 from experiments import graphopt_rl
+from jaxgraph import TASO_RULES
 from jaxgraph.rl import CONFIGS, run_study
+from jaxgraph.rules import RULES
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 
@@ -24,6 +26,14 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     research, deployment = (results["settings"][s]["models"] for s in ("research", "deployment"))
     assert all(row["setting"] == "research" for row in research.values())
     assert all(row["setting"] == "deployment" for row in deployment.values())
+    # every method of a setting runs its rule table, the agents too: TASO's in the research setting
+    assert all(row["agent_xfers"] == {"model_free": len(TASO_RULES), "model_based": len(TASO_RULES)}
+               for row in research.values())
+    assert all(row["agent_xfers"] == {"model_free": len(RULES), "model_based": len(RULES)}
+               for row in deployment.values())
+    # the Table 5.1 analog runs in each setting, on that setting's tau model
+    assert [n for n, row in research.items() if "tau_sweep" in row] == ["taso_attention_stack"]
+    assert [n for n, row in deployment.items() if "tau_sweep" in row] == ["bert"]
     assert all(set(row["latency_ms"]) == {"onnxruntime", "jax"} for row in deployment.values())  # the timers
     assert not any("latency_ms" in row for row in research.values())  # nothing measured on TASO's cost
     assert "step_time" in deployment["bert"] and "end-to-end latency" in table
@@ -31,6 +41,11 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     assert research["bert"]["initial_cost"] != deployment["bert"]["initial_cost"]
     research_part, deployment_part = table.split("## Deployment setting")
     assert "speedup" not in research_part.replace("not a speedup", "")
+    sweep = research["taso_attention_stack"]["tau_sweep"]
+    tau_rows = markdown_table(research_part, "| tau |")
+    assert [float(row[0]) for row in tau_rows] == sweep["taus"]
+    for row, dream, real in zip(tau_rows, sweep["dream_pct"], sweep["real_pct"]):
+        assert row[3] == f"{sum(real) / len(real) - sum(dream) / len(dream):+.2f}"  # the gap: real - dream
     rows = markdown_table(deployment_part, "| model | ops | initial |")
     assert [row[0] for row in rows] == list(deployment)
     for row in rows:
@@ -72,7 +87,7 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     with pytest.raises(ConfigMismatch) as mismatch:  # a full run never reuses the small run's per-model results
         run_study(CONFIGS["full"], workdir)
     assert "study.models" in mismatch.value.fields and "seed" not in mismatch.value.fields
-    for config in ("default", "full"):
+    for argv in (["--config", "default"], ["--config", "full"], ["--config", "test", "--settings", "research"]):
         with pytest.raises(SystemExit) as exit_info:
-            graphopt_rl.main(["--config", config, "--workdir", str(workdir), "--quiet"])
+            graphopt_rl.main([*argv, "--workdir", str(workdir), "--quiet"])
         assert exit_info.value.code == 2 and "different run" in capsys.readouterr().err
