@@ -49,9 +49,10 @@ def model_free_recorder(evaluate: Callable[[object], list[Episode]], initial_cos
     training steps and evaluation steps both on the curve's axis.
 
     With `path`, every evaluation is also written there (JSON, atomically) and a new recorder on the same path
-    starts from what is written, so training resumed from a checkpoint keeps the curve of the epochs it skips.
-    An evaluation of an epoch at or after the one being recorded (left by a run whose latest checkpoint was
-    lost) is dropped: the curve holds each epoch the resumed run went through once."""
+    starts from what is written, so training resumed from a checkpoint keeps the curve of the epochs it skips
+    (`make_train` calls `on_epoch` before saving the epoch's checkpoint, so every checkpointed epoch has its
+    record). An evaluation of an epoch at or after the one being recorded (its checkpoint was not saved or was
+    lost) is dropped and redone: the curve holds each epoch of the resumed run once."""
     records = (read_json(path) if path is not None else None) or []  # [{"epoch", "points", "steps"}]
 
     def on_epoch(agent) -> bool:
