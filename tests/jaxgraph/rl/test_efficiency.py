@@ -93,3 +93,5 @@ def test_research_targets_are_judged_from_the_numbers():
     assert [met for _, met, _ in judged] == [False, False, False]
     assert "a +1.18%" in judged[0][2]  # 0.86 / 0.85 - 1
     assert "b: model-free 100 steps, model-based 21" in judged[2][2]
+    tie = research_row(0.8, 0.85, 1.0, 0.5, *fast)  # both extractions find 1.0; the ILP in 0.5 s, greedy in 10 s
+    assert "eq. sat., ILP extr. +25.00% vs best, 0.05x TASO's time" in judge_research({"models": {"a": tie}})[1][2]
