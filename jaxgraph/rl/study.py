@@ -160,9 +160,10 @@ CONFIGS = {
     "default": StudyConfig(
         models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
                        bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
+        # max_steps 64: room for the 29-52 rewrites greedy makes on the small image builders under TASO's table
         agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16,
                           message_steps=2, num_envs=8, rollout_steps=16, epochs=15, max_locations=16,
-                          max_steps=24),
+                          max_steps=64),
         world_model=WorldModelConfig(hidden=64, mixtures=4, learning_rate=3e-3),
         dream=DreamConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=4), hidden=32, num_envs=64,
                           rollout_steps=16, updates=40, horizon=24),
