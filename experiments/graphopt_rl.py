@@ -3,12 +3,14 @@
     python -m experiments.graphopt_rl                 # the default: small graphs, CPU, minutes
     python -m experiments.graphopt_rl --config full   # the thesis's graphs and sizes (GPU machine)
     python -m experiments.graphopt_rl --config test   # seconds (the test suite)
+    python -m experiments.graphopt_rl --settings research   # one setting only (a configuration of its own)
 
-Two settings, never mixed: `research` (TASO's cost model and rule table: greedy, TASO search at alpha 1.0 and
-1.05, equality saturation with greedy and ILP extraction, the exhaustive optimum where the reachable space is
-small enough, and the agents; gains are cost reductions) and `deployment` (onnxruntime's runtime-aware cost:
-greedy, TASO search and the agents, with the measured end-to-end latency of each result in onnxruntime and
-JAX; on BERT the Table 5.1 analog and the real vs dream step time; a multi-graph agent on a held-out graph).
+Two settings, never mixed: `research` (TASO's cost model and full rule table, `TASO_RULES`, for every method:
+greedy, TASO search at alpha 1.0 and 1.05, equality saturation with greedy and ILP extraction, the exhaustive
+optimum where the reachable space is small enough, and the agents; on SqueezeNet the Table 5.1 analog; gains
+are cost reductions) and `deployment` (onnxruntime's runtime-aware cost and `RULES`: greedy, TASO search and the
+agents, with the measured end-to-end latency of each result in onnxruntime and JAX; on BERT the Table 5.1 analog
+and the real vs dream step time; a multi-graph agent on a held-out graph).
 For every agent the best cost found against real-environment steps. Writes to --workdir (a rerun of the same
 configuration resumes; another configuration is refused):
   config.json, results.json, table.md, <setting>/models/*.json (one per finished model: a rerun skips them),
@@ -19,10 +21,12 @@ configuration resumes; another configuration is refused):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from experiments.graphopt_rl_timing import TIMERS
 from jaxgraph.rl import CONFIGS, results_table, run_study
+from jaxgraph.rl.settings import SETTINGS
 from jaxsched.common import ConfigMismatch, add_devices_option, join_from_environment
 
 
@@ -31,12 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
     parser.add_argument("--workdir", default="results/graphopt_rl")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS),
+                        help="run only these settings (default: the config's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
+    config = CONFIGS[args.config]
+    if args.settings:
+        config = dataclasses.replace(config, settings=tuple(dict.fromkeys(args.settings)))
     try:
-        results = run_study(CONFIGS[args.config], args.workdir, seed=args.seed, progress=not args.quiet,
+        results = run_study(config, args.workdir, seed=args.seed, progress=not args.quiet,
                             devices=args.devices, timers=TIMERS)
     except ConfigMismatch as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from jaxgraph.rl.episode import Episode
+from jaxsched.common.workdir import read_json, write_json
 
 Curve = list[list[float]]
 
@@ -40,21 +41,37 @@ def extend(curve: Curve, start: int, episodes: Sequence[Episode]) -> tuple[Curve
     return best_so_far(points), start
 
 
-def model_free_recorder(evaluate: Callable[[object], list[Episode]], initial_cost: float,
-                        every: int) -> tuple[Callable[[object], bool], Callable[[], tuple[Curve, int]]]:
+def model_free_recorder(evaluate: Callable[[object], list[Episode]], initial_cost: float, every: int,
+                        path: str | Path | None = None
+                        ) -> tuple[Callable[[object], bool], Callable[[], tuple[Curve, int]]]:
     """(on_epoch, read): `on_epoch(agent)` evaluates the agent every `every` epochs with `evaluate(agent) ->
     episodes` and never stops training; `read()` -> (curve, real steps spent on these evaluations), with
-    training steps and evaluation steps both on the curve's axis."""
-    state = {"curve": [[0, float(initial_cost)]], "evaluation": 0}
+    training steps and evaluation steps both on the curve's axis.
+
+    With `path`, every evaluation is also written there (JSON, atomically) and a new recorder on the same path
+    starts from what is written, so training resumed from a checkpoint keeps the curve of the epochs it skips
+    (`make_train` calls `on_epoch` before saving the epoch's checkpoint, so every checkpointed epoch has its
+    record). An evaluation of an epoch at or after the one being recorded (its checkpoint was not saved or was
+    lost) is dropped and redone: the curve holds each epoch of the resumed run once."""
+    records = (read_json(path) if path is not None else None) or []  # [{"epoch", "points", "steps"}]
 
     def on_epoch(agent) -> bool:
-        if len(agent.history) % every == 0:
-            start = agent.env_steps + state["evaluation"]
-            state["curve"], end = extend(state["curve"], start, evaluate(agent))
-            state["evaluation"] += end - start
+        epoch = len(agent.history)
+        records[:] = [r for r in records if r["epoch"] < epoch]
+        if epoch % every == 0:
+            start = agent.env_steps + sum(r["steps"] for r in records)
+            episodes = evaluate(agent)
+            points, end = extend([], start, episodes)
+            records.append({"epoch": epoch, "points": points, "steps": end - start})
+            if path is not None:
+                write_json(path, records)
         return False
 
-    return on_epoch, lambda: (state["curve"], state["evaluation"])
+    def read() -> tuple[Curve, int]:
+        points = [(0, float(initial_cost))] + [tuple(p) for r in records for p in r["points"]]
+        return best_so_far(points), sum(r["steps"] for r in records)
+
+    return on_epoch, read
 
 
 def value_at(curve: Curve, steps: int) -> float:

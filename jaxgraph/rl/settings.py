@@ -1,11 +1,12 @@
 """The study's two settings, named and never mixed.
 
 `research`: TASO's cost (`Roofline(backend=TASO)`: every operator a kernel of its own, as in TASO, Tensat and
-X-RLflow) with TASO's full rule table (`TASO_RULES`) for the host searches; there a lower cost is a *cost
-reduction* of a model, never a speedup. `deployment`: onnxruntime's runtime-aware cost (`Roofline(backend=
-ONNXRUNTIME)`: a rewrite onnxruntime does by itself saves nothing) with the hand-written `RULES`, and measured
-latencies of the resulting graphs; what `jaxgraph.optimize` optimizes for. The agents run `RULES` in both (the
-jitted environment's table), so in the research setting the host searches have more rewrites than the agents.
+X-RLflow) with TASO's full rule table (`TASO_RULES`); there a lower cost is a *cost reduction* of a model, never a
+speedup. `deployment`: onnxruntime's runtime-aware cost (`Roofline(backend=ONNXRUNTIME)`: a rewrite onnxruntime
+does by itself saves nothing) with the hand-written `RULES`, and measured latencies of the resulting graphs; what
+`jaxgraph.optimize` optimizes for. Within a setting every method (greedy, the searches, both agents) runs the
+setting's one rule table. The agents train and are evaluated on the host `Env`, which matches data rules; the
+jitted `JaxEnv` matches only the hand-written families (it refuses data rules), so no stage of the study runs it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from jaxgraph.rules import RULES, Rule
 
 @dataclass(frozen=True)
 class Setting:
-    """A named cost model and host rule table; `gain` names what a lower cost means in this setting."""
+    """A named cost model and rule table; `gain` names what a lower cost means in this setting."""
 
     name: str
     backend: str  # a `jaxgraph.backends.BACKENDS` name
-    host_rules: str  # "RULES" or "TASO_RULES"
+    rule_table: str  # "RULES" or "TASO_RULES"
     gain: str
     measured: bool  # the resulting graphs' latencies are measured (deployment only)
 
@@ -33,8 +34,8 @@ class Setting:
         return Roofline(backend=BACKENDS[self.backend])
 
     def rules(self) -> Sequence[Rule]:
-        """The rule table of the host searches (greedy, TASO search, exhaustive search)."""
-        if self.host_rules == "RULES":
+        """The rule table of every method in this setting (searches and agents alike)."""
+        if self.rule_table == "RULES":
             return RULES
         from jaxgraph import TASO_RULES
 

@@ -6,10 +6,11 @@ greedy, TASO's search at alpha 1.0 and 1.05, equality saturation, the exhaustive
 space is small enough, and the agents; a lower cost is a cost reduction) and `deployment` (onnxruntime's
 runtime-aware cost, `Roofline(backend=ONNXRUNTIME)`: greedy, TASO search and the agents, with measured
 latencies). For every agent each row also holds its sample-efficiency curve, the best cost found against the
-real-environment steps used (`jaxgraph.rl.efficiency`). In the deployment setting, on the tau model (BERT), it
-runs the Table 5.1 analog: the tau sweep x seeds of
-dream-trained controllers as one vmapped program, each controller then evaluated in the real Env. It
-also trains one agent on several graphs and evaluates it on a graph it never saw. With `Timers` (what
+real-environment steps used (`jaxgraph.rl.efficiency`). In each setting, on that setting's tau model (BERT in
+the deployment setting, SqueezeNet in the research setting, where there is most to find), it runs the Table 5.1
+analog: the tau sweep x seeds of dream-trained controllers as one vmapped program, each controller then
+evaluated in the real Env. In the deployment setting it also trains one agent on several graphs and evaluates
+it on a graph it never saw. With `Timers` (what
 `experiments.graphopt_rl` passes) a row also records the measured latency of every resulting graph and, on the tau
 model, a real Env step against a batched dream step.
 
@@ -52,7 +53,7 @@ from jaxgraph.rl.report import plot_results, results_table
 from jaxgraph.rl.settings import SETTINGS, setting
 from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
-from jaxgraph.rules import RULES, Rule
+from jaxgraph.rules import Rule
 from jaxgraph.search import greedy, taso_search
 from jaxsched.common.machine import machine_description
 from jaxsched.common.sharding import Devices
@@ -72,7 +73,8 @@ class StudyConfig:
     dream: DreamConfig
     onnx_models: tuple[str, ...] = ()  # imported ONNX files (relative to the working directory); missing ones
     # are reported, not fatal, since the data may land later
-    tau_model: str = "bert"  # the Table 5.1 analog runs on this model
+    tau_model: str = "bert"  # the Table 5.1 analog of the deployment setting runs on this model
+    research_tau_model: str = "squeezenet1_1"  # and that of the research setting on this one
     held_out: str = "bert"  # the multi-graph agent never sees this model
     taus: tuple[float, ...] = THESIS_TAUS
     seeds: int = 5
@@ -100,8 +102,9 @@ class StudyConfig:
         if unknown or len(names) < 2 or len(set(names)) != len(names):
             raise ValueError(f"models must be at least two distinct names from {sorted(MODELS)} (the held-out "
                              f"agent trains on all but one), got {names}")
-        if self.tau_model not in names or self.held_out not in names:
-            raise ValueError(f"tau_model {self.tau_model!r} and held_out {self.held_out!r} must be among {names}")
+        if {self.tau_model, self.research_tau_model, self.held_out} - set(names):
+            raise ValueError(f"tau_model {self.tau_model!r}, research_tau_model {self.research_tau_model!r} and "
+                             f"held_out {self.held_out!r} must be among {names}")
         if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
                self.latency_repeats, self.step_time_envs, self.optimum_budget, self.exhaustive_states,
                self.curve_every) < 1 or not self.taus:
@@ -116,6 +119,11 @@ class StudyConfig:
             raise ValueError(f"saturation_seconds must be positive, got {self.saturation_seconds}")
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
+
+
+    def tau_model_of(self, setting_name: str) -> str:
+        """The model the Table 5.1 analog runs on in the setting `setting_name`."""
+        return self.research_tau_model if setting_name == "research" else self.tau_model
 
 
 class Timers(NamedTuple):
@@ -146,20 +154,21 @@ CONFIGS = {
         world_model=WorldModelConfig(hidden=16, mixtures=2, learning_rate=3e-3),
         dream=DreamConfig(ppo=PPOConfig(minibatches=2, update_epochs=2), hidden=16, num_envs=8, rollout_steps=4,
                           updates=3, horizon=6),
-        taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4, wm_epochs=2, wm_batch=2, taso_budget=5,
-        latency_repeats=1, step_time_envs=16, eval_samples=0, optimum_budget=20, exhaustive_states=300,
-        saturation_seconds=10.0),
+        research_tau_model="taso_attention_stack", taus=(0.5, 2.0), seeds=2, wm_sequences=4, wm_length=4,
+        wm_epochs=2, wm_batch=2, taso_budget=5, latency_repeats=1, step_time_envs=16, eval_samples=0,
+        optimum_budget=20, exhaustive_states=300, saturation_seconds=10.0),
     "default": StudyConfig(
         models=_models(resnet18=SMALL_IMAGE, squeezenet1_1=SMALL_IMAGE, mobilenet_v2=SMALL_IMAGE,
                        bert=dict(SMALL_TRANSFORMER, intermediate=128), taso_attention_stack=SMALL_TRANSFORMER),
+        # max_steps 64: room for the 29-52 rewrites greedy makes on the small image builders under TASO's table
         agent=AgentConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=2), hidden=32, latent=16,
                           message_steps=2, num_envs=8, rollout_steps=16, epochs=15, max_locations=16,
-                          max_steps=24),
+                          max_steps=64),
         world_model=WorldModelConfig(hidden=64, mixtures=4, learning_rate=3e-3),
         dream=DreamConfig(ppo=PPOConfig(learning_rate=1e-3, minibatches=4), hidden=32, num_envs=64,
                           rollout_steps=16, updates=40, horizon=24),
         onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=48, wm_length=16, wm_epochs=40,
-        wm_batch=16, taso_budget=100, latency_repeats=15),
+        wm_batch=16, taso_budget=100, latency_repeats=15, exhaustive_states=2000, saturation_seconds=20.0),
     "full": StudyConfig(
         models=_models(resnet18={}, resnet50={}, squeezenet1_1={}, inception_v3={}, mobilenet_v2={}, bert={},
                        taso_attention_stack={}),
@@ -254,9 +263,10 @@ def jitted_dream_train(config: DreamConfig, model: MDNRNN) -> Callable:
 
 # ----------------------------------------------------------------------------------------- evaluation
 
-def replay(graph: Graph, actions: list, config: AgentConfig, cost_model) -> Graph:
-    """The graph an action sequence leads to (the NO-OP ends it)."""
-    env = Env(graph, max_locations=config.max_locations, cost_model=cost_model, max_steps=config.max_steps)
+def replay(graph: Graph, actions: list, config: AgentConfig, cost_model, rules: Sequence[Rule]) -> Graph:
+    """The graph an action sequence of an agent with the rule table `rules` leads to (the NO-OP ends it)."""
+    env = Env(graph, max_locations=config.max_locations, rules=rules, cost_model=cost_model,
+              max_steps=config.max_steps)
     env.reset()
     for xfer, location in actions:
         if xfer == env.num_xfers:
@@ -280,14 +290,16 @@ def evaluate_controllers(env: Env, encode: Callable, model: MDNRNN, wm_params, p
             for i in range(count)]
 
 
-def agent_row(episodes: list[Episode], training_steps: int) -> dict:
-    """The JSON row of an evaluated agent: the cheapest graph its episodes visited (`cost`, reached by
-    `actions`), the final cost of its most-likely-action episode (`final_cost`, the first episode), and the
-    real-environment interactions of training and of every evaluation episode."""
+def agent_row(episodes: list[Episode], training_steps: int, rules: Sequence[Rule]) -> dict:
+    """The JSON row of an evaluated agent with the rule table `rules`: the cheapest graph its episodes visited
+    (`cost`, reached by `actions`, the names of the rules they apply), the final cost of its most-likely-action
+    episode (`final_cost`, the first episode), and the real-environment interactions of training and of every
+    evaluation episode."""
     best = best_of(episodes)
     evaluation = sum(e.env_steps for e in episodes)
     return {"cost": best.best_cost, "final_cost": episodes[0].final_cost, "actions": best.best_actions,
-            "rules": _rules(best.best_actions), "interactions": training_steps + evaluation,
+            "rules": [rules[x].name for x, _ in best.best_actions if x < len(rules)],
+            "interactions": training_steps + evaluation,
             "evaluation_steps": evaluation, "evaluation_episodes": len(episodes)}
 
 
@@ -301,13 +313,14 @@ def build_graph(config: StudyConfig, name: str) -> Graph:
 def run_model(config: StudyConfig, setting_name: str, name: str, graph: Graph, out: Path, key: chex.PRNGKey,
               progress: bool = False, devices: Devices = None, timers: Timers | None = None) -> dict:
     """One graph in one setting: the setting's searches (`jaxgraph.rl.baselines`), the model-free and the
-    model-based agent with their sample-efficiency curves; in the deployment setting also the tau sweep on the
-    tau model (its members split across `devices`) and the `timers`' measurements if given. A JSON-able row."""
+    model-based agent with their sample-efficiency curves, every method with the setting's rule table; on the
+    setting's tau model the tau sweep (its members split across `devices`); in the deployment setting also the
+    `timers`' measurements if given. A JSON-able row."""
     chosen, agent = setting(setting_name), config.agent
     cm, rules = chosen.cost_model(), chosen.rules()
     initial = cost(graph, cm)
-    row: dict[str, Any] = {"setting": chosen.name, "host_rules": chosen.host_rules, "agent_rules": "RULES",
-                           "ops": graph.num_ops, "initial_cost": initial}
+    row: dict[str, Any] = {"setting": chosen.name, "rules": chosen.rule_table, "ops": graph.num_ops,
+                           "initial_cost": initial}
     graphs = {"original": graph}
     if chosen.measured:
         row["methods"], searched = deployment_baselines(graph, rules, cm, config.taso_alpha, config.taso_budget,
@@ -318,19 +331,21 @@ def run_model(config: StudyConfig, setting_name: str, name: str, graph: Graph, o
                                             config.saturation_seconds, progress)
     mf_key, encoder_key, data_key, wm_key, dream_key, sweep_key = jax.random.split(key, 6)
     mf_eval_key, mb_eval_key = jax.random.split(jax.random.fold_in(key, 1))
-    on_epoch, read_curve = model_free_recorder(lambda trained: evaluate_agent(trained, graph, agent, cm), initial,
-                                               config.curve_every)
-    trained = make_train(agent, [graph], cm, progress=progress, on_epoch=on_epoch,
-                         workdir=(out / "checkpoints" / f"{chosen.name}-model_free-{name}").absolute())(mf_key)
-    episodes = evaluate_agent(trained, graph, agent, cm, mf_eval_key, config.eval_samples)
+    checkpoints = (out / "checkpoints" / f"{chosen.name}-model_free-{name}").absolute()
+    on_epoch, read_curve = model_free_recorder(
+        lambda trained: evaluate_agent(trained, graph, agent, cm, rules=rules), initial, config.curve_every,
+        checkpoints.with_name(checkpoints.name + "-curve.json"))
+    trained = make_train(agent, [graph], cm, progress=progress, on_epoch=on_epoch, rules=rules,
+                         workdir=checkpoints)(mf_key)
+    episodes = evaluate_agent(trained, graph, agent, cm, mf_eval_key, config.eval_samples, rules)
     curve, curve_steps = read_curve()
-    row["methods"]["model_free"] = {**agent_row(episodes, trained.env_steps + curve_steps),
+    row["methods"]["model_free"] = {**agent_row(episodes, trained.env_steps + curve_steps, rules),
                                     "curve_evaluation_steps": curve_steps}
     row["curves"] = {"model_free": extend(curve, trained.env_steps + curve_steps, episodes)[0]}
-    graphs["model_free"] = replay(graph, row["methods"]["model_free"]["actions"], agent, cm)
+    graphs["model_free"] = replay(graph, row["methods"]["model_free"]["actions"], agent, cm, rules)
     row["model_free_curve"] = [h["mean_return"] for h in trained.history]
 
-    env = Env(graph, max_locations=agent.max_locations, cost_model=cm, max_steps=agent.max_steps)
+    env = Env(graph, max_locations=agent.max_locations, rules=rules, cost_model=cm, max_steps=agent.max_steps)
     obs = env.reset().observation
     encode = make_encoder(config, encoder_key, obs)
     visited: list[float] = []
@@ -348,16 +363,17 @@ def run_model(config: StudyConfig, setting_name: str, name: str, graph: Graph, o
     # the curve counts what the random data collection found too (real steps); the returned graph is the controller's
     collected = best_so_far([(0, initial)] + [(i + 1, c) for i, c in enumerate(visited)])
     row["curves"]["model_based"], _ = extend(collected, len(visited), episodes)
-    row["methods"]["model_based"] = {**agent_row(episodes, len(visited)),
+    row["methods"]["model_based"] = {**agent_row(episodes, len(visited), rules),
                                      "dream_return": float(result.metrics["mean_return"][-1])}
-    graphs["model_based"] = replay(graph, row["methods"]["model_based"]["actions"], agent, cm)
+    graphs["model_based"] = replay(graph, row["methods"]["model_based"]["actions"], agent, cm, rules)
     row["dream_curve"] = [float(v) for v in np.asarray(result.metrics["mean_return"])]
+    row["agent_xfers"] = {"model_free": trained.policy.num_xfers, "model_based": model.num_xfers}  # actions offered
     if chosen.measured and (name == config.tau_model or name.startswith("imported:")):
-        row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm)
-    if chosen.measured and name == config.tau_model:
+        row["reachable_optimum"] = reachable_optimum(graph, config.optimum_budget, cm, rules)
+    if name == config.tau_model_of(chosen.name):
         row["tau_sweep"] = tau_sweep(config, env, encode, model, wm_params, start, sweep_key, devices)
-        if timers is not None:
-            row["step_time"] = timers.step_time(config, env, model, wm_params, start)
+    if chosen.measured and name == config.tau_model and timers is not None:
+        row["step_time"] = timers.step_time(config, env, model, wm_params, start)
     for numbers in row["methods"].values():
         numbers["reduction"] = None if numbers["cost"] is None else 1.0 - numbers["cost"] / initial
     if chosen.measured and timers is not None:
@@ -365,11 +381,7 @@ def run_model(config: StudyConfig, setting_name: str, name: str, graph: Graph, o
     return row
 
 
-def _rules(actions: list) -> list[str]:
-    return [RULES[x].name for x, _ in actions if x < len(RULES)]
-
-
-def reachable_optimum(graph: Graph, budget: int, cm, rules: Sequence[Rule] = RULES) -> dict:
+def reachable_optimum(graph: Graph, budget: int, cm, rules: Sequence[Rule]) -> dict:
     """TASO's search without pruning (alpha 1e9): when it stops before `budget` expansions it has expanded every
     graph the rules reach (within the node capacity), so its best cost is the optimum no agent can beat."""
     result = taso_search(graph, 1e9, budget, rules, cost_model=cm, progress=False)
@@ -401,17 +413,17 @@ def held_out(config: StudyConfig, graphs: dict[str, Graph], out: Path, key: chex
     """One model-free agent trained on every graph but `config.held_out`, evaluated on that one against greedy
     (returning the cheapest graph its evaluation episodes visited; the final state is reported too), in the
     deployment setting."""
-    cm = SETTINGS["deployment"].cost_model()
+    cm, rules = SETTINGS["deployment"].cost_model(), SETTINGS["deployment"].rules()
     train_names = [n for n in graphs if n != config.held_out]
     target = graphs[config.held_out]
     train_key, eval_key = jax.random.split(key)
-    trained = make_train(config.agent, [graphs[n] for n in train_names], cm, progress=progress,
+    trained = make_train(config.agent, [graphs[n] for n in train_names], cm, progress=progress, rules=rules,
                          workdir=(out / "checkpoints" / "deployment-model_free-multi").absolute())(train_key)
-    evaluated = agent_row(evaluate_agent(trained, target, config.agent, cm, eval_key, config.eval_samples),
-                          trained.env_steps)
+    evaluated = agent_row(evaluate_agent(trained, target, config.agent, cm, eval_key, config.eval_samples, rules),
+                          trained.env_steps, rules)
     return {"trained_on": train_names, "graph": config.held_out, "initial_cost": cost(target, cm),
             "agent_cost": evaluated["cost"], "agent_final_cost": evaluated["final_cost"],
-            "greedy_cost": greedy(target, cost_model=cm).cost, "rules": evaluated["rules"],
+            "greedy_cost": greedy(target, rules, cost_model=cm).cost, "rules": evaluated["rules"],
             "interactions": evaluated["interactions"], "evaluation_steps": evaluated["evaluation_steps"]}
 
 

@@ -51,8 +51,10 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
     """Build `train(key) -> AgentResult`, training one agent on all `graphs` (cycled over the envs) with
     `rules` (default: all of `RULES`).
 
-    `on_epoch(agent so far) -> stop` is called after every epoch (and its checkpoint): a caller can evaluate
-    the agent as training goes and end it early by returning True (the result then holds the epochs run)."""
+    `on_epoch(agent so far) -> stop` is called after every epoch, before its checkpoint (a caller that saves
+    what it records of epoch e loses nothing to a kill: the resumed run redoes epoch e whenever its checkpoint
+    is missing): a caller can evaluate the agent as training goes and end it early by returning True (the
+    result then holds the epochs run)."""
     pool = EnvPool(graphs, config.num_envs, config.max_locations, config.max_steps, cost_model, rules)
     policy = GraphPolicy(pool.num_xfers, config.hidden, config.latent, config.message_steps)
     agent = graph_agent(policy)
@@ -86,10 +88,11 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
                                 "mean_return": float(np.mean(stats.returns)) if stats.returns else None,
                                 "mean_final_cost": float(np.mean(stats.final_costs)) if stats.returns else None,
                                 **{name: float(value) for name, value in metrics.items()}})
+                stop = on_epoch is not None and on_epoch(AgentResult(policy, state.params, history, steps,
+                                                                     tuple(pool.best)))
                 if checkpointer is not None:
                     checkpointer.save(epoch + 1, {"state": state, "key": jax.random.key_data(key)}, history)
-                if on_epoch is not None and on_epoch(AgentResult(policy, state.params, history, steps,
-                                                                 tuple(pool.best))):
+                if stop:
                     break
         finally:
             if checkpointer is not None:

@@ -6,6 +6,7 @@ import pytest
 from jaxgraph import Env, cost
 from jaxgraph.rl import Episode, best_of, run_episode, toy_graph
 from jaxgraph.rl.study import agent_row
+from jaxgraph.rules import RULES
 from jaxgraph.timestep import StepType, TimeStep
 
 
@@ -59,9 +60,10 @@ def test_best_of_episodes_and_the_interactions_of_every_episode_are_counted():
     assert best_of([greedy, first, second]) is second
     with pytest.raises(ValueError, match="at least one"):
         best_of([])
-    row = agent_row([greedy, first, second], training_steps=100)
+    row = agent_row([greedy, first, second], training_steps=100, rules=RULES[::-1])
     assert row["cost"] == 0.6 and row["final_cost"] == 1.2  # final state of the first (most-likely) episode
     assert row["actions"] == [(0, 0), (1, 0)]
+    assert row["rules"] == [RULES[-1].name, RULES[-2].name]  # named from the table the agent acted in
     assert row["interactions"] == 100 + 2 + 3 + 2 and row["evaluation_steps"] == 7
 
 

@@ -20,12 +20,13 @@ def test_configs_reject_bad_input():
     with pytest.raises(ValueError, match="at least two distinct"):
         StudyConfig(models=(("resnet18", ()), ("nonet", ())), agent=good.agent, world_model=good.world_model,
                     dream=good.dream, tau_model="resnet18", held_out="resnet18")
-    with pytest.raises(ValueError, match="tau_model"):
-        StudyConfig(models=good.models, agent=good.agent, world_model=good.world_model, dream=good.dream,
-                    tau_model="resnet50")
-    with pytest.raises(ValueError, match="tau"):
-        StudyConfig(models=good.models, agent=good.agent, world_model=good.world_model, dream=good.dream,
-                    taus=(1.0, -0.5))
+    parts = dict(models=good.models, agent=good.agent, world_model=good.world_model, dream=good.dream)
+    with pytest.raises(ValueError, match="tau_model 'resnet50'"):
+        StudyConfig(**parts, research_tau_model="bert", tau_model="resnet50")
+    with pytest.raises(ValueError, match="research_tau_model 'squeezenet1_1'"):  # the default: not a test model
+        StudyConfig(**parts)
+    with pytest.raises(ValueError, match="every tau positive"):
+        StudyConfig(**parts, research_tau_model="bert", taus=(1.0, -0.5))
     with pytest.raises(SystemExit) as exit_info:
         graphopt_rl.main(["--config", "huge"])
     assert exit_info.value.code == 2

@@ -83,19 +83,24 @@ def test_update_compiles_once(trained):
         assert np.isfinite(metrics["policy_loss"])
 
 
-def test_on_epoch_sees_every_epoch_and_can_stop_training():
-    """The hook gets the agent after each epoch (its parameters evaluate like any AgentResult's) and returning
-    True ends training there."""
+def test_on_epoch_sees_every_epoch_before_its_checkpoint_and_can_stop_training(tmp_path):
+    """The hook gets the agent after each epoch (its parameters evaluate like any AgentResult's), before that
+    epoch's checkpoint is written (what it records survives any kill that the checkpoint survives), and
+    returning True ends training there, its checkpoint written."""
     config = tiny_agent()
     seen = []
 
+    def saved_epochs():
+        return sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit())
+
     def on_epoch(agent):
         seen.append((len(agent.history), agent.env_steps))
+        assert max(saved_epochs(), default=0) == len(agent.history) - 1
         episode = evaluate_agent(agent, TOY.graph, config)[0]
         assert cost(TOY.optimal_graph) * (1 - 1e-9) <= episode.best_cost <= cost(TOY.graph) * (1 + 1e-9)
         return len(agent.history) == 3
 
-    result = make_train(config, [TOY.graph], on_epoch=on_epoch)(jax.random.key(2))
+    result = make_train(config, [TOY.graph], on_epoch=on_epoch, workdir=tmp_path)(jax.random.key(2))
     per_epoch = config.num_envs * config.rollout_steps
     assert seen == [(1, per_epoch), (2, 2 * per_epoch), (3, 3 * per_epoch)]
-    assert len(result.history) == 3 and result.env_steps == 3 * per_epoch
+    assert len(result.history) == 3 and result.env_steps == 3 * per_epoch and max(saved_epochs()) == 3
