@@ -1,8 +1,8 @@
 """One agent trained on generated graphs only, evaluated on graphs it never saw (the builders, imported models).
 
 Training distribution (`training_graphs`): seeded trap graphs (`jaxgraph.traps`: concat(relu(conv 1x1),
-relu(conv k x k)) pairs of parallel convs, the motif of SqueezeNet's fire modules and Inception's branches, whose optimum
-needs a dearer merge before `SplitConcat` pays it back, chained with conv + relu pairs and inert ops) and seeded
+relu(conv k x k)) pairs of parallel convs, the motif of SqueezeNet's fire modules and Inception's branches, whose
+optimum needs a dearer merge before `SplitConcat` pays it back, chained with conv + relu pairs and inert ops) and seeded
 random graphs (`jaxgraph.random_graphs`: convs with batch norms and relus, sibling convs and matmuls sharing an
 input, residual adds, concats of splits, attention), so every motif the builders hold is in it.
 
