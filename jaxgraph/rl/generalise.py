@@ -34,6 +34,7 @@ from jaxgraph.rl.configs import AgentConfig, PPOConfig
 from jaxgraph.rl.episode import Episode, best_of
 from jaxgraph.rl.study import replay
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
+from jaxgraph.rules import RULES
 from jaxsched.common.arguments import integer, number
 
 
@@ -111,6 +112,6 @@ def evaluate_unseen(agent: AgentResult, graph: Graph, config: GeneralistConfig, 
     agent_config = dataclasses.replace(config.agent, max_steps=evaluation_steps(config, graph))
     episodes = evaluate_agent(agent, graph, agent_config, cost_model, key, config.samples)
     best = best_of(episodes)
-    found = replay(graph, best.best_actions, agent_config, cost_model)
+    found = replay(graph, best.best_actions, agent_config, cost_model, RULES)
     return UnseenResult(found, cost(found, cost_model), cost(graph, cost_model), episodes[0].best_cost, episodes)
 
