@@ -120,7 +120,6 @@ class StudyConfig:
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
 
-
     def tau_model_of(self, setting_name: str) -> str:
         """The model the Table 5.1 analog runs on in the setting `setting_name`."""
         return self.research_tau_model if setting_name == "research" else self.tau_model
