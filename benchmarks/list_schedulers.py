@@ -10,8 +10,9 @@ same makespans: checked and printed). For each scheduler, in turns: the NumPy re
 (`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
 reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
 planning, padding and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch` on ready
-plans, and streams for the static selections). With `--repeats R` the four measurements alternate R
-times and the medians are printed (for shared, noisy machines). Target: JAX end to end at least 20x the loop.
+plans, and streams for the static selections or edges for the dynamic ones; gap insertion at its default
+capacity). With `--repeats R` the four measurements alternate R times and the medians are printed (for
+shared, noisy machines). Target: JAX end to end at least 20x the loop.
 """
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ import time
 import jax
 import numpy as np
 
-from jaxsched import Shape, pad_problems
-from jaxsched.batch import pad_costs
+from jaxsched import Shape
+from jaxsched.batch import pad_costs, pad_edges
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.common.machine import machine_description
 from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.generate import random_dag
 from jaxsched.listsched import NAMES, preset, schedule
-from jaxsched.listsched_jax import list_schedule_batch, padded_makespan, plan_batch, schedule_batch, stream_batch
+from jaxsched.listsched_jax import (
+    default_capacity,
+    list_schedule_batch,
+    padded_makespan,
+    plan_batch,
+    schedule_batch,
+    stream_batch,
+)
 
 
 def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
@@ -70,13 +78,14 @@ def main(argv=None) -> None:
         schedule_batch(problems, name, shape=shape)  # compile
         _numba_makespans(problems[:1], name)  # compile, or load from the cache
         graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
-        batch = pad_problems(problems, shape, graph=graph)
+        batch = pad_costs(problems, shape, graph=graph)
         config = preset(name) if name != "Duplex" else None
         if config is not None:
             plans = plan_batch(problems, config, shape, graph=graph)
             streams = stream_batch(graph, plans, config)
-            inputs = batch if config.dynamic else pad_costs(problems, shape, graph=graph)
-            list_schedule_batch(inputs, plans, config, None, streams)
+            edges = pad_edges(problems, shape, graph=graph) if config.dynamic else None
+            capacity = default_capacity(shape) if config.insertion else None
+            list_schedule_batch(batch, plans, config, capacity, streams, edges)
         rounds = []
         for _ in range(args.repeats):
             numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
@@ -89,7 +98,7 @@ def main(argv=None) -> None:
                 raise SystemExit(f"{name}: JAX and NumPy makespans differ")
             kernel_time = float("nan")
             if config is not None:
-                kernel_time, _ = _seconds(list_schedule_batch, inputs, plans, config, None, streams)
+                kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config, capacity, streams, edges)
             rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time))
         numpy_time, numba_time, jax_time, kernel_time = np.median(np.array(rounds), axis=0)
         print(

@@ -8,10 +8,12 @@ NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_num
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
 from jaxsched.batch import (
     PaddedCosts,
+    PaddedEdges,
     PaddedProblem,
     ProblemBatch,
     Shape,
     pad_costs,
+    pad_edges,
     pad_problem,
     pad_problems,
     stack,
@@ -80,6 +82,7 @@ __all__ = [
     "ListPlan",
     "PRESETS",
     "PaddedCosts",
+    "PaddedEdges",
     "PaddedProblem",
     "Problem",
     "ProblemBatch",
@@ -120,6 +123,7 @@ __all__ = [
     "makespan",
     "optimistic_cost_table",
     "pad_costs",
+    "pad_edges",
     "pad_plan",
     "pad_problem",
     "pad_problems",

@@ -42,12 +42,8 @@ class Shape(NamedTuple):
         problems = [problems] if isinstance(problems, Problem) else list(problems)
         if not problems:
             raise ValueError("Shape.of needs at least one problem")
-        return cls(
-            max(p.num_tasks for p in problems),
-            max(p.num_procs for p in problems),
-            max(1, max(p.num_edges for p in problems)),
-            max(1, max(p.max_in_degree for p in problems)),
-        )
+        sizes = np.array([(*p.comp.shape, p.src.shape[0], p.max_in_degree) for p in problems]).max(axis=0)
+        return cls(*(int(n) for n in np.maximum(sizes, (0, 0, 1, 1))))
 
     @classmethod
     def read(cls, padded) -> "Shape":
@@ -208,6 +204,37 @@ def pad_costs(
     return PaddedCosts(comp.astype(dtype), graph.task_mask, graph.proc_mask, arrival.astype(dtype), links.astype(dtype))
 
 
+class PaddedEdges(NamedTuple):
+    """The edges of a padded batch (the same fields of `PaddedProblem`): what a dynamic list scheduler
+    reads of the graph beside `PaddedCosts`, cheaper to build than the whole `PaddedProblem`."""
+
+    edge_src: np.ndarray  # [B, E] int32, 0 where padded
+    edge_dst: np.ndarray  # [B, E] int32, 0 where padded
+    edge_data: np.ndarray  # [B, E] float, 0 where padded
+    edge_mask: np.ndarray  # [B, E] bool
+
+
+def pad_edges(
+    problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
+) -> PaddedEdges:
+    """The `PaddedEdges` of `problems` (those of `pad_problems`; its times are checked by `pad_costs`)."""
+    problems = list(problems)
+    shape = fit_shape(problems, shape, "pad_edges")
+    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    size, num_edges, counts = len(problems), shape.num_edges, graph.counts
+    index = np.arange(len(graph.batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
+    flat = graph.batch * num_edges + index  # into [B, E] flattened
+    edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
+    edge_data = np.zeros(size * num_edges, dtype)
+    edge_src[flat], edge_dst[flat], edge_data[flat] = graph.src, graph.dst, graph.data
+    return PaddedEdges(
+        edge_src.reshape(size, num_edges),
+        edge_dst.reshape(size, num_edges),
+        edge_data.reshape(size, num_edges),
+        np.arange(num_edges)[None, :] < counts[:, None],
+    )
+
+
 def pad_problems(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> ProblemBatch:
@@ -221,17 +248,12 @@ def pad_problems(
     size = len(problems)
     graph = BatchGraph.of(problems, num_tasks, num_procs) if graph is None else graph
     costs = pad_costs(problems, shape, dtype, graph)
-    counts, batch, src, dst, data = graph.counts, graph.batch, graph.src, graph.dst, graph.data
+    edges = pad_edges(problems, shape, dtype, graph)
     grouped, slot, _ = graph.input_slots()  # incoming edges grouped by task, their place among its inputs
     flat = grouped * max_in_degree + slot  # into [B, T, K] flattened
     pred = np.full(size * num_tasks * max_in_degree, num_tasks, np.int32)
     pred_data = np.zeros(size * num_tasks * max_in_degree, dtype)
-    pred[flat], pred_data[flat] = src[graph.in_order], data[graph.in_order]
-    index = np.arange(len(batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
-    flat = batch * num_edges + index  # into [B, E] flattened
-    edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
-    edge_data = np.zeros(size * num_edges, dtype)
-    edge_src[flat], edge_dst[flat], edge_data[flat] = src, dst, data
+    pred[flat], pred_data[flat] = graph.src[graph.in_order], graph.data[graph.in_order]
     rank = graph.upward_rank()
     heft_order = np.argsort(graph.priority_position(rank), axis=1)
     return PaddedProblem(
@@ -245,8 +267,5 @@ def pad_problems(
         topo_order=graph.topo_order.astype(np.int32),
         heft_order=heft_order.astype(np.int32),
         upward_rank=rank.astype(dtype),
-        edge_src=edge_src.reshape(size, num_edges),
-        edge_dst=edge_dst.reshape(size, num_edges),
-        edge_data=edge_data.reshape(size, num_edges),
-        edge_mask=np.arange(num_edges)[None, :] < counts[:, None],
+        **edges._asdict(),
     )

@@ -1,13 +1,12 @@
-"""A batch of problems as one graph, for planning the whole batch with a few vectorised NumPy steps.
+"""A batch of problems as one graph, for planning the whole batch at once.
 
 `BatchGraph.of(problems, num_tasks, num_procs)` numbers task t of problem b as b * T + t (T the padded
 task count; padded tasks have no edges) and concatenates every problem's edges. On it, the DAG
-quantities of `jaxsched.heft` and `jaxsched.priorities` are computed for every problem at once, one
-step per level of the deepest problem (each step a segmented max over that level's edges, sorted by
-the task they update), with the same float64 operations as the per-problem forms, so the values are
-equal: upward and downward ranks, the optimistic cost table, CPOP's critical-path pins, priority
-positions and the ready-list visit order (`jaxsched.listsched.ready_list_order`), the last by one
-step per task over the whole batch.
+quantities of `jaxsched.heft` and `jaxsched.priorities` are computed for every problem at once, with
+the same float64 operations as the per-problem forms, so the values are equal: upward and downward
+ranks, the optimistic cost table and the ready-list visit order (`jaxsched.listsched.ready_list_order`)
+by the compiled walks of `jaxsched.batch_sweeps`; CPOP's critical-path pins and priority positions by
+vectorised NumPy steps.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from jaxsched import batch_sweeps
 from jaxsched.heft import mean_communication
 from jaxsched.problem import Problem
 
@@ -121,37 +121,18 @@ class BatchGraph(NamedTuple):
         out[np.flatnonzero(self.task_mask)] = np.concatenate([p.comp.mean(axis=1) for p in self.problems])
         return out
 
-    def _levels(self) -> np.ndarray:
-        """[B * T] each task's DAG level (`Problem.levels`); 0 padded."""
-        return self._cached("_levels", self._compute_levels)
+    def _rows(self, by_source: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The edges in compressed rows by global source (`by_source`, each problem's `out_edges` order) or
+        destination (`in_edges` order): ([B * T + 1] row starts, [E] the task at the other end, [E] the
+        edge's mean transfer time)."""
+        return self._cached(f"rows {by_source}", lambda: self._compute_rows(by_source))
 
-    def _compute_levels(self) -> np.ndarray:
-        level = np.zeros(self.task_mask.size, np.int64)
-        level[np.flatnonzero(self.task_mask)] = np.concatenate([p.levels for p in self.problems])
-        return level
-
-    def _sweep(self, by_source: bool):
-        """The edges sorted by (level of the task they update, that task) (`by_source`: the source, else
-        the destination) and, per level in update order (deepest first when `by_source`), (edges
-        slice, first edge of each updated task within it, the updated tasks)."""
-        return self._cached(f"sweep {by_source}", lambda: self._compute_sweep(by_source))
-
-    def _compute_sweep(self, by_source: bool):
+    def _compute_rows(self, by_source: bool):
         order = self.out_order if by_source else self.in_order
-        owner = (self.global_src() if by_source else self.global_dst())[order]
-        level = self._levels()
-        owner_level = level[owner]
-        by_level = np.argsort(owner_level.astype(np.uint16 if level.max() < 2**16 else np.int64), kind="stable")
-        order, owner, owner_level = order[by_level], owner[by_level], owner_level[by_level]
-        first = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
-        bounds = np.searchsorted(owner_level, np.arange(int(level.max()) + 2))
-        groups = np.searchsorted(first, bounds)
-        steps = []
-        for lo, hi, group_lo, group_hi in zip(bounds[:-1], bounds[1:], groups[:-1], groups[1:]):
-            if lo < hi:
-                starts = first[group_lo:group_hi]
-                steps.append((slice(lo, hi), starts - lo, owner[starts]))
-        return order, steps[::-1] if by_source else steps
+        owner, other = (self.global_src(), self.global_dst()) if by_source else (self.global_dst(), self.global_src())
+        ptr = np.zeros(self.task_mask.size + 1, np.int64)
+        np.cumsum(np.bincount(owner, minlength=self.task_mask.size), out=ptr[1:])
+        return ptr, other[order], self._edge_value()[order]
 
     def _edge_value(self) -> np.ndarray:
         """[E] mean transfer time of each edge (`jaxsched.heft.mean_communication`)."""
@@ -165,12 +146,7 @@ class BatchGraph(NamedTuple):
         return self._cached("upward_rank", self._compute_upward_rank)
 
     def _compute_upward_rank(self) -> np.ndarray:
-        mean_comp = self._mean_comp()
-        order, steps = self._sweep(by_source=True)
-        dst, edge_value = self.global_dst()[order], self._edge_value()[order]
-        rank = mean_comp.copy()  # exit tasks
-        for edges, starts, owners in steps:
-            rank[owners] = mean_comp[owners] + np.maximum.reduceat(edge_value[edges] + rank[dst[edges]], starts)
+        rank = batch_sweeps.upward_ranks(self.topo_order, *self._rows(by_source=True), self._mean_comp())
         return rank.reshape(self.task_mask.shape)
 
     def downward_rank(self) -> np.ndarray:
@@ -178,13 +154,7 @@ class BatchGraph(NamedTuple):
         return self._cached("downward_rank", self._compute_downward_rank)
 
     def _compute_downward_rank(self) -> np.ndarray:
-        mean_comp = self._mean_comp()
-        order, steps = self._sweep(by_source=False)
-        src, edge_value = self.global_src()[order], self._edge_value()[order]
-        rank = np.zeros(self.task_mask.size)  # entry tasks
-        for edges, starts, owners in steps:
-            through = rank[src[edges]] + mean_comp[src[edges]] + edge_value[edges]
-            rank[owners] = np.maximum.reduceat(through, starts)
+        rank = batch_sweeps.downward_ranks(self.topo_order, *self._rows(by_source=False), self._mean_comp())
         return rank.reshape(self.task_mask.shape)
 
     def optimistic_cost_table(self) -> np.ndarray:
@@ -192,17 +162,11 @@ class BatchGraph(NamedTuple):
         return self._cached("optimistic_cost_table", self._compute_optimistic_cost_table)
 
     def _compute_optimistic_cost_table(self) -> np.ndarray:
-        size, num_tasks, num_procs = self.comp.shape
-        comp = self.comp.reshape(size * num_tasks, num_procs)
-        proc_mask = np.repeat(self.proc_mask, num_tasks, axis=0)  # [B * T, P]
-        order, steps = self._sweep(by_source=True)
-        dst, edge_value = self.global_dst()[order], self._edge_value()[order]
-        table = np.zeros(comp.shape)
-        for edges, starts, owners in steps:
-            after = np.where(proc_mask[dst[edges]], table[dst[edges]] + comp[dst[edges]], np.inf)
-            elsewhere = after.min(axis=1, keepdims=True) + edge_value[edges, None]
-            table[owners] = np.maximum.reduceat(np.minimum(after, elsewhere), starts, axis=0)
-        return np.where(proc_mask, table, 0.0).reshape(self.comp.shape)
+        comp = self.comp.reshape(-1, self.comp.shape[2])
+        table = batch_sweeps.optimistic_cost_tables(
+            self.topo_order, *self._rows(by_source=True), comp, self.proc_mask
+        )
+        return table.reshape(self.comp.shape)
 
     def row_mean(self, table: np.ndarray) -> np.ndarray:
         """[B, T] the mean of `table` [B, T, P] over each problem's processors."""
@@ -225,65 +189,17 @@ class BatchGraph(NamedTuple):
 
     def critical_path_pins(self, total: np.ndarray) -> np.ndarray:
         """[B, T] CPOP's pins (`jaxsched.priorities.critical_path`) from the rank sums `total` [B, T]
-        (upward plus downward rank): each problem's critical-path tasks on its processor, -1 elsewhere;
-        the path is walked for every problem at once."""
-        size, num_tasks, num_procs = self.comp.shape
+        (upward plus downward rank): each problem's critical-path tasks on its processor, -1 elsewhere."""
         length = np.where(self.task_mask, total, -np.inf).max(axis=1, keepdims=True)
         on_path = self.task_mask & np.isclose(total, length, rtol=1e-9, atol=0.0)
-        rows = np.arange(size)
-        entries = on_path & (self._levels().reshape(size, num_tasks) == 0)
-        task = np.argmin(np.where(entries, self.position, num_tasks), axis=1)
-        successors = self._successors()  # [B * T, D], B * T where padded
-        on_path_flat = np.concatenate([on_path.ravel(), [False]])
-        position_flat = np.concatenate([self.position.ravel(), [num_tasks]])
-        pin = np.full((size, num_tasks), -1, np.int64)
-        path = np.zeros((size, num_tasks), bool)
-        load = np.zeros((size, num_procs))
-        walking = np.ones(size, bool)
-        while walking.any():
-            path[rows[walking], task[walking]] = True
-            load[walking] += self.comp[rows[walking], task[walking]]
-            nexts = successors[rows * num_tasks + task]  # [B, D]
-            key = np.where(on_path_flat[nexts], position_flat[nexts], num_tasks)
-            pick = np.argmin(key, axis=1)
-            walking &= key[rows, pick] < num_tasks
-            task = np.where(walking, nexts[rows, pick] - rows * num_tasks, task)
-        proc = np.where(self.proc_mask, load, np.inf).argmin(axis=1)
-        pin[path] = np.broadcast_to(proc[:, None], pin.shape)[path]
-        return pin
-
-    def _successors(self) -> np.ndarray:
-        """[B * T, D] each task's successors (global numbers, `out_edges` order), B * T where padded."""
-        return self._cached("successors", self._compute_successors)
-
-    def _compute_successors(self) -> np.ndarray:
-        src = self.global_src()[self.out_order]
-        outputs = np.bincount(src, minlength=self.task_mask.size)
-        width = max(1, int(outputs.max(initial=0)))
-        slot = np.arange(len(src)) - (np.cumsum(outputs) - outputs)[src]
-        table = np.full(self.task_mask.size * width, self.task_mask.size, np.int64)
-        table[src * width + slot] = self.global_dst()[self.out_order]
-        return table.reshape(-1, width)
+        ptr, successor, _ = self._rows(by_source=True)
+        return batch_sweeps.critical_path_pins(
+            on_path, self.position, ptr, successor, self.input_slots()[2], self.comp, self.proc_mask
+        )
 
     def ready_list_order(self, position: np.ndarray) -> np.ndarray:
         """[B, T] `jaxsched.listsched.ready_list_order` of every problem: the order in which a list
         scheduler that always takes the ready task of lowest `position` visits them; padded tasks last
-        (their positions are the largest). Problems whose positions increase along every edge take them
-        sorted; the others one vectorised step per task, together."""
-        size, num_tasks = position.shape
-        backward = position[self.batch, self.src] >= position[self.batch, self.dst]
-        order = np.argsort(position, axis=1)
-        picked = np.flatnonzero(np.bincount(self.batch, backward, minlength=size) > 0)
-        if not picked.size:
-            return order
-        successors = self._successors()
-        waiting = np.append(np.bincount(self.global_dst(), minlength=size * num_tasks), 0)  # last: padded
-        latest = np.iinfo(np.int64).max
-        for step in range(num_tasks):
-            ready = waiting[:-1].reshape(size, num_tasks)[picked] == 0
-            task = np.argmin(np.where(ready, position[picked], latest), axis=1)
-            order[picked, step] = task
-            flat = picked * num_tasks + task
-            waiting[flat] = -1
-            np.subtract.at(waiting, successors[flat].ravel(), 1)
-        return order
+        (their positions are the largest)."""
+        ptr, successor, _ = self._rows(by_source=True)
+        return batch_sweeps.ready_list_orders(position, ptr, successor, self.input_slots()[2])

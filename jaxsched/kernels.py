@@ -20,6 +20,11 @@ A processor's busy intervals are kept sorted by start, padded with +inf, so its 
   instead of 10,000 on the experiment's 10,000-task timing instance), each vectorised over
   processors `[P, capacity]`. Wins for one large problem (the neural scheduler's decoder).
 
+The list-scheduling family (`jaxsched.listsched_jax`) keeps, like `jaxsched.timeline`, each processor's
+idle gaps instead (`earliest_start_in_gaps`, `occupy_gaps`): rows `[P, G]` of the gaps before the last
+busy interval, fewer than the busy tasks (at most 16 against 36 on Topcuoglu DAGs of 100 tasks on 4
+processors), so each placement searches about half as many slots.
+
 HEFT searches every processor each step: rows `[P, capacity]`. `capacity` bounds the busy tasks per
 processor. It defaults to T (always enough); a smaller one is faster, and `overflow` reports when
 some processor needed more (the schedule is then wrong).
@@ -85,6 +90,51 @@ def insert_sorted(row, pos, value):
     shifted = jnp.concatenate([row[..., :1], row[..., :-1]], axis=-1)
     pos, value = jnp.asarray(pos, jnp.int32)[..., None], jnp.asarray(value)[..., None]
     return jnp.where(slot < pos, row, jnp.where(slot == pos, value, shifted))
+
+
+def earliest_start_in_gaps(gap_start, gap_end, avail, ready, duration):
+    """Earliest start under the placement rule from each processor's idle gaps [P, G] (sorted, +inf where
+    unused) and the end of its last busy interval `avail` [P], for ready times and durations [..., P]."""
+    lead = (1,) * (jnp.ndim(ready) - 1)
+    gap_start, gap_end, avail = (x.reshape(lead + x.shape) for x in (gap_start, gap_end, avail))
+    candidate = jnp.maximum(gap_start, ready[..., None])  # [..., P, G]
+    in_gap = jnp.where(candidate + duration[..., None] <= gap_end, candidate, jnp.inf).min(axis=-1)
+    return jnp.where(duration == 0, ready, jnp.minimum(in_gap, jnp.maximum(ready, avail)))
+
+
+def occupy_gaps(gap_start, gap_end, avail, start, finish, min_length):
+    """(gap_start, gap_end, overflow) of one processor after `[start, finish)`, placed by
+    `earliest_start_in_gaps`, becomes busy (finish > start), as `jaxsched.timeline.Timelines.occupy`:
+    the gap holding it gives way to the idle time left on each side, or, after the last task, the idle
+    time before it becomes the last gap; an idle interval is kept only where a task of `min_length`
+    fits (its end `avail` moves to `finish` after the last task: the caller's). `overflow`: a kept gap fell
+    off the end of the rows [G]."""
+    num_gaps = gap_start.shape[-1]
+    slot = jnp.arange(num_gaps, dtype=jnp.int32)
+    used = jnp.sum(jnp.isfinite(gap_start), dtype=jnp.int32)
+    inside = start < avail
+    k = jnp.clip(jnp.sum(gap_start <= start, dtype=jnp.int32) - 1, 0, num_gaps - 1)  # the gap holding the task (inside)
+    left_start = jnp.where(inside, gap_start[k], avail)
+    keep_left = (left_start < start) & (left_start + min_length <= start)
+    keep_right = inside & (finish < gap_end[k]) & (finish + min_length <= gap_end[k])
+    at = jnp.where(inside, k, used)  # first slot of the new gaps: left, then right
+    added = keep_left.astype(jnp.int32) + keep_right.astype(jnp.int32)
+    shift = added - inside.astype(jnp.int32)  # later gaps move by -1, 0 or +1
+
+    def rebuilt(row, left, right):
+        moved = jnp.where(
+            shift > 0,
+            jnp.concatenate([row[:1], row[:-1]]),
+            jnp.where(shift < 0, jnp.concatenate([row[1:], jnp.full(1, jnp.inf, row.dtype)]), row),
+        )
+        new = jnp.where(slot == at, jnp.where(keep_left, left, right), right)
+        return jnp.where(slot < at, row, jnp.where(slot < at + added, new, moved))
+
+    return (
+        rebuilt(gap_start, left_start, finish),
+        rebuilt(gap_end, start, gap_end[k]),
+        used + shift > num_gaps,
+    )
 
 
 def _with_sentinel(values, fill):

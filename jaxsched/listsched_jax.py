@@ -25,9 +25,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsched.batch import PaddedCosts, PaddedProblem, Shape, assert_padded, fit_shape, pad_costs, pad_problems
+from jaxsched.batch import (
+    PaddedCosts,
+    PaddedEdges,
+    PaddedProblem,
+    Shape,
+    assert_padded,
+    fit_shape,
+    pad_costs,
+    pad_edges,
+)
 from jaxsched.batch_graph import BatchGraph
-from jaxsched.kernels import ScheduleArrays, earliest_gap_start, insert_sorted, ready_time
+from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
@@ -54,8 +63,8 @@ class _Carry(NamedTuple):
     proc: jax.Array  # [T + 2] int32: slot T is the padded-predecessor sentinel, T + 1 a discard slot
     start: jax.Array  # [T + 2]
     finish: jax.Array  # [T + 2], -inf at T
-    busy_start: jax.Array  # [P, C] sorted by start, +inf padded (insertion only)
-    busy_finish: jax.Array  # [P, C]
+    gap_start: jax.Array  # [P, G] each processor's idle gaps before its last busy interval, sorted, +inf
+    gap_end: jax.Array  # [P, G] where unused (insertion only)
     avail: jax.Array  # [P] end of each processor's last busy interval
     makespan: jax.Array  # []
     overflow: jax.Array  # [] bool
@@ -67,8 +76,7 @@ class _Carry(NamedTuple):
 def _earliest_starts(carry: _Carry, ready, duration, insertion: bool):
     """Earliest starts [N, P] for ready times and durations [N, P] under the placement rule."""
     if insertion:
-        gap_start = jax.vmap(earliest_gap_start, in_axes=(None, None, 0, 0))
-        return gap_start(carry.busy_start, carry.busy_finish, ready, duration)
+        return earliest_start_in_gaps(carry.gap_start, carry.gap_end, carry.avail, ready, duration)
     return jnp.where(duration == 0, ready, jnp.maximum(ready, carry.avail[None, :]))
 
 
@@ -101,6 +109,28 @@ def _first_by_position(candidate, position):
     return jnp.argmin(jnp.where(candidate, position, jnp.iinfo(jnp.int32).max)).astype(jnp.int32)
 
 
+def _inclusive_sums(counts):
+    """[N] the running sums of a short 1-D array `counts` [N], as one masked [N, N] sum (no scan)."""
+    index = jnp.arange(counts.shape[0])
+    return jnp.sum(jnp.where(index[None, :] <= index[:, None], counts[None, :], 0), axis=1, dtype=counts.dtype)
+
+
+def _nth_of_counts(counts, n, block: int = 8):
+    """(i, r): the n-th unit (from 0; n < counts.sum()) of a row of `counts` [N] lies at row i, r-th within
+    it. Blocks of `block` rows: the block holding it by the running sums of the block totals, then the row
+    within the block, so both running sums are short (a prefix over all N takes log N dependent steps)."""
+    size = counts.shape[0]
+    blocks = -(-size // block)
+    grouped = jnp.pad(counts, (0, blocks * block - size)).reshape(blocks, block)
+    block_total = grouped.sum(axis=1, dtype=counts.dtype)
+    block_end = _inclusive_sums(block_total)
+    b = jnp.sum(block_end <= n, dtype=jnp.int32)
+    rest = n - (block_end[b] - block_total[b])
+    row_end = _inclusive_sums(grouped[b])
+    i = jnp.sum(row_end <= rest, dtype=jnp.int32)
+    return b * block + i, rest - (row_end[i] - grouped[b, i])
+
+
 def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
     """(task, processor, start) of a dynamic selection, scoring every ready task on every processor."""
     num_procs = problem.comp.shape[1]
@@ -114,11 +144,7 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
         eligible = valid & (increase <= low + config.alpha * (high - low))  # [T, P]
         per_task = eligible.sum(axis=1, dtype=jnp.int32)  # [T]
         pick = draw.astype(jnp.int32) % jnp.maximum(per_task.sum(dtype=jnp.int32), 1)
-        # the pick-th eligible pair (row-major): its task by a prefix sum over tasks (associative scan, O(T
-        # log T), where jnp.cumsum lowers to an O(T^2) window on CPU), then its processor within the row
-        before = jax.lax.associative_scan(jnp.add, per_task)  # eligible pairs up to each task's row
-        task = jnp.argmax(before > pick)
-        within = pick - (before[task] - per_task[task])
+        task, within = _nth_of_counts(per_task, pick)  # the pick-th eligible pair (row-major): its task
         row = eligible[task].astype(jnp.int32)
         proc = jnp.argmax(jnp.cumsum(row, dtype=jnp.int32) > within)  # P is small
         return task.astype(jnp.int32), proc.astype(jnp.int32), start[task, proc]
@@ -142,30 +168,25 @@ def _dynamic_choice(problem, plan, carry, draw, config: ListConfig):
     return task, proc, start[task, proc]
 
 
-class _Successors(NamedTuple):
-    """A padded problem's edges as dense rows by source task, built once per schedule so that a step
-    reads one row instead of scattering over every edge."""
-
-    mask: jax.Array  # [T, T] bool: an edge from row to column
-    data: jax.Array  # [T, T] data of that edge, 0 elsewhere
-
-
-def _successors(problem: PaddedProblem) -> _Successors:
-    """The `_Successors` of `problem` (one scatter of its edges; padded ones add nothing, data are >= 0)."""
-    num_tasks = problem.comp.shape[0]
-    src, dst = problem.edge_src, problem.edge_dst
-    count = jnp.zeros((num_tasks, num_tasks), jnp.int32).at[src, dst].add(problem.edge_mask.astype(jnp.int32))
-    data = jnp.zeros((num_tasks, num_tasks), problem.comp.dtype)
-    return _Successors(count > 0, data.at[src, dst].max(jnp.where(problem.edge_mask, problem.edge_data, 0)))
+def _successor_data(edges: PaddedEdges, num_tasks: int) -> jax.Array:
+    """[T, T] the data of each edge by (source, destination) row, -1 where there is no edge: built once per
+    schedule (one scatter into a flat row; edges are unique and carry data >= 0, and padded ones write -1
+    at the self-loop 0 -> 0, which no problem has), so that a step reads one row instead of every edge."""
+    flat = edges.edge_src * num_tasks + edges.edge_dst
+    data = jnp.full(num_tasks * num_tasks, -1, edges.edge_data.dtype)
+    return data.at[flat].set(jnp.where(edges.edge_mask, edges.edge_data, -1)).reshape(num_tasks, num_tasks)
 
 
-def _released(problem: PaddedProblem, successors: _Successors, carry: _Carry, task, proc, finish) -> _Carry:
-    """Tells `task`'s successors it finished at `finish` on `proc`: one fewer predecessor to wait for,
-    and its output reaching each processor at finish + transfer (one [T, P] pass over its row)."""
-    outgoing = successors.mask[task]  # [T]
-    transfer = successors.data[task][:, None] * problem.inverse_bandwidth[proc][None, :]  # [T, P]
+def _released(problem: PaddedCosts, successor_data, carry: _Carry, task, proc, finish) -> _Carry:
+    """Tells `task`'s successors (its row of `successor_data` [T, T]) it finished at `finish` on `proc`: one
+    fewer predecessor to wait for, and its output reaching each processor at finish + transfer (one [T, P]
+    pass over its row)."""
+    row = successor_data[task]  # [T]
+    outgoing = row >= 0
+    transfer = row[:, None] * problem.inverse_bandwidth[proc][None, :]  # [T, P]
     # rounded before the addition, as in the NumPy reference: the no-op maximum (transfers are never
-    # negative) keeps XLA's CPU backend from fusing the multiply and the add (optimization_barrier does not)
+    # negative where there is an edge) keeps XLA's CPU backend from fusing the multiply and the add
+    # (optimization_barrier does not)
     transfer = jnp.maximum(transfer, 0.0)
     reach = jnp.where(outgoing[:, None], finish + transfer, -jnp.inf)
     return carry._replace(
@@ -174,14 +195,20 @@ def _released(problem: PaddedProblem, successors: _Successors, carry: _Carry, ta
     )
 
 
-def _check_graph_given(problem, config: ListConfig, stream) -> None:
-    """Raises ValueError when `problem` (one or a batch) holds only costs (`PaddedCosts`) but `config`
-    (dynamic) or the missing `stream` needs its graph."""
-    if not isinstance(problem, PaddedProblem) and (config.dynamic or stream is None):
+def _graph_input(problem, config: ListConfig, stream, edges) -> PullStream | PaddedEdges:
+    """What the scan of `config` reads of the graph: a static selection its `stream` (default one
+    micro-step per task of a `PaddedProblem`), a dynamic one the `edges` (default the `PaddedProblem`'s).
+    Raises ValueError when `problem` holds only costs (`PaddedCosts`) and that input is missing."""
+    given = edges if config.dynamic else stream
+    if given is None and not isinstance(problem, PaddedProblem):
         raise ValueError(
-            "a dynamic selection, or a static one without a stream, needs the padded graph: pad_problems, "
-            "not pad_costs"
+            f"a {'dynamic' if config.dynamic else 'static'} selection on padded costs needs "
+            f"{'the edges (pad_edges)' if config.dynamic else 'a stream (stream_batch)'}, or the padded "
+            "graph (pad_problems)"
         )
+    if given is not None or not config.dynamic:
+        return given
+    return PaddedEdges(problem.edge_src, problem.edge_dst, problem.edge_data, problem.edge_mask)
 
 
 def list_schedule_padded(
@@ -190,13 +217,15 @@ def list_schedule_padded(
     config: ListConfig,
     capacity: int | None = None,
     stream: PullStream | None = None,
+    edges: PaddedEdges | None = None,
 ) -> ScheduleArrays:
     """Schedule of one padded problem by the family member `config`, from its padded `plan`
-    (`pad_plan(make_plan(...))`); `capacity` bounds busy tasks per processor (default T) when
+    (`pad_plan(make_plan(...))`); `capacity` bounds the idle gaps kept per processor (default T) when
     `config.insertion`, and `overflow` reports when some processor needed more. A static selection
     scans the micro-steps of `stream` (`jaxsched.pull_stream`; default `visit_stream` of `plan.order`,
-    one per task), and then needs only the problem's `PaddedCosts`; a dynamic one T steps."""
-    _check_graph_given(problem, config, stream)
+    one per task); a dynamic one takes T steps over the problem's `edges` (default its own). Given its
+    stream or edges, a selection needs only the problem's `PaddedCosts`."""
+    reads = _graph_input(problem, config, stream, edges)
     if isinstance(problem, PaddedProblem):
         assert_padded(problem)
     else:
@@ -205,14 +234,25 @@ def list_schedule_padded(
     dtype = problem.comp.dtype
     capacity = num_tasks if capacity is None else int(capacity)
     rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
+    # the shortest positive cost of each processor: a shorter idle gap never holds a task (`Timelines`)
+    min_length = jnp.where(problem.comp > 0, problem.comp, jnp.inf).min(axis=0)
     discard = num_tasks + 1
-    successors = _successors(problem) if config.dynamic else None
+    successor_data = _successor_data(reads, num_tasks) if config.dynamic else None
 
     def place(carry: _Carry, task, proc, start, active) -> _Carry:
         duration = problem.comp[task, proc]
         finish = start + duration
         slot = jnp.where(active, task, discard)
         busy = active & (duration > 0)
+        if config.insertion:
+            gap_start, gap_end, overflow = occupy_gaps(
+                carry.gap_start[proc], carry.gap_end[proc], carry.avail[proc], start, finish, min_length[proc]
+            )
+            carry = carry._replace(
+                gap_start=carry.gap_start.at[proc].set(jnp.where(busy, gap_start, carry.gap_start[proc])),
+                gap_end=carry.gap_end.at[proc].set(jnp.where(busy, gap_end, carry.gap_end[proc])),
+                overflow=carry.overflow | (busy & overflow),
+            )
         carry = carry._replace(
             proc=carry.proc.at[slot].set(proc),
             start=carry.start.at[slot].set(start),
@@ -220,21 +260,8 @@ def list_schedule_padded(
             avail=carry.avail.at[proc].set(jnp.where(busy, jnp.maximum(carry.avail[proc], finish), carry.avail[proc])),
             makespan=jnp.where(active, jnp.maximum(carry.makespan, finish), carry.makespan),
         )
-        if config.dynamic:
-            released = _released(problem, successors, carry, task, proc, finish)
-            carry = jax.tree.map(lambda new, old: jnp.where(active, new, old), released, carry)
-        if config.insertion:
-            row_start, row_finish = carry.busy_start[proc], carry.busy_finish[proc]
-            pos = jnp.sum(row_start < start)
-            carry = carry._replace(
-                busy_start=carry.busy_start.at[proc].set(
-                    jnp.where(busy, insert_sorted(row_start, pos, start), row_start)
-                ),
-                busy_finish=carry.busy_finish.at[proc].set(
-                    jnp.where(busy, insert_sorted(row_finish, pos, finish), row_finish)
-                ),
-                overflow=carry.overflow | (busy & jnp.isfinite(row_start[-1])),
-            )
+        if config.dynamic:  # once every task is placed, releasing one again changes only placed tasks
+            carry = _released(problem, successor_data, carry, task, proc, finish)
         return carry
 
     def dynamic_step(carry: _Carry, draw):
@@ -249,7 +276,7 @@ def list_schedule_padded(
         return place(carry, micro.task, proc, start, micro.place & problem.task_mask[micro.task]), None
 
     if config.dynamic:
-        waiting = jnp.where(problem.task_mask, jnp.sum(problem.pred < num_tasks, axis=1, dtype=jnp.int32), -1)
+        waiting = jnp.where(problem.task_mask, jnp.sum(successor_data >= 0, axis=0, dtype=jnp.int32), -1)
         arrive = jnp.broadcast_to(problem.arrival[:, None], (num_tasks, num_procs)).astype(dtype)
     else:
         waiting, arrive = jnp.zeros(0, jnp.int32), jnp.zeros((0, num_procs), dtype)
@@ -257,8 +284,8 @@ def list_schedule_padded(
         proc=jnp.zeros(num_tasks + 2, jnp.int32),
         start=jnp.zeros(num_tasks + 2, dtype),
         finish=jnp.full(num_tasks + 2, -jnp.inf, dtype),
-        busy_start=rows,
-        busy_finish=rows,
+        gap_start=rows,
+        gap_end=rows,
         avail=jnp.zeros(num_procs, dtype),
         makespan=jnp.zeros((), dtype),
         overflow=jnp.zeros((), bool),
@@ -269,7 +296,7 @@ def list_schedule_padded(
     if config.dynamic:
         carry, _ = jax.lax.scan(dynamic_step, init, plan.draws)
     else:
-        carry, _ = jax.lax.scan(static_step, init, visit_stream(problem, plan.order) if stream is None else stream)
+        carry, _ = jax.lax.scan(static_step, init, visit_stream(problem, plan.order) if reads is None else reads)
     steps = jnp.asarray(num_tasks, jnp.int32)
     return ScheduleArrays(
         carry.proc[:num_tasks], carry.start[:num_tasks], carry.finish[:num_tasks], carry.overflow, steps
@@ -277,8 +304,9 @@ def list_schedule_padded(
 
 
 @functools.partial(jax.jit, static_argnames=("config", "capacity"))
-def _list_schedule_batch(batch, plans, config, capacity, streams):
-    return jax.vmap(list_schedule_padded, in_axes=(0, 0, None, None, 0))(batch, plans, config, capacity, streams)
+def _list_schedule_batch(batch, plans, config, capacity, streams, edges):
+    batched = jax.vmap(list_schedule_padded, in_axes=(0, 0, None, None, 0, 0))
+    return batched(batch, plans, config, capacity, streams, edges)
 
 
 def list_schedule_batch(
@@ -287,12 +315,14 @@ def list_schedule_batch(
     config: ListConfig,
     capacity: int | None = None,
     streams: PullStream | None = None,
+    edges: PaddedEdges | None = None,
 ) -> ScheduleArrays:
     """`list_schedule_padded` on every problem of a padded batch with its padded plan and, for a static
-    selection, its stream (`compact_streams`; default one micro-step per task). One compilation per
-    padded shape, config, capacity and stream length. Raises ValueError when the plans do not match
-    the batch, or when the batch holds only costs that `config` cannot use."""
-    _check_graph_given(batch, config, streams)
+    selection, its stream (`compact_streams`; default one micro-step per task), for a dynamic one its
+    edges (`pad_edges`; default the batch's). One compilation per padded shape, config, capacity and
+    stream length. Raises ValueError when the plans do not match the batch, or when the batch holds
+    only costs and the stream or edges `config` needs are missing."""
+    _graph_input(batch, config, streams, edges)
     expected = {"position": batch.task_mask.shape, "oct": batch.comp.shape}
     for field, shape in expected.items():
         got = np.shape(getattr(plans, field))
@@ -301,7 +331,7 @@ def list_schedule_batch(
                 f"plans.{field} has shape {got}, but the padded batch needs {shape}: pad every problem and "
                 "plan to one Shape (pad_problems, plan_batch)"
             )
-    return _list_schedule_batch(batch, plans, config, capacity, streams)
+    return _list_schedule_batch(batch, plans, config, capacity, streams, edges)
 
 
 def padded_makespan(batch: PaddedProblem, schedules: ScheduleArrays) -> jax.Array:
@@ -363,6 +393,30 @@ def stream_batch(graph: BatchGraph, plans: ListPlan, config: ListConfig, dtype=n
     return compact_streams(graph, plans.order, 8 if config.insertion else 4, dtype)
 
 
+def default_capacity(shape: Shape) -> int:
+    """The idle gaps per processor that `schedule_batch` keeps first: half a fair share of the tasks, a
+    multiple of 8 (on Topcuoglu DAGs of 100 tasks on 4 processors, HEFT, CPOP and PEFT needed at most 16)."""
+    return 8 * -(-shape.num_tasks // shape.num_procs // 16)
+
+
+def _with_room(batch, plans: ListPlan, config: ListConfig, streams, edges, size: int, num_tasks: int) -> ScheduleArrays:
+    """`list_schedule_batch` with gap insertion keeping `size` idle gaps per processor; the problems on which
+    some processor overflowed run again with twice the room (at most T, which always fits), their count
+    padded to a power of two by repeating them so that reruns share few compilations."""
+    size = min(size, num_tasks)
+    out = list_schedule_batch(batch, plans, config, size, streams, edges)
+    over = np.flatnonzero(np.asarray(out.overflow))
+    if not over.size or size == num_tasks:
+        return out
+    rows = np.resize(over, 1 << (over.size - 1).bit_length())
+
+    def take(tree):
+        return None if tree is None else jax.tree.map(lambda array: array[rows], tree)
+
+    again = _with_room(take(batch), take(plans), config, take(streams), take(edges), 2 * size, num_tasks)
+    return jax.tree.map(lambda all_rows, redone: all_rows.at[over].set(redone[: over.size]), out, again)
+
+
 def schedule_batch(
     problems: Sequence[Problem],
     name: str,
@@ -373,30 +427,27 @@ def schedule_batch(
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
     (default: the smallest that fits them all) and run in one vmapped call; `options` override the
-    preset's `ListConfig` fields. Gap insertion keeps `capacity` busy tasks per processor: by default
-    twice a fair share (a power of two), doubled and rerun while some processor overflows. The GA
-    batches differently: `jaxsched.evolve_padded`."""
+    preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per processor; by default
+    `default_capacity(shape)`, and the problems where some processor overflows run again with twice the
+    room. The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     shape = fit_shape(problems, shape, "schedule_batch")
     graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
-    # a static selection scans a predecessor stream and reads only the costs: no graph arrays to pad
-    pad = pad_problems if any(config.dynamic for config in configs) else pad_costs
-    batch = pad(problems, shape, dtype, graph)
+    # the costs, and of the graph only what the scans read: predecessor streams (static), edges (dynamic)
+    batch = pad_costs(problems, shape, dtype, graph)
+    edges = pad_edges(problems, shape, dtype, graph) if any(config.dynamic for config in configs) else None
     results = []
     for config in configs:
         plans = plan_batch(problems, config, shape, dtype, graph)
         streams = stream_batch(graph, plans, config, dtype)
-        size = capacity or 1 << max(2 * -(-shape.num_tasks // shape.num_procs) - 1, 0).bit_length()
-        while True:
-            size = min(size, shape.num_tasks)
-            out = list_schedule_batch(batch, plans, config, size if config.insertion else None, streams)
-            if capacity is not None or size == shape.num_tasks or not bool(np.asarray(out.overflow).any()):
-                break
-            size *= 2
-        results.append(out)
+        if not config.insertion or capacity is not None:
+            size = capacity if config.insertion else None
+            results.append(list_schedule_batch(batch, plans, config, size, streams, edges))
+        else:
+            results.append(_with_room(batch, plans, config, streams, edges, default_capacity(shape), shape.num_tasks))
     if name != "Duplex":
         return results[0]
     better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties

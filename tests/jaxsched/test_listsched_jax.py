@@ -3,7 +3,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsched import Shape, listsched_jax, pad_problems
+from jaxsched import Problem, Shape, listsched_jax, pad_problems
 from jaxsched.batch import pad_costs
 from jaxsched.listsched import NAMES, preset, schedule
 from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
@@ -55,6 +55,25 @@ def test_jax_twin_equals_numpy_reference_500(name):
         assert_equal_to_reference(problems, name, Shape(16, 5, 120, 15), np.float64)
 
 
+def test_problems_that_overflow_the_default_room_run_again(monkeypatch):
+    """Gap insertion keeps 8 idle gaps per processor by default at 16 tasks on 4 processors: a problem of
+    16 independent tasks released 10 apart, each fastest on processor 0, leaves 15 gaps there, overflows
+    and is run again with twice the room, while the others keep their first schedules; all equal the
+    NumPy reference."""
+    spaced = Problem(comp=np.tile([[1.0, 50.0, 50.0, 50.0]], (16, 1)), src=np.zeros(0, int), dst=np.zeros(0, int),
+                     data=np.zeros(0), task_arrival=10.0 * np.arange(16))
+    problems = [random_problem(seed, max_tasks=16, max_procs=4) for seed in range(5)] + [spaced]
+    sizes = []
+
+    def spy(batch, plans, config, capacity=None, streams=None, edges=None):
+        sizes.append((len(batch.comp), capacity))
+        return list_schedule_batch(batch, plans, config, capacity, streams, edges)
+
+    monkeypatch.setattr(listsched_jax, "list_schedule_batch", spy)
+    assert_equal_to_reference(problems, "HEFT", Shape(16, 4, 120, 15))
+    assert sizes == [(6, 8), (1, 16)]
+
+
 def test_cpop_on_topcuoglu_example():
     """The batched CPOP gives the hand-worked schedule of Topcuoglu's example (`tests.jaxsched.problems`)."""
     got = schedule_batch([topcuoglu_example()], "CPOP")
@@ -81,6 +100,6 @@ def test_bad_batches():
     with pytest.raises(ValueError, match="pad every problem"):
         list_schedule_batch(batch, plan_batch(problems, config, Shape(12, 3, 45, 9)), config)
     costs, min_min = pad_costs(problems, Shape(10, 3, 45, 9)), preset("MinMin")
-    for needs_graph in (config, min_min):  # HEFT without a stream; MinMin is dynamic
-        with pytest.raises(ValueError, match="needs the padded graph"):
+    for needs_graph, missing in ((config, "a stream"), (min_min, "the edges")):  # MinMin is dynamic
+        with pytest.raises(ValueError, match=f"on padded costs needs {missing}"):
             list_schedule_batch(costs, plan_batch(problems, needs_graph, Shape(10, 3, 45, 9)), needs_graph)
