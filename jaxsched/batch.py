@@ -175,6 +175,14 @@ def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: s
     return shape
 
 
+def _fitted(problems, shape, graph, caller: str) -> tuple[list[Problem], Shape, BatchGraph]:
+    """`problems` as a list, the shape they pad to (`fit_shape`) and their `BatchGraph` at it (`graph` when
+    given, built once and shared by padding and planning)."""
+    problems = list(problems)
+    shape = fit_shape(problems, shape, caller)
+    return problems, shape, BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+
+
 class PaddedCosts(NamedTuple):
     """The costs of a padded batch without its graph: the fields of `PaddedProblem` that a static list
     scheduler scanning a predecessor stream (`jaxsched.pull_stream`) reads, cheaper to build."""
@@ -190,9 +198,7 @@ def pad_costs(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedCosts:
     """The `PaddedCosts` of `problems` (those of `pad_problems`, with its checks and errors)."""
-    problems = list(problems)
-    shape = fit_shape(problems, shape, "pad_costs")
-    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    problems, shape, graph = _fitted(problems, shape, graph, "pad_costs")
     comp, data = graph.comp, graph.data
     arrival = padded([p.arrival for p in problems], (shape.num_tasks,))
     links = padded([p.inverse_bandwidth for p in problems], (shape.num_procs, shape.num_procs))
@@ -218,9 +224,7 @@ def pad_edges(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedEdges:
     """The `PaddedEdges` of `problems` (those of `pad_problems`; its times are checked by `pad_costs`)."""
-    problems = list(problems)
-    shape = fit_shape(problems, shape, "pad_edges")
-    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    problems, shape, graph = _fitted(problems, shape, graph, "pad_edges")
     size, num_edges, counts = len(problems), shape.num_edges, graph.counts
     index = np.arange(len(graph.batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
     flat = graph.batch * num_edges + index  # into [B, E] flattened
@@ -242,11 +246,9 @@ def pad_problems(
     `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
     docstring). Vectorised over the batch: the edges of every problem are handled as one array.
     `graph`: the problems' `BatchGraph` at `shape`, when already built (planning shares it)."""
-    problems = list(problems)
-    shape = fit_shape(problems, shape, "pad_problems")
-    num_tasks, num_procs, num_edges, max_in_degree = shape
+    problems, shape, graph = _fitted(problems, shape, graph, "pad_problems")
+    num_tasks, _, _, max_in_degree = shape
     size = len(problems)
-    graph = BatchGraph.of(problems, num_tasks, num_procs) if graph is None else graph
     costs = pad_costs(problems, shape, dtype, graph)
     edges = pad_edges(problems, shape, dtype, graph)
     grouped, slot, _ = graph.input_slots()  # incoming edges grouped by task, their place among its inputs
