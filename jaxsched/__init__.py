@@ -28,8 +28,6 @@ from jaxsched.heft import heft, upward_rank
 from jaxsched.kernels import (
     ScheduleArrays,
     check_batch_assignment,
-    heft_batch,
-    heft_padded,
     row_capacity,
     simulate_batch,
     simulate_padded,
@@ -37,6 +35,8 @@ from jaxsched.kernels import (
 from jaxsched.listsched import NAMES as SCHEDULER_NAMES
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
 from jaxsched.listsched_jax import (
+    heft_batch,
+    heft_padded,
     list_schedule_batch,
     list_schedule_padded,
     pad_plan,

@@ -1,14 +1,14 @@
-"""Jitted list scheduling over padded problems: HEFT and `simulate`, equal to the NumPy references.
+"""Jitted `simulate` over padded problems, equal to the NumPy reference, and the placement rule's pieces.
 
-Both place tasks with the placement rule of `jaxsched.timeline` and equal the NumPy references
-(same processors, start and finish times, to float tolerance; exactly when costs are integers or
-under x64, see `jaxsched.batch`). The core functions are unbatched, with rank checks at entry;
-`heft_batch` and `simulate_batch` vmap them over a `ProblemBatch` (and check their inputs), and the
-GA vmaps `simulate_padded` over a population.
+`simulate_padded` places tasks with the placement rule of `jaxsched.timeline` and equals the NumPy
+reference (same processors, start and finish times, to float tolerance; exactly when costs are
+integers or under x64, see `jaxsched.batch`). The core function is unbatched, with rank checks at
+entry; `simulate_batch` vmaps it over a `ProblemBatch` (and checks its inputs), and the GA vmaps it
+over a population. HEFT and the rest of the list-scheduling family are `jaxsched.listsched_jax`.
 
-A processor's busy intervals are kept sorted by start, padded with +inf, so its idle gaps are
-`[finish[i-1], start[i]]` and a placement is a shifted insert. `simulate_padded` has two algorithms
-(`method`) that give identical schedules:
+`simulate_padded` keeps a processor's busy intervals sorted by start, padded with +inf, so its idle gaps
+are `[finish[i-1], start[i]]` and a placement is a shifted insert. It has two algorithms (`method`) that
+give identical schedules:
 
 * "walk": one task per `lax.scan` step in placement order. XLA on CPU rewrites the whole scan carry
   every step, so the carry is small: processor p owns the segment `[offset_p, offset_p + count_p)`
@@ -20,14 +20,14 @@ A processor's busy intervals are kept sorted by start, padded with +inf, so its 
   instead of 10,000 on the experiment's 10,000-task timing instance), each vectorised over
   processors `[P, capacity]`. Wins for one large problem (the neural scheduler's decoder).
 
-The list-scheduling family (`jaxsched.listsched_jax`) keeps, like `jaxsched.timeline`, each processor's
-idle gaps instead (`earliest_start_in_gaps`, `occupy_gaps`): rows `[P, G]` of the gaps before the last
-busy interval, fewer than the busy tasks (at most 16 against 36 on Topcuoglu DAGs of 100 tasks on 4
-processors), so each placement searches about half as many slots.
+`capacity` bounds the busy tasks per processor. It defaults to T (always enough); a smaller one is
+faster, and `overflow` reports when some processor needed more (the schedule is then wrong).
 
-HEFT searches every processor each step: rows `[P, capacity]`. `capacity` bounds the busy tasks per
-processor. It defaults to T (always enough); a smaller one is faster, and `overflow` reports when
-some processor needed more (the schedule is then wrong).
+The list-scheduling family keeps, like `jaxsched.timeline`, each processor's idle gaps instead
+(`earliest_start_in_gaps`, `occupy_gaps`): rows `[P, G]` of the gaps before the last busy interval,
+fewer than the busy tasks (at most 16 against 36 on Topcuoglu DAGs of 100 tasks on 4 processors), so
+each placement searches about half as many slots; its assignment is not known in advance, so G cannot
+be, and the family reruns what overflows.
 """
 
 from __future__ import annotations
@@ -144,57 +144,6 @@ def _with_sentinel(values, fill):
 def _unpermute(order, values_in_order):
     """Values indexed by task, from values listed in `order`."""
     return jnp.zeros_like(values_in_order).at[order].set(values_in_order)
-
-
-class _HeftCarry(NamedTuple):
-    proc: jax.Array  # [T + 1] int32
-    finish: jax.Array  # [T + 1]
-    busy_start: jax.Array  # [P, C] per processor, sorted, +inf padded
-    busy_finish: jax.Array  # [P, C]
-    overflow: jax.Array  # [] bool
-
-
-def heft_padded(problem: PaddedProblem, capacity: int | None = None) -> ScheduleArrays:
-    """HEFT on one padded problem, visiting tasks in `problem.heft_order`."""
-    assert_padded(problem)
-    num_tasks, num_procs = problem.comp.shape
-    dtype = problem.comp.dtype
-    capacity = _capacity(problem, capacity)
-    order = problem.heft_order
-    empty = jnp.full((num_procs, capacity), jnp.inf, dtype)
-
-    def step(carry: _HeftCarry, x):
-        task, comp, preds, data, arrival = x
-        transfer = data[:, None] * problem.inverse_bandwidth[carry.proc[preds]]  # [K, P]
-        ready = ready_time(carry.finish, preds, transfer, arrival)
-        duration = jnp.where(problem.proc_mask, comp, jnp.inf)  # padded processors never win
-        est = earliest_gap_start(carry.busy_start, carry.busy_finish, ready, duration)
-        best = jnp.argmin(est + duration).astype(jnp.int32)
-        start, duration = est[best], comp[best]
-        row_start, row_finish = carry.busy_start[best], carry.busy_finish[best]
-        pos = jnp.sum(row_start < start)
-        busy = duration > 0
-        return _HeftCarry(
-            proc=carry.proc.at[task].set(best),
-            finish=carry.finish.at[task].set(start + duration),
-            busy_start=carry.busy_start.at[best].set(jnp.where(busy, insert_sorted(row_start, pos, start), row_start)),
-            busy_finish=carry.busy_finish.at[best].set(
-                jnp.where(busy, insert_sorted(row_finish, pos, start + duration), row_finish)
-            ),
-            overflow=carry.overflow | (busy & jnp.isfinite(row_start[-1])),
-        ), start
-
-    init = _HeftCarry(
-        proc=jnp.zeros(num_tasks + 1, jnp.int32),
-        finish=jnp.full(num_tasks + 1, -jnp.inf, dtype),
-        busy_start=empty,
-        busy_finish=empty,
-        overflow=jnp.zeros((), bool),
-    )
-    xs = (order, problem.comp[order], problem.pred[order], problem.pred_data[order], problem.arrival[order])
-    carry, start = jax.lax.scan(step, init, xs)
-    steps = jnp.asarray(num_tasks, jnp.int32)
-    return ScheduleArrays(carry.proc[:-1], _unpermute(order, start), carry.finish[:-1], carry.overflow, steps)
 
 
 def _earlier_in_group(group, flag):
@@ -351,12 +300,6 @@ def row_capacity(problem: PaddedProblem, proc) -> int:
     busy = (comp[np.arange(comp.shape[0]), proc] > 0) & task_mask  # [N, T]
     most = max(int(np.bincount(row[keep], minlength=1).max()) for row, keep in zip(proc, busy))
     return 1 << max(most - 1, 0).bit_length()
-
-
-@functools.partial(jax.jit, static_argnames="capacity")
-def heft_batch(batch: PaddedProblem, capacity: int | None = None) -> ScheduleArrays:
-    """HEFT on every problem of a padded batch (one compilation per padded shape)."""
-    return jax.vmap(heft_padded, in_axes=(0, None))(batch, capacity)
 
 
 @functools.partial(jax.jit, static_argnames=("capacity", "method"))

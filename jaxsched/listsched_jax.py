@@ -36,6 +36,7 @@ from jaxsched.batch import (
     pad_edges,
 )
 from jaxsched.batch_graph import BatchGraph
+from jaxsched.common.arguments import integer
 from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
 from jaxsched.problem import Problem
@@ -232,7 +233,7 @@ def list_schedule_padded(
         chex.assert_rank(list(problem), [2, 1, 1, 1, 2])
     num_tasks, num_procs = problem.comp.shape
     dtype = problem.comp.dtype
-    capacity = num_tasks if capacity is None else int(capacity)
+    capacity = num_tasks if capacity is None else integer("capacity (idle gaps per processor)", capacity, 1)
     rows = jnp.full((num_procs, capacity if config.insertion else 1), jnp.inf, dtype)
     # the shortest positive cost of each processor: a shorter idle gap never holds a task (`Timelines`)
     min_length = jnp.where(problem.comp > 0, problem.comp, jnp.inf).min(axis=0)
@@ -301,6 +302,29 @@ def list_schedule_padded(
     return ScheduleArrays(
         carry.proc[:num_tasks], carry.start[:num_tasks], carry.finish[:num_tasks], carry.overflow, steps
     )
+
+
+def heft_padded(problem: PaddedProblem, capacity: int | None = None) -> ScheduleArrays:
+    """HEFT on one padded problem (`jaxsched.heft`): the HEFT preset visiting tasks in `problem.heft_order`,
+    which is its ready-list order (upward ranks never increase along an edge, and ties go to the
+    topological position), one micro-step per task; `capacity` as in `list_schedule_padded`."""
+    assert_padded(problem)
+    num_tasks, num_procs = problem.comp.shape
+    order = problem.heft_order
+    plan = ListPlan(
+        position=jnp.zeros(num_tasks, jnp.int32).at[order].set(jnp.arange(num_tasks, dtype=jnp.int32)),
+        order=order,
+        pin=jnp.full(num_tasks, -1, jnp.int32),
+        oct=jnp.zeros((num_tasks, num_procs), problem.comp.dtype),
+        draws=jnp.zeros(num_tasks, jnp.int32),
+    )
+    return list_schedule_padded(problem, plan, PRESETS["HEFT"], capacity)
+
+
+@functools.partial(jax.jit, static_argnames="capacity")
+def heft_batch(batch: PaddedProblem, capacity: int | None = None) -> ScheduleArrays:
+    """HEFT on every problem of a padded batch (one compilation per padded shape and capacity)."""
+    return jax.vmap(heft_padded, in_axes=(0, None))(batch, capacity)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "capacity"))

@@ -33,7 +33,7 @@ from jaxsched.common.workdir import Workdir, as_json, write_text
 from jaxsched.compiled import heft_batch_numba
 from jaxsched.deepsched.configs import DataConfig
 from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
-from jaxsched.kernels import heft_batch
+from jaxsched.listsched_jax import heft_batch
 from jaxsched.problem import Problem, read_npz
 
 SPLITS = ("train", "val", "test", "ood")

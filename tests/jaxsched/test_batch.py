@@ -75,7 +75,7 @@ def test_other_wrong_arguments_get_named_errors():
     problem = Problem(np.ones((3, 2)), **CHAIN)
     with pytest.raises(ValueError, match="Shape.num_edges must be an integer >= 1, got 0"):
         pad_problem(problem, Shape(3, 2, 0, 1))
-    with pytest.raises(ValueError, match=r"capacity \(busy tasks per processor\) must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"capacity \(idle gaps per processor\) must be an integer >= 1"):
         heft_batch(pad_problems([problem]), capacity=0)  # was an IndexError while tracing
     for call in (lambda: heft("problem"), lambda: pad_problem(None), lambda: simulate([1], [0], [0.0])):
         with pytest.raises(ValueError, match="expected a jaxsched.Problem"):

@@ -97,15 +97,21 @@ def test_second_call_with_same_shapes_does_not_retrace():
 
 
 def test_capacity_overflow_is_reported():
-    """Five busy tasks on a single processor need five slots."""
+    """`simulate` keeps busy tasks: five on a single processor need five slots. HEFT keeps idle gaps: five
+    unit tasks released 2 apart leave four."""
     problem = type(random_problem(0))(np.ones((5, 1)), [], [], [])
     padded = jax.tree.map(jnp.asarray, pad_problem(problem))
     proc, priority = jnp.zeros(5, jnp.int32), jnp.zeros(5)
     assert bool(simulate_padded(padded, proc, priority, capacity=4).overflow)
-    assert bool(heft_padded(padded, capacity=4).overflow)
     exact = simulate_padded(padded, proc, priority, capacity=5)
     assert not bool(exact.overflow)
     np.testing.assert_array_equal(np.sort(np.asarray(exact.start)), [0, 1, 2, 3, 4])
+    released = type(problem)(np.ones((5, 1)), [], [], [], task_arrival=2.0 * np.arange(5))
+    padded = jax.tree.map(jnp.asarray, pad_problem(released))
+    assert bool(heft_padded(padded, capacity=3).overflow)
+    exact = heft_padded(padded, capacity=4)
+    assert not bool(exact.overflow)
+    np.testing.assert_array_equal(np.asarray(exact.start), [0, 2, 4, 6, 8])
 
 
 def test_small_capacity_gives_the_same_schedule_when_it_suffices():
