@@ -20,7 +20,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
+from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, padded_batch_size
 from jaxsched.dense import DenseInstance, dense_facts, dense_plan, dense_positions, random_instance, to_padded
 from jaxsched.listsched import PRESETS
 from jaxsched.listsched_jax import list_schedule_padded
@@ -139,23 +141,34 @@ def _anneal_step(chain: Chain, key, pair, temperature, config: SearchConfig) -> 
     return Chain(instance, ratio, best, jnp.maximum(ratio, chain.best_ratio), chain.draws)
 
 
-@functools.partial(jax.jit, static_argnames="config")
-def search(key: jax.Array, config: SearchConfig) -> Chain:
-    """Runs every chain (`config.pairs`) for `config.steps` annealing steps; returns the final chains,
-    whose `best` and `best_ratio` hold the worst instance found for each chain's pair."""
+def search(key: jax.Array, config: SearchConfig, devices: Devices = None) -> Chain:
+    """Runs every chain (`config.pairs`) for `config.steps` annealing steps, the chains split across `devices`
+    (`jaxsched.common.batch_mesh`: default all devices); returns the final chains, whose `best` and
+    `best_ratio` hold the worst instance found for each chain's pair."""
+    return _search(key, config, batch_mesh(devices))
+
+
+@functools.partial(jax.jit, static_argnames=("config", "mesh"))
+def _search(key: jax.Array, config: SearchConfig, mesh: Mesh) -> Chain:
     pairs = jnp.asarray(config.pairs)
+    count = pairs.shape[0]
+    # chains padded to a multiple of the device count with copies of the last one (dropped at the end); every
+    # chain's keys are drawn for the real chains only, so the results do not depend on the device count
+    rows = jnp.minimum(jnp.arange(padded_batch_size(count, mesh)), count - 1)
     k_init, k_steps = jax.random.split(key)
-    chains = jax.vmap(_init_chain, in_axes=(0, 0, None))(jax.random.split(k_init, pairs.shape[0]), pairs, config)
+    chains = jax.vmap(_init_chain, in_axes=(0, 0, None))(jax.random.split(k_init, count)[rows], pairs[rows], config)
+    chains = constrain_batch(chains, mesh)
     decay = (config.temperature_end / config.temperature_start) ** (1.0 / max(config.steps - 1, 1))
     temperatures = config.temperature_start * decay ** jnp.arange(config.steps, dtype=chains.ratio.dtype)
 
     def step(chains, x):
         step_key, temperature = x
-        keys = jax.random.split(step_key, pairs.shape[0])
-        return jax.vmap(_anneal_step, in_axes=(0, 0, 0, None, None))(chains, keys, pairs, temperature, config), None
+        keys = jax.random.split(step_key, count)[rows]
+        chains = jax.vmap(_anneal_step, in_axes=(0, 0, 0, None, None))(chains, keys, pairs[rows], temperature, config)
+        return constrain_batch(chains, mesh), None
 
     chains, _ = jax.lax.scan(step, chains, (jax.random.split(k_steps, config.steps), temperatures))
-    return chains
+    return jax.tree.map(lambda leaf: leaf[:count], chains)
 
 
 def worst_ratios(chains: Chain, config: SearchConfig) -> np.ndarray:

@@ -24,6 +24,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from jaxsched.batch import (
     PaddedCosts,
@@ -37,6 +38,7 @@ from jaxsched.batch import (
 )
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.common.arguments import integer
+from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
 from jaxsched.problem import Problem
@@ -423,12 +425,20 @@ def default_capacity(shape: Shape) -> int:
     return 8 * -(-shape.num_tasks // shape.num_procs // 16)
 
 
-def _with_room(batch, plans: ListPlan, config: ListConfig, streams, edges, size: int, num_tasks: int) -> ScheduleArrays:
-    """`list_schedule_batch` with gap insertion keeping `size` idle gaps per processor; the problems on which
-    some processor overflowed run again with twice the room (at most T, which always fits), their count
-    padded to a power of two by repeating them so that reruns share few compilations."""
+def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity, streams, edges) -> ScheduleArrays:
+    """`list_schedule_batch` with the batch split across `mesh` (padded to a multiple of its device count by
+    repeating the last problem) and the schedules gathered back, the padding dropped."""
+    (batch, plans, streams, edges), size = shard_batch((batch, plans, streams, edges), mesh)
+    return gather(list_schedule_batch(batch, plans, config, capacity, streams, edges), size)
+
+
+def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, edges, size: int,
+               num_tasks: int) -> ScheduleArrays:
+    """`_run_across` with gap insertion keeping `size` idle gaps per processor; the problems on which some
+    processor overflowed run again with twice the room (at most T, which always fits), their count padded to
+    a power of two by repeating them so that reruns share few compilations."""
     size = min(size, num_tasks)
-    out = list_schedule_batch(batch, plans, config, size, streams, edges)
+    out = _run_across(mesh, batch, plans, config, size, streams, edges)
     over = np.flatnonzero(np.asarray(out.overflow))
     if not over.size or size == num_tasks:
         return out
@@ -437,7 +447,7 @@ def _with_room(batch, plans: ListPlan, config: ListConfig, streams, edges, size:
     def take(tree):
         return None if tree is None else jax.tree.map(lambda array: array[rows], tree)
 
-    again = _with_room(take(batch), take(plans), config, take(streams), take(edges), 2 * size, num_tasks)
+    again = _with_room(mesh, take(batch), take(plans), config, take(streams), take(edges), 2 * size, num_tasks)
     return jax.tree.map(lambda all_rows, redone: all_rows.at[over].set(redone[: over.size]), out, again)
 
 
@@ -447,16 +457,19 @@ def schedule_batch(
     shape: Shape | None = None,
     dtype=np.float32,
     capacity: int | None = None,
+    devices: Devices = None,
     **options,
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
-    (default: the smallest that fits them all) and run in one vmapped call; `options` override the
-    preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per processor; by default
-    `default_capacity(shape)`, and the problems where some processor overflows run again with twice the
-    room. The GA batches differently: `jaxsched.evolve_padded`."""
+    (default: the smallest that fits them all) and run in one vmapped call, the batch split across
+    `devices` (`jaxsched.common.batch_mesh`: default all devices; the schedules do not depend on it);
+    `options` override the preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per
+    processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
+    again with twice the room. The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     shape = fit_shape(problems, shape, "schedule_batch")
+    mesh = batch_mesh(devices)
     graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
@@ -469,9 +482,10 @@ def schedule_batch(
         streams = stream_batch(graph, plans, config, dtype)
         if not config.insertion or capacity is not None:
             size = capacity if config.insertion else None
-            results.append(list_schedule_batch(batch, plans, config, size, streams, edges))
+            results.append(_run_across(mesh, batch, plans, config, size, streams, edges))
         else:
-            results.append(_with_room(batch, plans, config, streams, edges, default_capacity(shape), shape.num_tasks))
+            room = default_capacity(shape)
+            results.append(_with_room(mesh, batch, plans, config, streams, edges, room, shape.num_tasks))
     if name != "Duplex":
         return results[0]
     better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties

@@ -66,6 +66,19 @@ def ga():
     same("ga", run, counts=(2, 4))  # 10 chromosomes: 12 on 4 devices
 
 
+def list_schedulers():
+    """A static preset with gap insertion (HEFT: 7 problems, 8 on 4 devices) and a dynamic one (MinMin)."""
+    problems = [jaxsched.random_dag(12 + i, 3, integer=True, seed=i) for i in range(7)]
+    for name in ("HEFT", "MinMin"):
+        same(f"schedule_batch {name}", lambda n, name=name: jaxsched.schedule_batch(problems, name, devices=n))
+
+
+def adversarial_search():
+    """20 chains: 21 on 3 devices."""
+    config = jaxsched.SearchConfig(steps=20, chains_per_pair=1, names=("HEFT", "MET", "MinMin", "OLB", "CPOP"))
+    same("adversarial search", lambda n: jaxsched.search(jax.random.key(0), config, devices=n))
+
+
 def labels():
     problems = [jaxsched.random_dag(8 + i, 3, seed=i) for i in range(5)]
     same("heft labels", lambda n: label(problems, padded_shape(problems), chunk=5, progress=False, devices=n))
@@ -105,7 +118,8 @@ def ppo():
 
 
 CHECKS = {"ppo": ppo, "ga": ga, "labels": labels, "quant_sweep": quant_sweep, "dream_sweep": dream_sweep,
-          "deepsched_training": deepsched_training}
+          "deepsched_training": deepsched_training, "list_schedulers": list_schedulers,
+          "adversarial_search": adversarial_search}
 
 if __name__ == "__main__":
     assert len(jax.devices()) == 4, jax.devices()
