@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
 from jaxsched.dense import to_problem
 from jaxsched.listsched import schedule
@@ -43,18 +44,21 @@ def main(argv=None) -> None:
     parser.add_argument("--procs", type=int, default=3)
     parser.add_argument("--names", nargs="+", default=list(SEARCH_NAMES))
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/adversarial"))
+    add_devices_option(parser)
     args = parser.parse_args(argv)
+    join_from_environment()
     try:
         config = SearchConfig(args.tasks, args.procs, args.steps, args.chains_per_pair, names=tuple(args.names))
+        mesh = batch_mesh(args.devices)
     except ValueError as error:
         parser.exit(2, f"{error}\n")
     print(f"# {len(config.pairs)} chains, {config.steps} steps, {config.num_tasks} tasks x {config.num_procs} procs")
     print(f"# {machine_description(load=True)}")
     start = time.perf_counter()
-    jax.block_until_ready(search(jax.random.key(0), config))
+    jax.block_until_ready(search(jax.random.key(0), config, mesh))
     compile_and_run = time.perf_counter() - start
     start = time.perf_counter()
-    chains = jax.block_until_ready(search(jax.random.key(1), config))
+    chains = jax.block_until_ready(search(jax.random.key(1), config, mesh))
     seconds = time.perf_counter() - start
     rate = len(config.pairs) * config.steps / seconds
     print(f"first call (compile + run) {compile_and_run:.1f} s; timed call {seconds:.2f} s: {rate:,.0f} steps/s")

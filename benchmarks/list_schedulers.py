@@ -12,7 +12,8 @@ reference's) in schedules per second, then the batched JAX form once compiled (`
 planning, padding and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch` on ready
 plans, and streams for the static selections or edges for the dynamic ones; gap insertion at its default
 capacity). With `--repeats R` the four measurements alternate R times and the medians are printed (for
-shared, noisy machines). Target: JAX end to end at least 20x the loop.
+shared, noisy machines). `--devices N` splits the end-to-end batch across N devices (default all; the kernel
+alone runs on one). Target: JAX end to end at least 20x the loop.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from jaxsched import Shape
 from jaxsched.batch import pad_costs, pad_edges
 from jaxsched.batch_graph import BatchGraph
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
 from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.generate import random_dag
@@ -62,11 +64,17 @@ def main(argv=None) -> None:
     parser.add_argument("--sample", type=int, default=128, help="instances the NumPy loop runs (then scaled)")
     parser.add_argument("--names", nargs="+", default=[n for n in NAMES if n != "GA"])
     parser.add_argument("--repeats", type=int, default=1, help="alternated rounds; medians are printed")
+    add_devices_option(parser)
     args = parser.parse_args(argv)
+    join_from_environment()
     if not 1 <= args.sample <= args.instances:
         parser.exit(2, f"--sample must lie in [1, --instances], got {args.sample}\n")
     if args.repeats < 1:
         parser.exit(2, f"--repeats must be >= 1, got {args.repeats}\n")
+    try:
+        mesh = batch_mesh(args.devices)
+    except ValueError as error:
+        parser.exit(2, f"{error}\n")
     problems = [random_dag(args.tasks, args.procs, integer=True, seed=s) for s in range(args.instances)]
     shape = Shape.of(problems)
     print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; "
@@ -75,7 +83,7 @@ def main(argv=None) -> None:
           "JAX kernel (s) | JAX speedup | JAX kernel speedup |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.names:
-        schedule_batch(problems, name, shape=shape)  # compile
+        schedule_batch(problems, name, shape=shape, devices=mesh)  # compile
         _numba_makespans(problems[:1], name)  # compile, or load from the cache
         graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
         batch = pad_costs(problems, shape, graph=graph)
@@ -92,7 +100,7 @@ def main(argv=None) -> None:
             numba_time, compiled = _seconds(_numba_makespans, problems, name)
             if compiled[: args.sample] != reference:
                 raise SystemExit(f"{name}: numba and NumPy makespans differ")
-            jax_time, out = _seconds(schedule_batch, problems, name, shape=shape)
+            jax_time, out = _seconds(schedule_batch, problems, name, shape=shape, devices=mesh)
             got = np.asarray(padded_makespan(batch, out))[: args.sample]
             if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
                 raise SystemExit(f"{name}: JAX and NumPy makespans differ")
