@@ -405,7 +405,7 @@ def plan_batch(
         position.astype(np.int32),
         order.astype(np.int32),
         pin.astype(np.int32),
-        (oct_table if config.selection == "eft_oct" else np.zeros(graph.comp.shape)).astype(dtype),
+        oct_table.astype(dtype) if config.selection == "eft_oct" else np.zeros(graph.comp.shape, dtype),
         draw.astype(np.int32),
     )
 
