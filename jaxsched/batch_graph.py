@@ -4,9 +4,9 @@
 task count; padded tasks have no edges) and concatenates every problem's edges. On it, the DAG
 quantities of `jaxsched.heft` and `jaxsched.priorities` are computed for every problem at once, with
 the same float64 operations as the per-problem forms, so the values are equal: upward and downward
-ranks, the optimistic cost table and the ready-list visit order (`jaxsched.listsched.ready_list_order`)
-by the compiled walks of `jaxsched.batch_sweeps`; CPOP's critical-path pins and priority positions by
-vectorised NumPy steps.
+ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list visit order
+(`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.batch_sweeps`, priority
+positions by one stable sort.
 """
 
 from __future__ import annotations

@@ -3,16 +3,18 @@
 `list_schedule_padded(problem, plan, config)` is one `lax.scan`; each step picks a task and a processor
 by `config` exactly as the NumPy reference does (same priority positions and pins from the
 host-computed `ListPlan`, same tie-breaks), and places it with the placement rule of
-`jaxsched.timeline` (the gap search of `jaxsched.kernels`) or after the processor's last task. Static
-selections visit tasks in the plan's order and score one task on every processor [P]; their scan runs
-over a predecessor stream (`jaxsched.pull_stream`: a few of the task's inputs per micro-step, the last
-one placing it), so they need only the problem's costs (`PaddedCosts`). Dynamic selections take T
-steps, each scoring every ready task on every processor [T, P] and releasing the placed task's
-successors through one dense row. Steps after the last real task change nothing.
+`jaxsched.timeline` (each processor's idle gaps, `jaxsched.kernels.occupy_gaps`) or after the
+processor's last task. Static selections visit tasks in the plan's order and score one task on every
+processor [P]; their scan runs over a predecessor stream (`jaxsched.pull_stream`: a few of the task's
+inputs per micro-step, the last one placing it), so they need only the problem's costs (`PaddedCosts`).
+Dynamic selections take T steps, each scoring every ready task on every processor [T, P] and releasing
+the placed task's successors through one dense row built from the edges (`PaddedEdges`). Steps after
+the last real task change nothing. `heft_padded` / `heft_batch` are the HEFT preset on a `PaddedProblem`.
 
 With integer costs (or under x64) the schedules equal the NumPy reference exactly (see
 `jaxsched.batch` for the float32 contract). `schedule_batch(problems, name)` pads, plans and runs a
-named scheduler over a whole batch in one call (one compilation per padded shape and config).
+named scheduler over a whole batch in one call across every device (one compilation per padded shape,
+config and device count).
 """
 
 from __future__ import annotations
