@@ -15,7 +15,6 @@ import numba
 import numpy as np
 
 _jit = numba.njit(cache=True, nogil=True)
-_inline = numba.njit(cache=True, nogil=True, inline="always")  # no call (and array refcounts) per use
 
 
 @_jit
@@ -116,38 +115,6 @@ def critical_path_pins(on_path, position, out_ptr, out_dst, in_degree, comp, pro
     return pin
 
 
-@_inline
-def _push(heap, size, value):
-    """Adds `value` to the binary min-heap `heap[:size]`; returns the new size."""
-    i = size
-    heap[i] = value
-    while i > 0 and heap[(i - 1) // 2] > heap[i]:
-        parent = (i - 1) // 2
-        heap[i], heap[parent] = heap[parent], heap[i]
-        i = parent
-    return size + 1
-
-
-@_inline
-def _pop(heap, size):
-    """Removes the least value of the binary min-heap `heap[:size]`; returns it (the new size is size - 1)."""
-    least = heap[0]
-    size -= 1
-    heap[0] = heap[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[i] <= heap[child]:
-            break
-        heap[i], heap[child] = heap[child], heap[i]
-        i = child
-    return least
-
-
 @_jit
 def ready_list_orders(position, out_ptr, out_dst, in_degree):
     """[B, T] the order in which a list scheduler taking the ready task of lowest `position` [B, T] (a
@@ -156,7 +123,7 @@ def ready_list_orders(position, out_ptr, out_dst, in_degree):
     size, num_tasks = position.shape
     order = np.empty((size, num_tasks), np.int64)
     waiting = in_degree.copy()
-    heap = np.empty(num_tasks, np.int64)  # positions of the ready tasks
+    ready = np.empty(num_tasks, np.int64)
     task_at = np.empty(num_tasks, np.int64)
     for b in range(size):
         base = b * num_tasks
@@ -168,18 +135,25 @@ def ready_list_orders(position, out_ptr, out_dst, in_degree):
             for t in range(num_tasks):
                 order[b, position[b, t]] = t
             continue
-        count = 0
+        count = 0  # ready[:count]: the ready tasks' positions, unsorted (few at a time: a scan finds the least)
         for t in range(num_tasks):
             task_at[position[b, t]] = t
             if waiting[base + t] == 0:
-                count = _push(heap, count, position[b, t])
+                ready[count] = position[b, t]
+                count += 1
         for step in range(num_tasks):
-            task = task_at[_pop(heap, count)]
+            least = 0
+            for i in range(1, count):
+                if ready[i] < ready[least]:
+                    least = i
+            task = task_at[ready[least]]
             count -= 1
+            ready[least] = ready[count]
             order[b, step] = task
             for k in range(out_ptr[base + task], out_ptr[base + task + 1]):
                 successor = out_dst[k]
                 waiting[successor] -= 1
                 if waiting[successor] == 0:
-                    count = _push(heap, count, position[b, successor - base])
+                    ready[count] = position[b, successor - base]
+                    count += 1
     return order
