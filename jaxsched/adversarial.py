@@ -155,8 +155,9 @@ def _search(key: jax.Array, config: SearchConfig, mesh: Mesh) -> Chain:
     # chains padded to a multiple of the device count with copies of the last one (dropped at the end); every
     # chain's keys are drawn for the real chains only, so the results do not depend on the device count
     rows = jnp.minimum(jnp.arange(padded_batch_size(count, mesh)), count - 1)
+    chain_pairs = pairs[rows]
     k_init, k_steps = jax.random.split(key)
-    chains = jax.vmap(_init_chain, in_axes=(0, 0, None))(jax.random.split(k_init, count)[rows], pairs[rows], config)
+    chains = jax.vmap(_init_chain, in_axes=(0, 0, None))(jax.random.split(k_init, count)[rows], chain_pairs, config)
     chains = constrain_batch(chains, mesh)
     decay = (config.temperature_end / config.temperature_start) ** (1.0 / max(config.steps - 1, 1))
     temperatures = config.temperature_start * decay ** jnp.arange(config.steps, dtype=chains.ratio.dtype)
@@ -164,7 +165,7 @@ def _search(key: jax.Array, config: SearchConfig, mesh: Mesh) -> Chain:
     def step(chains, x):
         step_key, temperature = x
         keys = jax.random.split(step_key, count)[rows]
-        chains = jax.vmap(_anneal_step, in_axes=(0, 0, 0, None, None))(chains, keys, pairs[rows], temperature, config)
+        chains = jax.vmap(_anneal_step, in_axes=(0, 0, 0, None, None))(chains, keys, chain_pairs, temperature, config)
         return constrain_batch(chains, mesh), None
 
     chains, _ = jax.lax.scan(step, chains, (jax.random.split(k_steps, config.steps), temperatures))

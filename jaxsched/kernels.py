@@ -107,8 +107,8 @@ def occupy_gaps(gap_start, gap_end, avail, start, finish, min_length):
     `earliest_start_in_gaps`, becomes busy (finish > start), as `jaxsched.timeline.Timelines.occupy`:
     the gap holding it gives way to the idle time left on each side, or, after the last task, the idle
     time before it becomes the last gap; an idle interval is kept only where a task of `min_length`
-    fits (its end `avail` moves to `finish` after the last task: the caller's). `overflow`: a kept gap fell
-    off the end of the rows [G]."""
+    fits. Moving `avail` to `finish` is left to the caller. `overflow`: a kept gap fell off the end of
+    the rows [G]."""
     num_gaps = gap_start.shape[-1]
     slot = jnp.arange(num_gaps, dtype=jnp.int32)
     used = jnp.sum(jnp.isfinite(gap_start), dtype=jnp.int32)
