@@ -5,6 +5,7 @@
     python benchmarks/jax_env.py --floor --models resnet18,bert   # and the floor a faster matching cannot pass
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
     python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
+    python benchmarks/jax_env.py --full-table --models resnet18,bert   # and JaxEnv with TASO's whole table
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
@@ -18,8 +19,10 @@ program, so a group's state stays in the CPU's caches. With `--floor`, also the 
 `JaxEnv` whose only rule (SplitOfSplit) matches nowhere, so every step is the NO-OP with nothing to match or build;
 the state, cost, observation, commit of an empty edit and reset are all still paid. No faster matching can take a
 step below it. Env: one environment
-stepped on the host for `--host-seconds`, half before and half after the jitted runs. Prints a markdown
-table (and `--json` writes the numbers).
+stepped on the host for `--host-seconds`, half before and half after the jitted runs. With `--full-table`, also
+`JaxEnv` with `TASO_RULES` (the hand rules and TASO's data rules, `jaxgraph.jax_patterns`), timed alternately with
+the hand rules' environment (two rounds each), its steps/s divided by theirs. Prints a markdown table (and `--json`
+writes the numbers).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from jaxgraph import MODELS, Env, Roofline
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.jax_rules import JAX_RULES
+from jaxgraph.patterns import taso_rules
 from jaxsched.common.machine import machine_description
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
@@ -185,6 +189,8 @@ def main() -> None:
                         help="also time the environments as groups of this many, one group after another (lax.map)")
     parser.add_argument("--floor", action="store_true",
                         help="also time the floor of a step: the NO-OP with nothing to match or build (`floor_env`)")
+    parser.add_argument("--full-table", action="store_true",
+                        help="also time JaxEnv with TASO_RULES (hand rules and TASO's data rules) against JAX_RULES")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -213,9 +219,12 @@ def main() -> None:
         return
     chunked = f" | JaxEnv steps/s, {args.num_envs // args.chunk} groups of {args.chunk} | ratio" if args.chunk else ""
     floored = " | floor steps/s | ratio | floor steps/s, no observation | ratio" if args.floor else ""
+    full = (" | full table: xfers (matched) | steps/s | compile s | over the hand rules' steps/s (same rounds)"
+            if args.full_table else "")
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
-          f"no observation | ratio{chunked}{floored} |")
-    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk) + "---|---|---|---|" * args.floor)
+          f"no observation | ratio{chunked}{floored}{full} |")
+    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk) + "---|---|---|---|" * args.floor
+          + "---|---|---|---|" * args.full_table)
     rows = []
     for name in names:
         graph = MODELS[name]()
@@ -233,13 +242,27 @@ def main() -> None:
             parser.exit(2, f"jax_env: {name}: {error}\n")
         floors = [jax_steps_per_second(floor, args.num_envs, args.steps, args.repeats, observe)[0]
                   for observe in (True, False)] if floor else [None, None]
+        if args.full_table:
+            table = JaxEnv(graph, max_locations=args.max_locations, cost_model=models[0], rules=taso_rules())
+            matched = len(JAX_RULES) + sum(len(rows) for _, _, rows in table.data_rules.groups)
+            rounds = [[jax_steps_per_second(e, args.num_envs, args.steps, args.repeats, True) for e in (env, table)]
+                      for _ in range(2)]  # alternated, so a change of load weighs on both
+            full_rate = float(np.mean([r[1][0] for r in rounds]))
+            full_ratio = full_rate / float(np.mean([r[0][0] for r in rounds]))
+            full_compile = rounds[0][1][1]
         host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare,
                          jax_grouped_steps_per_s=grouped, floor_steps_per_s=floors[0],
                          floor_state_only_steps_per_s=floors[1]))
+        if args.full_table:
+            rows[-1].update(full_table_xfers=table.num_xfers, full_table_matched=matched,
+                            full_table_steps_per_s=full_rate, full_table_compile_s=full_compile,
+                            full_table_over_hand=full_ratio)
         extra = f" {grouped:,.0f} | {grouped / host:.1f}x |" if args.chunk else ""
         extra += "".join(f" {rate:,.0f} | {rate / host:.1f}x |" for rate in floors) if args.floor else ""
+        extra += (f" {table.num_xfers} ({matched}) | {full_rate:,.0f} | {full_compile:.0f} | {full_ratio:.2f}x |"
+                  if args.full_table else "")
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "
               f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |{extra}", flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.1f}; {args.num_envs} environments x {args.steps} steps, "

@@ -70,11 +70,11 @@ class EditBuilder:
         returns its input code."""
         return self.add_outputs(op, inputs, attrs, shape[None], jnp.reshape(rank, (1,)), 1, count, present, indices)
 
-    def add_outputs(self, op: str, inputs: Sequence[jax.Array], attrs: jax.Array, shapes: jax.Array,
+    def add_outputs(self, op: str | jax.Array, inputs: Sequence[jax.Array], attrs: jax.Array, shapes: jax.Array,
                     ranks: jax.Array, num_outputs: jax.Array | int, count: jax.Array | int | None = None,
                     present: jax.Array | bool = True, indices: Sequence[jax.Array] | None = None) -> jax.Array:
         """`add` for a node with `num_outputs` outputs (traced, at most O), of shapes `shapes` [<= O, R] and
-        ranks `ranks` [<= O]; returns its input code."""
+        ranks `ranks` [<= O]; returns its input code. `op` is an op name or a traced op id."""
         g = self.g
         width = g.shapes.shape[1]
         count = len(inputs) if count is None else count
@@ -89,7 +89,8 @@ class EditBuilder:
         outputs = jnp.arange(width) < num_outputs
         shape_rows = jnp.ones((width, g.shapes.shape[2]), jnp.int32).at[:shapes.shape[0]].set(shapes)
         rank_row = jnp.zeros(width, jnp.int32).at[:ranks.shape[0]].set(ranks)
-        self.nodes.append((OP_ID[op], attrs, row, index_row, jnp.asarray(count, jnp.int32),
+        op_id = OP_ID[op] if isinstance(op, str) else op
+        self.nodes.append((op_id, attrs, row, index_row, jnp.asarray(count, jnp.int32),
                            jnp.where(outputs[:, None], shape_rows, 1), jnp.where(outputs, rank_row, 0), constant,
                            jnp.asarray(present), jnp.asarray(num_outputs, jnp.int32)))
         return jnp.int32(-len(self.nodes))
@@ -126,6 +127,7 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
     keep = g.alive & ~jnp.zeros(capacity, bool).at[edit.removed].set(True, mode="drop")
     before, g = g, clear_slots(g, ~keep)
     slots, written = [], []
+    fresh = jnp.zeros(capacity, bool)  # written by this edit: shared even when made `_ALTERED` (Env's salted id)
     for j in range(edit.op.shape[0]):  # static: MAX_NEW_NODES
         codes, used = edit.inputs[j], positions < edit.count[j]
         if slots:
@@ -133,14 +135,14 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
             codes = jnp.where(codes < 0, made[jnp.clip(-1 - codes, 0, j - 1)], codes)
         index = jnp.where(used, edit.input_index[j], 0)
 
-        def identical(g, codes=codes, index=index, used=used, j=j):
-            return (g.alive & (g.origin == _MADE) & (g.op == edit.op[j])
+        def identical(g, shareable, codes=codes, index=index, used=used, j=j):
+            return (g.alive & shareable & (g.op == edit.op[j])
                     & (g.attrs == edit.attrs[j][None, :]).all(axis=1) & (g.num_inputs == edit.count[j])
                     & (((g.inputs == codes[None, :]) & (g.input_index == index[None, :])) | ~used[None, :]).all(axis=1))
 
-        same = identical(g)
+        same = identical(g, (g.origin == _MADE) | fresh)
         shared = same.any()
-        collides = (identical(before) & ~keep).any()
+        collides = (identical(before, before.origin == _MADE) & ~keep).any()
         slots.append(jnp.where(shared, jnp.argmax(same), jnp.argmin(g.alive)).astype(jnp.int32))
         target = jnp.where(edit.present[j] & ~shared, slots[-1], capacity)  # absent or shared: not written
         written.append(target)
@@ -153,6 +155,7 @@ def apply_edit(g: GraphState, edit: Edit) -> tuple[GraphState, jax.Array]:
                        shapes=put(g.shapes, edit.shapes[j]), rank=put(g.rank, edit.ranks[j]),
                        num_outputs=put(g.num_outputs, edit.num_outputs[j]), constant=put(g.constant, edit.constant[j]),
                        origin=put(g.origin, jnp.where(collides, _ALTERED, _MADE)))
+        fresh = put(fresh, True)
     made = jnp.stack(slots)
     target = jnp.where(edit.new[:, 0] < 0, made[jnp.clip(-1 - edit.new[:, 0], 0, len(slots) - 1)], edit.new[:, 0])
     target_index = edit.new[:, 1]

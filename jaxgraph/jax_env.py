@@ -54,8 +54,10 @@ from jaxgraph.jax_graph import (
     slot_view,
     tensors,
 )
+from jaxgraph.jax_patterns import PatternTable
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
+from jaxgraph.patterns import FAMILY as DATA_FAMILY
 from jaxgraph.rules import Rule
 from jaxgraph.timestep import StepType, TimeStep
 from jaxsched.common.arguments import integer, number
@@ -138,6 +140,12 @@ def _max_siblings(graph: Graph) -> int:
     return max(readers.values(), default=1)
 
 
+def _max_readers(graph: Graph) -> int:
+    """The most distinct nodes that read one tensor (the candidates of a data rule's consumer or external step)."""
+    readers = Counter(ref for node in graph.nodes.values() for ref in set(node.inputs))
+    return max(readers.values(), default=1)
+
+
 class JaxEnv:
     """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`, both
     returning `(EnvState, TimeStep)`.
@@ -146,7 +154,12 @@ class JaxEnv:
     Q, xfers X, locations L, location size M), taken over every graph of `graphs` (one `Graph` or a sequence);
     the instances live in `EnvParams` (`self.params(graphs)`, default all of `self.instances`): any graphs that
     fit the same sizes. A graph over the capacities raises `ValueError`.
-    `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`);
+    `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`) or be data rules
+    (`jaxgraph.patterns`: `TASO_RULES` is both), matched by `jaxgraph.jax_patterns.PatternTable`. A data rule that
+    needs an op the instances can never come to hold is pruned (it costs nothing; `encode` refuses graphs with other
+    ops), and its consumer and external steps see the first `max_readers` readers of a tensor (default: 4 or the
+    most distinct readers of one tensor in the instances, if more; `encode` refuses a graph over it) and of their
+    candidates that meet the source's ops, constraints and reads, the first `max_locations` are checked for shapes;
     `cost_model` must be a `Roofline` (any of the backends taso, xla, onnxruntime; measured models raise
     `ValueError`). `fusion_passes` (static) is how many absorb passes a fused backend's cost runs: by default
     `backend.absorb_depth(graph) + 2`, so a few rewrites that lengthen a chain of fusions stay exact.
@@ -161,17 +174,15 @@ class JaxEnv:
     def __init__(self, graphs: Graph | Sequence[Graph], max_locations: int = 200, rules: Sequence[Rule] = JAX_RULES,
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
-                 invalid_penalty: float = 0.0, max_siblings: int | None = None,
+                 invalid_penalty: float = 0.0, max_siblings: int | None = None, max_readers: int | None = None,
                  root_capacity: dict[str, int] | None = None, fusion_passes: int | None = None) -> None:
         self.rules = tuple(rules)
         if not self.rules:
             raise ValueError("need at least one rule")
-        unsupported = sorted({r.family for r in self.rules} - set(JAX_RULE_FAMILIES))
+        unsupported = sorted({r.family for r in self.rules} - set(JAX_RULE_FAMILIES) - {DATA_FAMILY})
         if unsupported:
-            data = " (TasoPattern: TASO's data rules, jaxgraph.patterns, run on the host Env only)" if (
-                "TasoPattern" in unsupported) else ""
-            raise ValueError(f"rule families {unsupported} have no JAX implementation{data}; supported: "
-                             f"{sorted(JAX_RULE_FAMILIES)}")
+            raise ValueError(f"rule families {unsupported} have no JAX implementation; supported: "
+                             f"{sorted(JAX_RULE_FAMILIES)} and {DATA_FAMILY} (data rules)")
         model = cost_model or DEFAULT_COST_MODEL
         if not isinstance(model, Roofline) or model.backend not in BACKENDS.values():
             raise ValueError(f"JaxEnv computes the analytic Roofline cost of the backends {sorted(BACKENDS)}, got "
@@ -205,20 +216,37 @@ class JaxEnv:
         self.num_outputs = len(self.instances[0].outputs)
         self.float_values: list[float] = []
         self._growth = np.array([(r.max_node_growth, r.max_edge_growth) for r in self.rules], np.int32)
-        # rules grouped by family: one match (vmapped over the family's parameters) and one build per family
-        self._families = tuple(dict.fromkeys(r.family for r in self.rules))
-        self._family_of = np.array([self._families.index(r.family) for r in self.rules], np.int32)
-        grouped = [[x for x, r in enumerate(self.rules) if r.family == f] for f in self._families]
+        # hand rules grouped by family: one match (vmapped over the family's parameters) and one build per family
+        hand = [x for x, r in enumerate(self.rules) if r.family != DATA_FAMILY]
+        data = [x for x, r in enumerate(self.rules) if r.family == DATA_FAMILY]
+        self._families = tuple(dict.fromkeys(self.rules[x].family for x in hand))
+        grouped = [[x for x in hand if self.rules[x].family == f] for f in self._families]
         self._variant_params = [
             {key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
              for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
         self._variant_counts = [len(xfers) for xfers in grouped]
-        position = [x for xfers in grouped for x in xfers]
+        # a data rule's family index is len(self._families) (one generic build) and its row in the table `_data_row`
+        self._family_of = np.array([len(self._families) if x in data else self._families.index(r.family)
+                                    for x, r in enumerate(self.rules)], np.int32)
+        self._data_row = np.zeros(len(self.rules), np.int32)
+        self._data_row[data] = np.arange(len(data))
+        makes = [(frozenset({JAX_RULE_FAMILIES[f].root}), frozenset(JAX_RULE_FAMILIES[f].makes))
+                 for f in self._families]
+        self.data_rules = PatternTable([self.rules[x].pattern for x in data], {n.op for n in nodes}, makes) if (
+            data) else None
+        if data and self.max_location_size < self.data_rules.size:
+            raise ValueError(f"max_location_size={self.max_location_size} cannot hold the data rules' locations of "
+                             f"{self.data_rules.size} nodes")
+        self.max_readers = (max(4, max(_max_readers(g) for g in self.instances)) if max_readers is None
+                            else integer("max_readers", max_readers, 1))
+        position = [x for xfers in grouped for x in xfers] + data
         self._xfer_rows = np.array([position.index(x) for x in range(len(self.rules))], np.int32)
-        # root lists: one per root op of the rules' families, each with its static length N_op
-        self._roots = tuple(dict.fromkeys(JAX_RULE_FAMILIES[f].root for f in self._families))
-        growth = {op: max([dict(JAX_RULE_FAMILIES[f].growth).get(op, 0) for f in self._families])
-                  for op in self._roots}
+        # root lists: one per root op of the rules, each with its static length N_op
+        self._roots = tuple(dict.fromkeys([JAX_RULE_FAMILIES[f].root for f in self._families]
+                                          + list(self.data_rules.roots if data else ())))
+        growths = [dict(JAX_RULE_FAMILIES[r.family].growth) if x not in data else
+                   self.data_rules.growth(int(self._data_row[x])) for x, r in enumerate(self.rules)]
+        growth = {op: max(g.get(op, 0) for g in growths) for op in self._roots}
         self.root_capacity = {op: 1 for op in self._roots}
         for g in self.instances:
             counts = Counter(node.op for node in g.nodes.values())
@@ -226,13 +254,14 @@ class JaxEnv:
             for op in self._roots:
                 self.root_capacity[op] = max(self.root_capacity[op], min(self.node_capacity,
                                                                          counts[op] + growth[op] * consumed))
-        unknown = sorted(set(root_capacity or {}) - set(self._roots))
+        unknown = sorted(set(root_capacity or {}) - {r.root_op for r in self.rules})
         if unknown:
             raise ValueError(f"root_capacity names ops {unknown} that root none of the rules; roots: {self._roots}")
         for op, size in (root_capacity or {}).items():
-            self.root_capacity[op] = integer(f"root_capacity[{op!r}]", size, 1)
-        self._root_growth = np.array([[dict(JAX_RULE_FAMILIES[r.family].growth).get(op, 0) for op in self._roots]
-                                      for r in self.rules], np.int32)
+            size = integer(f"root_capacity[{op!r}]", size, 1)
+            if op in self.root_capacity:  # not the root of pruned data rules only
+                self.root_capacity[op] = size
+        self._root_growth = np.array([[g.get(op, 0) for op in self._roots] for g in growths], np.int32)
 
     @property
     def num_xfers(self) -> int:
@@ -256,6 +285,14 @@ class JaxEnv:
         if _max_siblings(graph) > self.max_siblings:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")
+        if self.data_rules is not None:
+            if _max_readers(graph) > self.max_readers:
+                raise ValueError(f"a tensor of the graph is read by {_max_readers(graph)} nodes, more than "
+                                 f"max_readers={self.max_readers}")
+            foreign = sorted({node.op for node in graph.nodes.values()} - self.data_rules.reachable)
+            if foreign:
+                raise ValueError(f"the graph holds ops {foreign} that the environment's instances cannot come to "
+                                 "hold, so data rules that read them were pruned: build the JaxEnv with this graph")
         counts = Counter(node.op for node in graph.nodes.values())
         over = {op: counts[op] for op, size in self.root_capacity.items() if counts[op] > size}
         if over:
@@ -453,6 +490,10 @@ class JaxEnv:
             found, rows = jax.vmap(match, axis_size=count)(variants)
             masks.append(found)
             members.append(rows)
+        if self.data_rules is not None:
+            found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m)
+            masks.append(found)
+            members.append(rows)
         order = jnp.asarray(self._xfer_rows)
         location_mask, location_nodes = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
         free_nodes = capacity - g.alive.sum()
@@ -505,6 +546,9 @@ class JaxEnv:
         valid = in_range & state.xfer_mask[safe_xfer] & state.location_mask[safe_xfer, safe_location]
         location = state.location_nodes[safe_xfer, safe_location]
         branches = [JAX_RULE_FAMILIES[family].build for family in self._families]
+        if self.data_rules is not None:
+            row = jnp.asarray(self._data_row)[safe_xfer]
+            branches.append(lambda g, location: self.data_rules.build(g, location, row))
         family = jnp.asarray(self._family_of)[safe_xfer]
         edit = jax.lax.switch(family, branches, state.graph, location)
         # an invalid action commits an empty edit (cheaper than selecting between two whole graphs)

@@ -29,6 +29,7 @@ from jaxgraph.jax_graph import (
     SlotView,
     first_true,
     last_dim,
+    op_in,
     per_channel,
     same_shape,
     tensors,
@@ -252,13 +253,17 @@ def _build_concat_of_relus(g, loc):
 def sibling_table(g: GraphState, roots: jax.Array, width: int) -> jax.Array:
     """[N, S] for every slot of `roots` [N] (one op, increasing, padded with C), the slots among `roots` (in
     increasing order, padded with C) of the nodes reading the same tensor as its input 0, also as input 0, itself
-    excluded: the candidate partners of a sibling-pair rule rooted there. S = `width` >= the most input-0 readers
-    of one tensor (`JaxEnv.encode` checks the instance)."""
+    excluded, both with leaf weights where the tensor is constant (`rules._siblings`): the candidate partners of a
+    sibling-pair rule rooted there. S = `width` >= the most input-0 readers of one tensor (`JaxEnv.encode` checks the
+    instance)."""
     capacity = g.op.shape[0]
     r = jnp.minimum(roots, capacity - 1)
     reads = (roots < capacity) & (g.num_inputs[r] >= 1)
     tensor = g.inputs[r, 0] * g.shapes.shape[1] + g.input_index[r, 0]
-    same = (tensor[:, None] == tensor[None, :]) & reads[:, None] & reads[None, :] & ~jnp.eye(len(roots), dtype=bool)
+    leaf = op_in(g, ("input", "weight"), jnp.minimum(g.inputs[r], capacity - 1)) | ~g.live_inputs[r]
+    safe = ~g.constant[jnp.minimum(g.inputs[r, 0], capacity - 1)] | leaf[:, 1:].all(axis=1)
+    same = ((tensor[:, None] == tensor[None, :]) & reads[:, None] & reads[None, :] & ~jnp.eye(len(roots), dtype=bool)
+            & safe[:, None] & safe[None, :])
     index = first_true(same, width)
     return jnp.concatenate([roots, jnp.full(1, capacity, roots.dtype)])[index]
 
@@ -327,7 +332,8 @@ def _bias_add(g: GraphState, v: SlotView) -> tuple[jax.Array, jax.Array]:
     bias, bias_index = g.inputs.reshape(-1)[other], g.input_index.reshape(-1)[other]
     safe = jnp.minimum(bias, capacity - 1)
     last = last_dim(v.shape[consumer], v.rank[consumer])
-    ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe]
+    leaf_bias = ~g.constant | op_in(g, ("input", "weight"), safe)  # `rules._bias_add`: a leaf bias of constants
+    ok = (v.sole & (g.op[consumer] == OP_ID["add"]) & (g.num_inputs[consumer] == 2) & g.constant[safe] & leaf_bias
           & same_shape(v, consumer, jnp.arange(capacity))
           & (tensors(g.rank, safe, bias_index) == 1) & (tensors(g.shapes[:, :, 0], safe, bias_index) == last))
     return ok, consumer
@@ -522,27 +528,30 @@ class JaxRule(NamedTuple):
     root: str  # the op of every location's first node: the family is matched only at slots holding it
     match: Callable  # (GraphState, SlotView, root slots [N], **params as int32 scalars) -> ([N] bool, [partners [N]])
     build: Callable  # (GraphState, location [M]) -> Edit; the same for every parameter of the family
+    makes: tuple[str, ...]  # the ops of the nodes its rewrite adds
     pairs: bool = False  # sibling pairs: match also takes the [N, S] sibling table and returns [N, S] masks
     growth: tuple[tuple[str, int], ...] = ()  # ops of which one rewrite can leave more nodes than it found
 
 
 JAX_RULE_FAMILIES: dict[str, JaxRule] = {
-    "FuseConvRelu": JaxRule("relu", _match_conv_relu, _build_conv_relu),
-    "FuseConvBatchNorm": JaxRule("batchnorm", _match_conv_batchnorm, _build_conv_batchnorm),
-    "FuseConvMul": JaxRule("mul", _match_conv_mul, _build_conv_mul, growth=(("mul", 1),)),
-    "AssociateMatmul": JaxRule("matmul", _match_associate_matmul, _build_associate_matmul),
-    "FoldConvBias": JaxRule("add", _match_fold_conv_bias, _build_fold_conv_bias),
-    "MergeGroupConvs": JaxRule("conv2d", _match_merge_group_convs, _build_merge_group_convs),
-    "ConcatOfRelus": JaxRule("concat", _match_concat_of_relus, _build_concat_of_relus),
-    "MergeMatmuls": JaxRule("matmul", _match_merge_matmuls, _build_merge_matmuls, pairs=True,
-                             growth=(("concat", 1), ("split", 1))),
-    "MergeLinears": JaxRule("matmul", _match_merge_linears, _build_merge_linears, pairs=True,
-                             growth=(("concat", 2), ("split", 1))),
-    "SplitOfSplit": JaxRule("split", _match_split_of_split, _build_split_of_split),
-    "SplitConcat": JaxRule("concat", _match_split_concat, _build_split_concat),
-    "MergeConvs": JaxRule("conv2d", _match_merge_convs, _build_merge_convs, pairs=True,
-                           growth=(("concat", 2), ("split", 1))),
+    "FuseConvRelu": JaxRule("relu", _match_conv_relu, _build_conv_relu, ("conv2d",)),
+    "FuseConvBatchNorm": JaxRule("batchnorm", _match_conv_batchnorm, _build_conv_batchnorm,
+                                 ("bn_fold_weight", "bn_fold_bias", "conv2d")),
+    "FuseConvMul": JaxRule("mul", _match_conv_mul, _build_conv_mul, ("reshape", "mul", "conv2d"), growth=(("mul", 1),)),
+    "AssociateMatmul": JaxRule("matmul", _match_associate_matmul, _build_associate_matmul, ("matmul",)),
+    "FoldConvBias": JaxRule("add", _match_fold_conv_bias, _build_fold_conv_bias, ("reshape", "add", "conv2d")),
+    "MergeGroupConvs": JaxRule("conv2d", _match_merge_group_convs, _build_merge_group_convs,
+                               ("merge_gconv", "conv2d")),
+    "ConcatOfRelus": JaxRule("concat", _match_concat_of_relus, _build_concat_of_relus, ("concat", "relu")),
+    "MergeMatmuls": JaxRule("matmul", _match_merge_matmuls, _build_merge_matmuls, ("concat", "matmul", "split"),
+                            pairs=True, growth=(("concat", 1), ("split", 1))),
+    "MergeLinears": JaxRule("matmul", _match_merge_linears, _build_merge_linears,
+                            ("concat", "matmul", "add", "split"), pairs=True, growth=(("concat", 2), ("split", 1))),
+    "SplitOfSplit": JaxRule("split", _match_split_of_split, _build_split_of_split, ("split",)),
+    "SplitConcat": JaxRule("concat", _match_split_concat, _build_split_concat, ()),
+    "MergeConvs": JaxRule("conv2d", _match_merge_convs, _build_merge_convs, ("enlarge", "concat", "conv2d", "split"),
+                          pairs=True, growth=(("concat", 2), ("split", 1))),
     "MergeConvsIntoAdd": JaxRule("add", _match_merge_convs_into_add, _build_merge_convs_into_add,
-                                  growth=(("concat", 2),)),
+                                 ("concat", "add", "conv2d"), growth=(("concat", 2),)),
 }
 JAX_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.family in JAX_RULE_FAMILIES)

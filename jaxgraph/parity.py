@@ -10,7 +10,7 @@ environments give rewrite-made nodes different ids and slots.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +21,8 @@ from jaxgraph.cost import Roofline, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph, canonical_form, node_signatures
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.jax_rules import JAX_RULE_FAMILIES
+from jaxgraph.jax_rules import JAX_RULES
+from jaxgraph.rules import Rule
 
 
 class ParityReport(NamedTuple):
@@ -35,15 +36,15 @@ class ParityReport(NamedTuple):
 
 
 def fitting_env(graphs: list[Graph], backend: Backend, node_capacity: int | None = None,
-                edge_capacity: int | None = None, max_locations: int = 32) -> JaxEnv:
-    """One `JaxEnv` every graph of `graphs` fits, so one compilation replays them all: node and edge capacities
-    twice the largest graph's (or the given ones: the largest graph's plus a few runs it at capacity), every root
-    list as long as the node capacity, room for the most readers of one tensor and the deepest fusions of
+                edge_capacity: int | None = None, max_locations: int = 32, rules: Sequence[Rule] = JAX_RULES) -> JaxEnv:
+    """One `JaxEnv` with `rules` that every graph of `graphs` fits, so one compilation replays them all: node and edge
+    capacities twice the largest graph's (or the given ones: the largest graph's plus a few runs it at capacity),
+    every root list as long as the node capacity, room for the most readers of one tensor and the deepest fusions of
     `backend`'s cost (a `Roofline`)."""
     node_capacity = node_capacity or 2 * max(len(g) for g in graphs)
-    roots = {family.root for family in JAX_RULE_FAMILIES.values()}
+    roots = {rule.root_op for rule in rules}
     return JaxEnv(graphs, max_locations=max_locations, node_capacity=node_capacity, edge_capacity=edge_capacity,
-                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend))
+                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend), rules=rules)
 
 
 def _close(a: float, b: float, rel: float, absolute: float = 0.0) -> bool:

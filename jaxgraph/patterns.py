@@ -220,7 +220,7 @@ class CompiledPattern:
         edges = sum(len(o.inputs) for o in dst) - sum(len(o.inputs) for o in src)
         growth = (max(0, len(dst) - len(src)), max(0, edges))
         return Rule(FAMILY, (("xfer", self.pattern.xfer),), src[self.root].op, self.radius, (self.pattern.xfer,),
-                    *growth, self.match_at, self.build)
+                    *growth, self.match_at, self.build, self.pattern)
 
 
 def _adjacency(pattern: Pattern) -> dict[tuple[str, int], set[tuple[str, int]]]:

@@ -35,7 +35,8 @@ class Rule:
     """A pattern and its replacement: facts about the pattern, TASO ids, growth bounds, `match_at`, `build`.
 
     `family` and `params` name the rule (`name` reads like a constructor call, e.g.
-    `FuseConvRelu(stride=1, padding='SAME')`); `match_at` and `build` already have the params bound.
+    `FuseConvRelu(stride=1, padding='SAME')`); `match_at` and `build` already have the params bound. A build
+    removes the nodes it replaces before it adds any, so a new node never shares (`Patch.add`) one that goes.
     """
 
     family: str
@@ -47,6 +48,7 @@ class Rule:
     max_edge_growth: int
     match_at: Matcher = field(compare=False, repr=False)  # every location rooted at a node of `root_op`
     build: Builder = field(compare=False, repr=False)  # write the replacement of a location into a patch
+    pattern: Any = field(default=None, compare=False, repr=False)  # a data rule's `pattern_data.Pattern`
 
     @property
     def name(self) -> str:
@@ -120,12 +122,22 @@ def _constant_inputs(graph: Graph, node: Node, start: int) -> bool:
 def _siblings(graph: Graph, root: int) -> Iterator[tuple[Node, int, Node]]:
     """Nodes of the root's op reading the root's first input tensor as their first input, the root excepted.
     Each pair comes in both orders (TASO matches both mappings of a two-op pattern): which node's weights come
-    first is then the agent's choice, never a tie broken by node ids, which a rewrite makes as content hashes."""
+    first is then the agent's choice, never a tie broken by node ids, which a rewrite makes as content hashes.
+    Where that tensor is constant, so are both nodes, and a constant weight of one could be computed from the other
+    (their merge would then close a cycle): the weights must be leaves there (`_leaf_inputs`)."""
     node = graph.nodes[root]
+    shared_constant = graph.nodes[node.inputs[0].node].constant
     for use in graph.uses(node.inputs[0].node):
         other = graph.nodes[use.node]
-        if use.node != root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]:
+        if (use.node != root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]
+                and not (shared_constant and not (_leaf_inputs(graph, node.inputs[1:])
+                                                  and _leaf_inputs(graph, other.inputs[1:])))):
             yield node, use.node, other
+
+
+def _leaf_inputs(graph: Graph, refs) -> bool:
+    """Every tensor of `refs` is a graph input or a weight."""
+    return all(graph.nodes[r.node].op in ("input", "weight") for r in refs)
 
 
 _PADDINGS = ("SAME", "VALID")
@@ -159,9 +171,9 @@ def _match_conv_relu(graph, root, *, stride, padding):
 def _build_conv_relu(patch, location, **_):
     relu, conv_id = location
     conv = patch.node(conv_id)
+    patch.remove(relu, conv_id)
     fused = patch.add("conv2d", conv.inputs, **{**conv.attrs, "activation": "relu"})
     patch.replace(Ref(relu), fused)
-    patch.remove(relu, conv_id)
 
 
 def _match_conv_batchnorm(graph, root, *, stride, padding):
@@ -179,10 +191,10 @@ def _build_conv_batchnorm(patch, location, **_):
     x, w, *bias = conv.inputs
     scale, shift, mean, var = bn.inputs[1:]
     eps = bn.attrs["eps"]
+    patch.remove(bn_id, conv_id)
     weight = patch.add("bn_fold_weight", [w, scale, var], eps=eps)
     folded_bias = patch.add("bn_fold_bias", [scale, shift, mean, var, *bias], eps=eps)
     patch.replace(Ref(bn_id), patch.add("conv2d", [x, weight, folded_bias], **conv.attrs))
-    patch.remove(bn_id, conv_id)
 
 
 def _match_conv_mul(graph, root, *, stride, padding):
@@ -204,11 +216,11 @@ def _build_conv_mul(patch, location, **_):
     factor = mul.inputs[1] if mul.inputs[0].node == conv_id else mul.inputs[0]
     count = math.prod(patch.shape(factor))  # 1 or the number of output channels
     x, w, *bias = conv.inputs
+    patch.remove(mul_id, conv_id)
     inputs = [x, patch.add("mul", [w, patch.add("reshape", [factor], shape=(count, 1, 1, 1))])]
     if bias:
         inputs.append(patch.add("mul", [bias[0], patch.add("reshape", [factor], shape=(count,))]))
     patch.replace(Ref(mul_id), patch.add("conv2d", inputs, **conv.attrs))
-    patch.remove(mul_id, conv_id)
 
 
 def fuse_conv_relu(stride: int, padding: str) -> Rule:
@@ -247,6 +259,7 @@ def _merge_siblings(patch: Patch, location: Location, op: str, axis: int, weight
     on `axis` (and their biases, if any, on axis 0), followed by a split of its output on the last axis
     for matmul and the channel axis for conv2d."""
     nodes = [patch.node(i) for i in location]
+    patch.remove(*location)
     inputs = [nodes[0].inputs[0], patch.add("concat", weights, axis=axis)]
     if len(nodes[0].inputs) == 3:
         inputs.append(patch.add("concat", [n.inputs[2] for n in nodes], axis=0))
@@ -255,7 +268,6 @@ def _merge_siblings(patch: Patch, location: Location, op: str, axis: int, weight
     parts = patch.add_outputs("split", [merged], axis=out_axis, sizes=tuple(n.shape[out_axis] for n in nodes))
     for node_id, part in zip(location, parts):
         patch.replace(Ref(node_id), part)
-    patch.remove(*location)
 
 
 def _match_merge_convs(graph, root, *, activation, enlarge):
@@ -311,9 +323,9 @@ def _build_merge_group_convs(patch, location, **_):
     conv = patch.node(conv_id)
     groups = conv.attrs["groups"]
     x, w, *bias = conv.inputs
+    patch.remove(conv_id)
     merged = patch.add("merge_gconv", [w], groups=groups, count=2)
     patch.replace(Ref(conv_id), patch.add("conv2d", [x, merged, *bias], **{**conv.attrs, "groups": groups // 2}))
-    patch.remove(conv_id)
 
 
 def merge_group_convs(stride: int, activation: str) -> Rule:
@@ -339,12 +351,12 @@ def _match_merge_convs_into_add(graph, root):
 def _build_merge_convs_into_add(patch, location):
     add_id, a_id, b_id = location
     a, b = patch.node(a_id), patch.node(b_id)
+    patch.remove(add_id, a_id, b_id)
     inputs = [patch.add("concat", [a.inputs[0], b.inputs[0]], axis=1),
               patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)]
     if len(a.inputs) == 3:
         inputs.append(patch.add("add", [a.inputs[2], b.inputs[2]]))
     patch.replace(Ref(add_id), patch.add("conv2d", inputs, **a.attrs))
-    patch.remove(add_id, a_id, b_id)
 
 
 def merge_convs_into_add() -> Rule:
@@ -389,9 +401,9 @@ def _match_associate_matmul(graph, root):
 def _build_associate_matmul(patch, location):
     outer_id, inner_id = location
     outer, inner = patch.node(outer_id), patch.node(inner_id)
+    patch.remove(outer_id, inner_id)
     product = patch.add("matmul", [inner.inputs[1], outer.inputs[1]])
     patch.replace(Ref(outer_id), patch.add("matmul", [inner.inputs[0], product], **outer.attrs))
-    patch.remove(outer_id, inner_id)
 
 
 def associate_matmul() -> Rule:
@@ -410,6 +422,8 @@ def _bias_add(graph: Graph, node_id: int) -> int | None:
     bias = add.inputs[1 - uses[0].input_index] if add.op == "add" else None
     if bias is None or not graph.nodes[bias.node].constant or add.shape != graph.nodes[node_id].shape:
         return None
+    if graph.nodes[node_id].constant and not _leaf_inputs(graph, [bias]):
+        return None  # a constant bias could be computed from a constant sibling: a leaf, as `_siblings` asks
     return uses[0].node if graph.shape(bias) == (add.shape[-1],) else None
 
 
@@ -430,13 +444,13 @@ def _build_merge_linears(patch, location):
     a_id, b_id, add_a, add_b = location
     a, b = patch.node(a_id), patch.node(b_id)
     biases = [next(r for r in patch.node(i).inputs if r.node != m) for i, m in ((add_a, a_id), (add_b, b_id))]
+    patch.remove(*location)
     merged = patch.add("matmul", [a.inputs[0], patch.add("concat", [a.inputs[1], b.inputs[1]], axis=1)], **a.attrs)
     biased = patch.add("add", [merged, patch.add("concat", biases, axis=0)])
     axis = len(a.shape) - 1
     parts = patch.add_outputs("split", [biased], axis=axis, sizes=(a.shape[-1], b.shape[-1]))
     for node_id, part in zip((add_a, add_b), parts):
         patch.replace(Ref(node_id), part)
-    patch.remove(*location)
 
 
 def merge_linears() -> Rule:
@@ -463,11 +477,11 @@ def _build_fold_conv_bias(patch, location):
     add_id, conv_id = location
     add, conv = patch.node(add_id), patch.node(conv_id)
     constant = add.inputs[1] if add.inputs[0].node == conv_id else add.inputs[0]
+    patch.remove(add_id, conv_id)
     shift = patch.add("reshape", [constant], shape=(conv.shape[1],))
     x, w, *bias = conv.inputs
     folded = patch.add("add", [bias[0], shift]) if bias else shift
     patch.replace(Ref(add_id), patch.add("conv2d", [x, w, folded], **conv.attrs))
-    patch.remove(add_id, conv_id)
 
 
 def fold_conv_bias() -> Rule:
@@ -492,6 +506,7 @@ def _build_split_of_split(patch, location):
     outer, inner = patch.node(outer_id), patch.node(inner_id)
     k = outer.inputs[0].index
     sizes = inner.attrs["sizes"]
+    patch.remove(outer_id, inner_id)
     parts = patch.add_outputs("split", inner.inputs, axis=inner.attrs["axis"],
                               sizes=sizes[:k] + outer.attrs["sizes"] + sizes[k + 1:])
     for j in range(len(sizes)):
@@ -499,7 +514,6 @@ def _build_split_of_split(patch, location):
             patch.replace(Ref(inner_id, j), parts[j if j < k else j + len(outer.attrs["sizes"]) - 1])
     for j in range(len(outer.attrs["sizes"])):
         patch.replace(Ref(outer_id, j), parts[k + j])
-    patch.remove(outer_id, inner_id)
 
 
 def split_of_split() -> Rule:
@@ -520,9 +534,9 @@ def _match_concat_of_relus(graph, root):
 
 def _build_concat_of_relus(patch, location):
     concat_id, *relus = location
+    patch.remove(*location)
     joined = patch.add("concat", [patch.node(i).inputs[0] for i in relus], **patch.node(concat_id).attrs)
     patch.replace(Ref(concat_id), patch.add("relu", [joined]))
-    patch.remove(*location)
 
 
 def concat_of_relus() -> Rule:

@@ -219,6 +219,18 @@ def planted_graph(patterns, seed: int, count: int = 5) -> tuple[Graph, list]:
     return b.build({f"y{j}": r for j, r in enumerate(outputs)}), instances
 
 
+def planted_graphs(patterns, count: int, first_seed: int = 0, outputs: int = 7) -> list[Graph]:
+    """`count` planted graphs (`planted_graph` of six instances, seeds from `first_seed` on) with `outputs` graph
+    outputs each, so one jitted environment holds them all."""
+    graphs, seed = [], first_seed
+    while len(graphs) < count:
+        graph = planted_graph(patterns, seed, count=6)[0]
+        seed += 1
+        if len(graph.outputs) == outputs:
+            graphs.append(graph)
+    return graphs
+
+
 def mismatches(compiled, seeds) -> tuple[int, int]:
     """(rule x graph pairs where the generic matcher and the brute-force matcher differ, locations found) for
     the `CompiledPattern`s `compiled` over a random soup graph (`random_taso_graph`) and a planted-instance graph

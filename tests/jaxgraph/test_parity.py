@@ -18,6 +18,7 @@ from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.parity import compare_states, fitting_env, replay_parity
 from jaxgraph.random_graphs import random_graph
 from jaxgraph.rl.study import batch_one
+from jaxgraph.rules import RULES
 
 from .conftest import assert_same_outputs, jit
 
@@ -139,6 +140,17 @@ def shared_weight_graph():
     return b.build({"y": b.add("concat", relus, axis=1)})
 
 
+def constant_siblings_graph():
+    """Matmuls of one constant input w whose weights are computed from each other (m2 = w @ (m0 @ v), m0 = w @ w):
+    their merge would read its own output. Beside them two matmuls of an input s, which merge."""
+    b = GraphBuilder()
+    s, w = b.input("s", (4, 3)), weight(b, "w", (3, 3))
+    m0 = b.add("matmul", [w, w])
+    m2 = b.add("matmul", [w, b.add("matmul", [m0, weight(b, "v", (3, 3), 1)])])
+    heads = [b.add("matmul", [s, weight(b, f"u{k}", (3, 3), 2 + k)]) for k in range(2)]
+    return b.build({"y": b.add("concat", [*heads, m0, m2], axis=0)})
+
+
 def walk(jitted, graph, families, cost_model=None):
     """Apply, in both environments, the first location of the first xfer of each family in turn (every location id
     and the same id in both), comparing the states after each step and running JaxEnv's graph against the original's
@@ -176,6 +188,17 @@ def test_sibling_matmuls_of_different_widths_in_the_same_location_order(jitted):
     matmuls of different widths one location id meant two merges and the rewards differed. Both now order by slot,
     and a sibling pair comes in both orders; every merge agrees."""
     walk(jitted, sibling_matmuls_graph(), ["MergeLinears", "MergeMatmuls", "MergeMatmuls"])
+
+
+def test_constant_siblings_whose_weights_depend_on_each_other_are_not_merged(jitted):
+    """A sibling merge of m0 and m2 closed a cycle (both environments; the decoded graph could not be read). Where the
+    shared input is constant the weights must now be leaves: only the two matmuls of s merge, alike in both."""
+    graph = constant_siblings_graph()
+    rule = next(r for r in RULES if r.family == "MergeMatmuls")
+    heads = {node_id for node_id, node in graph.nodes.items() if node.op == "matmul" and node.inputs[0].node in
+             graph.inputs}
+    assert {frozenset(location) for location in rule.find(graph)} == {frozenset(heads)}
+    walk(jitted, graph, ["MergeMatmuls"])
 
 
 def test_strided_group_merges_then_merge_convs(jitted):

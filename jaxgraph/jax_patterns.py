@@ -1,0 +1,593 @@
+"""The jitted twin of `jaxgraph.patterns`: TASO's data rules matched and built in JAX from their patterns as arrays,
+so one matcher and one builder serve the whole table.
+
+`lower` turns each pattern, once, into integer arrays (`LoweredPatterns`) laid out in the order of its matching plan
+(`CompiledPattern.steps`: the root, then one op per step): source ops with their constraints and the tensor each
+input reads, target ops, mapped pairs and hazards. `match_rule` reads one rule's arrays as NumPy values, so the code
+it traces is that rule's alone (no select over op kinds the rule lacks): a producer step takes one candidate per
+root, a consumer or external step the first S distinct readers of a tensor (`reader_table`), so a rule's candidates
+are [roots, S ** multi-candidate steps]. Every candidate is then checked against the whole pattern, as
+`CompiledPattern._complete` accepts a binding: ops and constraints (against per-slot facts computed once per state,
+`slot_facts`), the tensors each op reads, no external produced inside, interior tensors read only inside and not
+graph outputs, the hazards, and the target's shapes (`target_facts`, the IR's inference for the patterns' ops)
+against the tensors it replaces. `build_pattern` writes the rewrite of any data rule, its arrays gathered by the
+traced xfer, as an `Edit`; the same `target_facts` then selects among op kinds. `PatternTable` holds an
+environment's rules and prunes those that cannot fire.
+
+Locations are listed as `Env` lists them: roots in increasing slot order, then by the slots of the other source ops
+in pattern order. Bound, deliberate: a consumer or external step sees the first S = `max_readers` distinct readers
+of a tensor (`JaxEnv.encode` refuses a graph with more; a rewrite can raise the count later).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgraph.jax_edits import Edit, EditBuilder
+from jaxgraph.jax_graph import (
+    OP_ID,
+    PADS_FIELD,
+    PAIR_FIELDS,
+    SCALAR_FIELDS,
+    TUPLE_LEN,
+    TUPLE_START,
+    GraphState,
+    first_true,
+    tensors,
+)
+from jaxgraph.pattern_data import Pattern, Tensor
+from jaxgraph.patterns import CompiledPattern
+
+MAX_SOURCE = 3  # source ops of the largest pattern: the table is checked against these at lowering
+MAX_TARGET = 3
+MAX_EXTERNALS = 4
+MAX_MAPPED = 2
+MAX_HAZARDS = 2
+ARITY = 2  # inputs of any pattern op
+PARTS = 2  # outputs of a target split
+_ACTIVATION = {"none": 0, "relu": 1}
+_PADDING = {"SAME": 0, "VALID": 1}
+
+
+class LoweredPatterns(NamedTuple):
+    """Patterns as arrays [P, ...], source ops in plan order (position 0 the root). A read code is q >= 0 for output
+    0 of plan op q, -1 - e for external e; a target read code d * PARTS + j for output j of target op d. -1 pads."""
+
+    size: np.ndarray  # [P] source ops
+    op: np.ndarray  # [P, M] op id
+    arity: np.ndarray  # [P, M]
+    activation: np.ndarray  # [P, M] matmul and conv2d; -1 no constraint
+    kernel: np.ndarray  # [P, M, 2] conv2d
+    stride: np.ndarray  # [P, M, 2] conv2d
+    padding: np.ndarray  # [P, M] conv2d: 0 SAME, 1 VALID
+    axis: np.ndarray  # [P, M] concat
+    rank: np.ndarray  # [P, M] concat: the rank of its inputs
+    reads: np.ndarray  # [P, M, ARITY] read code of each input
+    ext_reader: np.ndarray  # [P, E] the first input (q * ARITY + position) reading external e, in plan order
+    interior: np.ndarray  # [P, M] bool: the op's output is not mapped (only matched ops may read it)
+    uses: np.ndarray  # [P, M] how many pattern inputs read the op's output
+    hazard: np.ndarray  # [P, H, 2] (plan op, external): the op's target may reach the external outside the match
+    location: np.ndarray  # [P, M] the location position of plan op q (the root first, then pattern order)
+    steps: np.ndarray  # [P, M - 1, 2] per step: the anchor (plan op or first-reader input) and the input position
+    target_size: np.ndarray  # [P]
+    target_op: np.ndarray  # [P, D]
+    target_arity: np.ndarray  # [P, D]
+    target_reads: np.ndarray  # [P, D, ARITY] target read codes
+    target_activation: np.ndarray  # [P, D]
+    target_stride: np.ndarray  # [P, D, 2]
+    target_padding: np.ndarray  # [P, D]
+    target_axis: np.ndarray  # [P, D] concat and split
+    split_source: np.ndarray  # [P, D, PARTS] plan op whose output each output of a split replaces
+    mapped: np.ndarray  # [P, MAX_MAPPED, 2] (plan op, target code), -1 pads
+
+
+def _code(t: Tensor, plan_of: dict[int, int], externals: tuple[int, ...]) -> int:
+    return -1 - externals.index(t.op) if t.external else plan_of[t.op]
+
+
+def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
+    pattern = compiled.pattern
+    src, dst = pattern.src, pattern.dst
+    fail = f"TASO xfer {pattern.xfer}: "
+    if len(src) > MAX_SOURCE or len(dst) > MAX_TARGET or len(pattern.externals) > MAX_EXTERNALS or (
+            len(pattern.mapped) > MAX_MAPPED or len(compiled.hazards) > MAX_HAZARDS):
+        raise ValueError(fail + "the pattern is larger than the jitted matcher's bounds")
+    if any(len(o.inputs) > ARITY for o in src + dst) or any(o.outputs > PARTS for o in dst):
+        raise ValueError(fail + f"an op has more than {ARITY} inputs or {PARTS} outputs")
+    plan = (compiled.root,) + tuple(step[1] for step in compiled.steps)
+    plan_of = {k: q for q, k in enumerate(plan)}
+    externals = pattern.externals
+    m, d = MAX_SOURCE, MAX_TARGET
+    a = {name: np.full(shape, -1, np.int32) for name, shape in (
+        ("op", m), ("arity", m), ("activation", m), ("kernel", (m, 2)), ("stride", (m, 2)), ("padding", m),
+        ("axis", m), ("rank", m), ("reads", (m, ARITY)), ("ext_reader", MAX_EXTERNALS), ("uses", m),
+        ("hazard", (MAX_HAZARDS, 2)), ("location", m), ("steps", (m - 1, 2)), ("target_op", d),
+        ("target_arity", d), ("target_reads", (d, ARITY)), ("target_activation", d), ("target_stride", (d, 2)),
+        ("target_padding", d), ("target_axis", d), ("split_source", (d, PARTS)), ("mapped", (MAX_MAPPED, 2)))}
+    a["interior"] = np.zeros(m, bool)
+    mapped_ops = {s.op for s, _ in pattern.mapped}
+    for q, k in enumerate(plan):
+        op = src[k]
+        a["op"][q], a["arity"][q] = OP_ID[op.op], len(op.inputs)
+        attrs = dict(op.attrs)
+        if "activation" in attrs:
+            a["activation"][q] = _ACTIVATION[attrs["activation"]]
+        if op.op == "conv2d":
+            a["kernel"][q], a["stride"][q], a["padding"][q] = attrs["kernel"], attrs["stride"], _PADDING[
+                attrs["padding"]]
+        if op.op == "concat":
+            a["axis"][q], a["rank"][q] = attrs["axis"], attrs["rank"]
+        for p, t in enumerate(op.inputs):
+            if not t.external and t.index != 0:
+                raise ValueError(fail + f"a source op reads output {t.index} of a source op")
+            a["reads"][q, p] = _code(t, plan_of, externals)
+            if t.external and a["ext_reader"][externals.index(t.op)] < 0:
+                a["ext_reader"][externals.index(t.op)] = q * ARITY + p
+        a["interior"][q] = k not in mapped_ops
+        a["uses"][q] = sum(t == Tensor(k) for o in src for t in o.inputs)
+        a["location"][q] = compiled.order.index(k)
+    for h, (k, e) in enumerate(compiled.hazards):
+        a["hazard"][h] = plan_of[k], externals.index(e)
+    for s, (kind, _k, anchor, p, _j) in enumerate(compiled.steps):
+        a["steps"][s] = (a["ext_reader"][externals.index(anchor)] if kind == "external" else plan_of[anchor]), p
+    for t, op in enumerate(dst):
+        a["target_op"][t], a["target_arity"][t] = OP_ID[op.op], len(op.inputs)
+        attrs = dict(op.attrs)
+        a["target_reads"][t, :len(op.inputs)] = [-1 - externals.index(i.op) if i.external else i.op * PARTS + i.index
+                                                 for i in op.inputs]
+        if "activation" in attrs:
+            a["target_activation"][t] = _ACTIVATION[attrs["activation"]]
+        if op.op == "conv2d":
+            a["target_stride"][t], a["target_padding"][t] = attrs["stride"], _PADDING[attrs["padding"]]
+        if op.op in ("concat", "split"):
+            a["target_axis"][t] = attrs["axis"]
+    for i, (s, t) in enumerate(pattern.mapped):
+        a["mapped"][i] = plan_of[s.op], t.op * PARTS + t.index
+        if dst[t.op].op == "split":
+            a["split_source"][t.op, t.index] = plan_of[s.op]
+    return a | {"size": np.int32(len(src)), "target_size": np.int32(len(dst))}
+
+
+def lower(patterns: Sequence[Pattern]) -> LoweredPatterns:
+    """The arrays of `patterns` (ValueError naming the xfer if one exceeds the matcher's bounds)."""
+    rows = [_lower_one(CompiledPattern(p)) for p in patterns]
+    return LoweredPatterns(**{name: np.stack([row[name] for row in rows]) for name in LoweredPatterns._fields})
+
+
+def plan_shape(pattern: Pattern) -> tuple[int, tuple[str, ...]]:
+    """The group key of a pattern: its source size and the kinds of its plan's steps."""
+    compiled = CompiledPattern(pattern)
+    return len(pattern.src), tuple(step[0] for step in compiled.steps)
+
+
+def ops_reachable(ops: set[str], makes: Sequence[tuple[frozenset[str], frozenset[str]]]) -> frozenset[str]:
+    """The ops a graph holding `ops` can come to hold: the closure under rewrites given as (ops a rewrite needs, ops
+    it makes). A data rule needing an op outside it can never fire on the graph."""
+    reached = set(ops)
+    while True:
+        grown = reached.union(*(made for needs, made in makes if needs <= reached))
+        if grown == reached:
+            return frozenset(reached)
+        reached = grown
+
+
+# ---------------------------------------------------------------- per state: readers and slot facts
+
+
+def reader_table(g: GraphState, width: int) -> jax.Array:
+    """[C * O + 1, S] for every tensor (slot * O + output index), the first S = `width` distinct slots reading it, in
+    increasing order, padded with C; the last row (no tensor) is all C. One sort of the input positions."""
+    capacity, positions = g.inputs.shape
+    outputs = g.shapes.shape[1]
+    live = g.live_inputs
+    code = g.inputs * outputs + g.input_index
+    order = jnp.arange(positions)
+    earlier = (order[None, :] < order[:, None])[None]  # [1, K, K]: position k' before position k
+    again = ((code[:, :, None] == code[:, None, :]) & live[:, None, :] & earlier).any(-1)
+    none = capacity * outputs
+    key = jnp.sort(jnp.where(live & ~again, code * capacity + jnp.arange(capacity)[:, None], none * capacity).ravel())
+    tensor = key // capacity
+    index = jnp.arange(key.size)
+    starts = jax.lax.cummax(jnp.where(jnp.concatenate([jnp.ones(1, bool), tensor[1:] != tensor[:-1]]), index, 0))
+    row = jnp.where(tensor < none, tensor, none + 1)
+    return jnp.full((none + 1, width), capacity, jnp.int32).at[row, index - starts].set(
+        (key % capacity).astype(jnp.int32), mode="drop")
+
+
+class SlotFacts(NamedTuple):
+    """Per slot [C + 1] (the last row: a free slot), what a pattern's source op is checked against."""
+
+    op: jax.Array
+    num_inputs: jax.Array
+    activation: jax.Array
+    groups: jax.Array
+    stride: jax.Array  # [C + 1, 2]
+    kernel: jax.Array  # [C + 1, 2] the spatial size of input 1 (a conv's weight)
+    same: jax.Array  # TensorFlow's SAME pads for its own kernel and stride
+    unpadded: jax.Array
+    in_rank: jax.Array  # [C + 1, ARITY]
+    equal_inputs: jax.Array  # inputs 0 and 1 have one shape
+    concat_axis: jax.Array  # its axis, normalised by the rank of input 0
+    code: jax.Array  # [C + 1, ARITY] tensor each input reads (C * O past num_inputs)
+    reads: jax.Array  # readers of output 0
+    output: jax.Array  # output 0 is a graph output
+    constant: jax.Array
+    leaf: jax.Array  # input or weight
+
+
+def _same_pads(size: jax.Array, kernel: jax.Array, stride: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """TensorFlow's SAME pads (before, after) per spatial dim, arrays [..., 2]."""
+    stride = jnp.maximum(stride, 1)
+    total = jnp.maximum((-(-size // stride) - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def slot_facts(g: GraphState, reads: jax.Array) -> SlotFacts:
+    """The `SlotFacts` of every slot; `reads` is `tensor_reads(g)`."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    used = jnp.arange(ARITY)[None, :] < g.num_inputs[:, None]
+    code = jnp.where(used, g.inputs[:, :ARITY] * outputs + g.input_index[:, :ARITY], capacity * outputs)
+    flat_shapes, flat_ranks = (jnp.concatenate([a.reshape(capacity * outputs, *a.shape[2:]),
+                                                jnp.ones((1, *a.shape[2:]), a.dtype)]) for a in (g.shapes, g.rank))
+    in_shape, in_rank = flat_shapes[code], flat_ranks[code]  # [C, ARITY, R], [C, ARITY]
+    stride = g.attrs[:, PAIR_FIELDS["stride"]:PAIR_FIELDS["stride"] + 2]
+    kernel = in_shape[:, 1, 2:4]
+    pads = g.attrs[:, PADS_FIELD:PADS_FIELD + 4]
+    before, after = _same_pads(in_shape[:, 0, 2:4], kernel, stride)
+    same = (pads == jnp.concatenate([before, after], axis=1)).all(axis=1)
+    equal = (in_rank[:, 0] == in_rank[:, 1]) & (in_shape[:, 0] == in_shape[:, 1]).all(axis=1)
+    is_output = jnp.zeros(capacity + 1, bool).at[jnp.where(g.outputs[:, 1] == 0, g.outputs[:, 0], capacity)].set(
+        True)[:capacity]
+    leaf = (g.op == OP_ID["input"]) | (g.op == OP_ID["weight"])
+    facts = (g.op, g.num_inputs, g.attrs[:, 0], g.attrs[:, SCALAR_FIELDS["groups"]], stride, kernel, same,
+             ~pads.any(axis=1), in_rank, equal, g.attrs[:, SCALAR_FIELDS["axis"]] % jnp.maximum(in_rank[:, 0], 1),
+             code, reads[:-1].reshape(capacity, outputs)[:, 0], is_output, g.constant, leaf)
+    pad = (-1, 0, -1, 0, 0, 0, False, False, 0, False, -1, capacity * outputs, 0, False, False, False)
+    return SlotFacts(*(jnp.concatenate([f, jnp.full((1, *f.shape[1:]), p, f.dtype)]) for f, p in zip(facts, pad)))
+
+
+
+# ---------------------------------------------------------------- the target
+
+
+class TargetFacts(NamedTuple):
+    """The target ops of a binding: their output shapes, ranks and constness, whether all are well typed, and
+    their IR attribute rows."""
+
+    shapes: jax.Array  # [..., D, PARTS, R]
+    ranks: jax.Array  # [..., D, PARTS]
+    constant: jax.Array  # [..., D]
+    valid: jax.Array  # [...]
+    attrs: jax.Array  # [..., D, A]
+
+
+def _lead(a: jax.Array, ndim: int) -> jax.Array:
+    """`a` with leading axes of size 1 up to `ndim` axes: explicit broadcasting against a batch of bindings."""
+    return a.reshape((1,) * (ndim - a.ndim) + a.shape)
+
+
+def _concrete(x) -> bool:
+    """Whether `x` is known at trace time (a rule's arrays as NumPy values) rather than traced."""
+    return isinstance(x, (bool, int, np.bool_, np.integer))
+
+
+def _unless(skip, check: Callable[[], jax.Array]):
+    """`skip | check()`, computing nothing when `skip` is known at trace time to be true: a rule's arrays given as
+    NumPy values specialise the code to that rule."""
+    if _concrete(skip):
+        return True if skip else check()
+    return skip | check()
+
+
+def _pick(options: list[jax.Array], index) -> jax.Array:
+    """options[index] (options[0] when out of range): an index known at trace time picks, a traced one selects."""
+    if _concrete(index):
+        return options[int(index)] if 0 <= index < len(options) else options[0]
+    out = options[0]
+    for i, option in enumerate(options[1:], 1):
+        out = jnp.where(index == i, option, out)
+    return out
+
+
+def _dim(shape: jax.Array, i: jax.Array) -> jax.Array:
+    """shape[..., i] for right-padded shapes [..., R] and indices [...] (0 where out of range)."""
+    return jnp.where(_lead(jnp.arange(shape.shape[-1]), shape.ndim) == i[..., None], shape, 0).sum(-1)
+
+
+def _with_dim(shape: jax.Array, i: jax.Array, value: jax.Array) -> jax.Array:
+    return jnp.where(_lead(jnp.arange(shape.shape[-1]), shape.ndim) == i[..., None], value[..., None], shape)
+
+
+def _infer(row: LoweredPatterns, d: int, x, rx, y, ry, sources) -> tuple[jax.Array, ...]:
+    """Target op `d` on inputs of shapes `x`, `y` [..., R] and ranks `rx`, `ry` [...]: whether it is well typed, its
+    output shapes [..., PARTS, R] and ranks [..., PARTS], its pads [..., 4] (a conv) and its sizes [..., PARTS] (a
+    split, sized like the source tensors its outputs replace: `sources` = (shapes [..., M, R], ranks [..., M])).
+    A target op known at trace time computes its own inference only; a traced one computes all and selects."""
+    op, dims = row.target_op[d], _lead(jnp.arange(x.shape[-1]), x.ndim)
+    zeros = jnp.zeros(rx.shape + (4,), jnp.int32)
+    axis = jnp.broadcast_to(row.target_axis[d], rx.shape)
+
+    def single(ok, out, pads=zeros):
+        return (ok, jnp.stack([out] + [jnp.ones_like(out)] * (PARTS - 1), -2),
+                jnp.stack([rx] + [jnp.zeros_like(rx)] * (PARTS - 1), -1), pads,
+                jnp.zeros(rx.shape + (PARTS,), jnp.int32))
+
+    def matmul():
+        ok = ((rx >= 2) & (ry >= 2) & (_dim(x, rx - 1) == _dim(y, ry - 2))
+              & ((ry == 2) | ((rx == ry) & ((x == y) | (dims >= rx[..., None] - 2)).all(-1))))
+        return single(ok, _with_dim(x, rx - 1, _dim(y, ry - 1)))
+
+    def conv():
+        stride = _lead(row.target_stride[d], x.ndim)
+        before, after = _same_pads(x[..., 2:4], y[..., 2:4], stride)
+        pads = jnp.where(row.target_padding[d] == _PADDING["SAME"], jnp.concatenate([before, after], -1), 0)
+        spatial = (x[..., 2:4] + pads[..., :2] + pads[..., 2:] - y[..., 2:4]) // jnp.maximum(stride, 1) + 1
+        ok = (rx == 4) & (ry == 4) & (y[..., 1] == x[..., 1]) & (spatial >= 1).all(-1)
+        return single(ok, x.at[..., 1].set(y[..., 0]).at[..., 2:4].set(spatial), pads)
+
+    def concat():
+        ok = (axis < rx) & (rx == ry) & ((x == y) | (dims == axis[..., None])).all(-1)
+        return single(ok, _with_dim(x, axis, _dim(x, axis) + _dim(y, axis)))
+
+    def split():
+        shapes, ranks = sources
+        sizes = jnp.stack([jnp.where(axis < _pick([ranks[..., q] for q in range(MAX_SOURCE)], row.split_source[d, j]),
+                                     _dim(_pick([shapes[..., q, :] for q in range(MAX_SOURCE)],
+                                                row.split_source[d, j]), axis), 0) for j in range(PARTS)], -1)
+        ok = (axis < rx) & (sizes >= 1).all(-1) & (sizes.sum(-1) == _dim(x, axis))
+        out = jnp.stack([_with_dim(x, axis, sizes[..., j]) for j in range(PARTS)], -2)
+        return ok, out, jnp.stack([rx] * PARTS, -1), zeros, sizes
+
+    def equal():
+        return single((rx == ry) & (x == y).all(-1), x)
+
+    kinds = {OP_ID["matmul"]: matmul, OP_ID["conv2d"]: conv, OP_ID["concat"]: concat, OP_ID["split"]: split,
+             OP_ID["add"]: equal, OP_ID["mul"]: equal}
+    same = lambda: single(jnp.ones(rx.shape, bool), x)  # noqa: E731  relu, or no op
+    if _concrete(op):
+        return kinds.get(int(op), same)()
+    result = same()
+    for kind, infer in kinds.items():
+        result = tuple(jnp.where(jnp.reshape(op == kind, (1,) * a.ndim), a, b) for a, b in zip(infer(), result))
+    return result
+
+
+def _attr_row(row: LoweredPatterns, d: int, pads: jax.Array, sizes: jax.Array, width: int) -> jax.Array:
+    """The IR attribute vector (`jaxgraph.jax_graph` layout) of target op `d`, as `Env` makes the node."""
+    op = row.target_op[d]
+    conv, split = op == OP_ID["conv2d"], op == OP_ID["split"]
+    out = jnp.zeros(pads.shape[:-1] + (width,), jnp.int32)
+    out = out.at[..., 0].set(jnp.where((op == OP_ID["matmul"]) | conv, row.target_activation[d], 0))
+    stride = PAIR_FIELDS["stride"]
+    out = out.at[..., stride:stride + 2].set(jnp.where(conv, _lead(row.target_stride[d], pads.ndim), 0))
+    out = out.at[..., PADS_FIELD:PADS_FIELD + 4].set(jnp.where(conv, pads, 0))
+    out = out.at[..., SCALAR_FIELDS["groups"]].set(jnp.where(conv, 1, 0))
+    out = out.at[..., SCALAR_FIELDS["axis"]].set(jnp.where((op == OP_ID["concat"]) | split, row.target_axis[d], 0))
+    out = out.at[..., TUPLE_LEN].set(jnp.where(split, PARTS, 0))
+    return out.at[..., TUPLE_START:TUPLE_START + PARTS].set(jnp.where(split, sizes, 0))
+
+
+def target_facts(g: GraphState, row: LoweredPatterns, externals: jax.Array, sources: jax.Array) -> TargetFacts:
+    """Shape inference of one pattern's target (`row`: one rule's arrays) for bindings whose external tensors are
+    `externals` [..., E] (tensor codes, C * O for none) and whose plan ops sit in slots `sources` [..., M]."""
+    capacity, outputs, rank_size = g.op.shape[0], g.shapes.shape[1], g.shapes.shape[2]
+    flat_shapes = jnp.concatenate([g.shapes.reshape(-1, rank_size), jnp.ones((1, rank_size), jnp.int32)])
+    flat_ranks = jnp.concatenate([g.rank.reshape(-1), jnp.zeros(1, jnp.int32)])
+    code = jnp.minimum(externals, capacity * outputs)
+    ext_shape, ext_rank = flat_shapes[code], flat_ranks[code]
+    ext_const = jnp.concatenate([g.constant, jnp.zeros(1, bool)])[code // outputs]
+    source = jnp.minimum(sources, capacity - 1)
+    src = (tensors(g.shapes, source, 0), tensors(g.rank, source, 0))
+    # tensors a target input can read: externals E-1..0 (read codes -E..-1), then each target output
+    known = [(ext_shape[..., e, :], ext_rank[..., e], ext_const[..., e]) for e in reversed(range(MAX_EXTERNALS))]
+    facts, valid = [], jnp.ones(code.shape[:-1], bool)
+    for d in range(MAX_TARGET):
+        (x, rx, cx), (y, ry, cy) = (tuple(_pick([t[i] for t in known], row.target_reads[d, p] + MAX_EXTERNALS)
+                                          for i in range(3)) for p in range(ARITY))
+        ok, shapes, ranks, pads, sizes = _infer(row, d, x, rx, y, ry, src)
+        constant = cx & _unless(row.target_arity[d] < 2, lambda: cy)  # noqa: B023
+        valid = valid & _unless(d >= row.target_size, lambda: ok)  # noqa: B023
+        known += [(shapes[..., j, :], ranks[..., j], constant) for j in range(PARTS)]
+        facts.append((shapes, ranks, constant, _attr_row(row, d, pads, sizes, g.attrs.shape[1])))
+    shapes, ranks, constant, attrs = (jnp.stack([f[i] for f in facts], axis) for i, axis in
+                                      enumerate((-3, -2, -1, -2)))
+    return TargetFacts(shapes, ranks, constant, valid, attrs)
+
+
+# ---------------------------------------------------------------- matching and building
+
+
+def _bind(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
+          kinds: tuple[str, ...]) -> jax.Array:
+    """[N, W, M] the plan ops' slots of every candidate binding at roots `roots` [N]: one per producer step, the
+    readers of a tensor (`table`) at a consumer or external step. `row`: one rule's arrays, as NumPy values."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    codes = facts.code.reshape(-1)
+    bound = [roots[:, None]]
+    for s, kind in enumerate(kinds):
+        anchor, position = int(row.steps[s, 0]), int(row.steps[s, 1])
+        if kind == "producer":
+            bound.append(codes[bound[anchor] * ARITY + position] // outputs)
+            continue
+        if kind == "consumer":
+            tensor = jnp.where(bound[anchor] < capacity, bound[anchor] * outputs, capacity * outputs)
+        else:  # the external's first reader: plan op anchor // ARITY, input anchor % ARITY
+            tensor = codes[bound[anchor // ARITY] * ARITY + anchor % ARITY]
+        readers = table[jnp.minimum(tensor, capacity * outputs)]  # [N, W, S]
+        shape = readers.shape
+        bound = [jnp.broadcast_to(b[..., None], shape).reshape(shape[0], -1) for b in bound]
+        bound.append(readers.reshape(shape[0], -1))
+    return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1)
+
+
+def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, shapes: bool = True) -> jax.Array:
+    """[...] whether each binding `slots` [..., M] is a location (`CompiledPattern._complete`'s conditions), for one
+    rule whose arrays `row` are NumPy values: only that rule's checks are traced. Without `shapes`, the structure
+    only: ops, constraints, reads, interior tensors, externals (not hazards, not the target's shapes)."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    m = slots.shape[-1]
+    f = SlotFacts(*(a[slots] for a in facts))  # [..., M, ...]
+    ok = slots[..., 0] < capacity
+    plan = [slots[..., q] for q in range(m)]
+    codes = [[f.code[..., q, p] for p in range(ARITY)] for q in range(m)]
+    externals = [codes[r // ARITY][r % ARITY] if r >= 0 else facts.code[-1, 0] for r in row.ext_reader.tolist()]
+    for q in range(m):
+        op = int(row.op[q])
+        ok &= (f.op[..., q] == op) & (f.num_inputs[..., q] == row.arity[q])
+        ok &= functools.reduce(jnp.logical_and, [plan[q] != plan[k] for k in range(q + 1, m)], True)
+        if row.activation[q] >= 0:
+            ok &= f.activation[..., q] == row.activation[q]
+        if op == OP_ID["conv2d"]:
+            ok &= ((f.in_rank[..., q, :] == 4).all(-1) & (f.groups[..., q] == 1)
+                   & (f.kernel[..., q, 0] == row.kernel[q, 0]) & (f.kernel[..., q, 1] == row.kernel[q, 1])
+                   & (f.stride[..., q, 0] == row.stride[q, 0]) & (f.stride[..., q, 1] == row.stride[q, 1])
+                   & (f.same[..., q] if row.padding[q] == _PADDING["SAME"] else f.unpadded[..., q]))
+        if op in (OP_ID["add"], OP_ID["mul"]):
+            ok &= f.equal_inputs[..., q]
+        if op == OP_ID["concat"]:
+            ok &= (f.in_rank[..., q, 0] == row.rank[q]) & (f.concat_axis[..., q] == row.axis[q])
+        for p in range(int(row.arity[q])):
+            read = int(row.reads[q, p])
+            ok &= codes[q][p] == (plan[read] * outputs if read >= 0 else externals[-1 - read])
+        if row.interior[q]:
+            ok &= (f.reads[..., q] == row.uses[q]) & ~f.output[..., q]
+    ext_slot = [jnp.minimum(code // outputs, capacity) for code in externals]
+    for e, reader in enumerate(row.ext_reader.tolist()):
+        if reader >= 0:
+            ok &= functools.reduce(jnp.logical_and, [ext_slot[e] != slot for slot in plan])
+    if not shapes:
+        return ok
+    for k, e in row.hazard.tolist():
+        if k >= 0:
+            slot = ext_slot[e]
+            ok &= facts.leaf[slot] | (facts.constant[slot] & ~f.constant[..., k])
+    sources = jnp.concatenate([slots, jnp.full(slots.shape[:-1] + (MAX_SOURCE - m,), capacity, slots.dtype)], -1)
+    target = target_facts(g, row, jnp.stack(jnp.broadcast_arrays(*externals), -1), sources)
+    ok &= target.valid
+    for q, t in row.mapped.tolist():
+        if q >= 0:
+            slot = jnp.minimum(plan[q], capacity - 1)
+            d, j = divmod(t, PARTS)
+            ok &= ((tensors(g.shapes, slot, 0) == target.shapes[..., d, j, :]).all(-1)
+                   & (tensors(g.rank, slot, 0) == target.ranks[..., d, j])
+                   & (f.constant[..., q] == target.constant[..., d]))
+    return ok
+
+
+def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
+               kinds: tuple[str, ...], max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
+    """The locations of one data rule (`row`: its arrays, as NumPy values; `kinds`: its plan's steps) at root slots
+    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C."""
+    capacity = g.op.shape[0]
+    m = len(kinds) + 1
+    slots = _bind(g, facts, table, roots, row, kinds)  # [N, W, M]
+    many = slots[..., 0].size > max_locations  # then the shapes of the first L structural candidates only
+    ok = _accept(g, facts, row, slots, shapes=not many)
+    slots = jnp.concatenate([slots, slots[..., np.argsort(row.location[:m])]], -1)  # plan order, location order
+    location = slots[..., m:]
+    multi = [s for s, kind in enumerate(kinds) if kind != "producer"]
+    if multi and m - 1 - multi[0] > 1:  # two ops vary within one root: order them by their slots, in location order
+        key = sum(location[..., t] * (capacity + 1) ** (m - 1 - t) for t in range(1, m))
+        order = jnp.argsort(jnp.where(ok, key, jnp.iinfo(jnp.int32).max), axis=1)
+        ok = jnp.take_along_axis(ok, order, axis=1)
+        slots = jnp.take_along_axis(slots, order[..., None], axis=1)
+    ok, slots = ok.reshape(-1), slots.reshape(-1, 2 * m)
+    if many:
+        index = first_true(ok[None], max_locations)[0]
+        slots = slots[jnp.minimum(index, ok.shape[0] - 1)]
+        ok = (index < ok.shape[0]) & _accept(g, facts, row, slots[:, :m])
+    index = first_true(ok[None], max_locations)[0]
+    valid = index < ok.shape[0]
+    rows = jnp.where(valid[:, None], slots[jnp.minimum(index, ok.shape[0] - 1), m:], capacity)
+    return valid, jnp.pad(rows, ((0, 0), (0, location_size - m)), constant_values=capacity)
+
+
+def build_pattern(g: GraphState, location: jax.Array, row: LoweredPatterns) -> Edit:
+    """The rewrite of the data rule `row` (one rule's arrays, traced) at `location` (slots in location order)."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    slots = jnp.stack([jnp.where(q < row.size, _pick([location[t] for t in range(MAX_SOURCE)], row.location[q]),
+                                 capacity) for q in range(MAX_SOURCE)])
+    facts_code = jnp.concatenate([jnp.where(jnp.arange(ARITY)[None, :] < g.num_inputs[:, None],
+                                            g.inputs[:, :ARITY] * outputs + g.input_index[:, :ARITY],
+                                            capacity * outputs), jnp.full((1, ARITY), capacity * outputs)])
+    flat = facts_code[slots].reshape(-1)
+    externals = jnp.stack([jnp.where(row.ext_reader[e] >= 0, flat[jnp.maximum(row.ext_reader[e], 0)],
+                                     capacity * outputs) for e in range(MAX_EXTERNALS)])
+    target = target_facts(g, row, externals, slots)
+    patch = EditBuilder(g, list(slots))
+    for d in range(MAX_TARGET):
+        inputs, indices = [], []
+        for p in range(ARITY):
+            read = row.target_reads[d, p]
+            external = externals[jnp.clip(-1 - read, 0, MAX_EXTERNALS - 1)]
+            inputs.append(jnp.where(read < 0, external // outputs, -1 - read // PARTS))
+            indices.append(jnp.where(read < 0, external % outputs, read % PARTS))
+        split = row.target_op[d] == OP_ID["split"]
+        patch.add_outputs(row.target_op[d], inputs, target.attrs[d], target.shapes[d], target.ranks[d],
+                          jnp.where(split, PARTS, 1), count=row.target_arity[d], present=d < row.target_size,
+                          indices=indices)
+    for i in range(MAX_MAPPED):
+        q, t = row.mapped[i, 0], row.mapped[i, 1]
+        patch.replace(_pick(list(slots), q), -1 - t // PARTS, 0, t % PARTS, when=q >= 0)
+    return patch.edit()
+
+
+class PatternTable:
+    """An environment's data rules (`patterns`, in its xfer order), lowered and grouped by root op and plan shape,
+    matched only where they can fire: a rule is pruned, statically, when one of its source ops is outside the ops
+    the instances can come to hold (`reachable`: their ops closed under `makes`, the (needs, makes) op sets of the
+    other rules, and under the data rules themselves)."""
+
+    def __init__(self, patterns: Sequence[Pattern], graph_ops: set[str],
+                 makes: Sequence[tuple[frozenset[str], frozenset[str]]]) -> None:
+        self.patterns = tuple(patterns)
+        self.lowered = lower(self.patterns)
+        needs = [frozenset(o.op for o in p.src) for p in self.patterns]
+        self.reachable = ops_reachable(graph_ops, list(makes) + [
+            (need, frozenset(o.op for o in p.dst)) for need, p in zip(needs, self.patterns)])
+        groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        for i, p in enumerate(self.patterns):
+            if needs[i] <= self.reachable:
+                compiled = CompiledPattern(p)
+                groups.setdefault((p.src[compiled.root].op, plan_shape(p)[1]), []).append(i)
+        self.groups = tuple((root, kinds, np.array(rows, np.int32)) for (root, kinds), rows in groups.items())
+        matched = [i for _, _, rows in self.groups for i in rows]
+        self._order = np.argsort(np.array(matched + [i for i in range(len(self.patterns)) if i not in matched]))
+        self.roots = tuple(dict.fromkeys(root for root, _, _ in self.groups))
+        self.size = max(len(p.src) for p in self.patterns)
+
+    def growth(self, i: int) -> dict[str, int]:
+        """Ops of which a rewrite of rule `i` leaves more nodes than it found, and how many more."""
+        pattern = self.patterns[i]
+        ops = [o.op for o in pattern.dst]
+        return {op: ops.count(op) - [o.op for o in pattern.src].count(op) for op in set(ops)
+                if ops.count(op) > [o.op for o in pattern.src].count(op)}
+
+    def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
+                  max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
+        """Location mask [P, L] and slots [P, L, location_size] of every rule, in table order (pruned rules: none).
+        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`."""
+        capacity = g.op.shape[0]
+        masks, members = [], []
+        if self.groups:
+            facts, table = slot_facts(g, reads), reader_table(g, max_readers)
+            for root, kinds, rows in self.groups:
+                for i in rows:
+                    row = LoweredPatterns(*(a[i] for a in self.lowered))
+                    found, nodes = match_rule(g, facts, table, lists[root], row, kinds, max_locations, location_size)
+                    masks.append(found[None])
+                    members.append(nodes[None])
+        pruned = len(self.patterns) - sum(len(rows) for _, _, rows in self.groups)
+        masks.append(jnp.zeros((pruned, max_locations), bool))
+        members.append(jnp.full((pruned, max_locations, location_size), capacity, jnp.int32))
+        order = jnp.asarray(self._order)
+        return jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
+
+    def build(self, g: GraphState, location: jax.Array, index: jax.Array) -> Edit:
+        """The rewrite of rule `index` (traced) at `location`."""
+        return build_pattern(g, location, LoweredPatterns(*(jnp.asarray(a)[index] for a in self.lowered)))
