@@ -28,6 +28,20 @@ def _planted(count: int, first_seed: int = 0) -> list:
     return planted_graphs(DATA_PATTERNS, count, first_seed)
 
 
+def _random_walk(env: Env, seed: int, steps: int, stop: float = 0.0):
+    """Up to `steps` uniformly random rewrites of `env` from its reset (ending early with probability `stop` per step);
+    yields each xfer after applying it."""
+    rng = np.random.default_rng(seed)
+    obs = env.reset().observation
+    for _ in range(steps):
+        xfers = np.flatnonzero(obs.xfer_mask[:-1])
+        if not len(xfers) or rng.random() < stop:
+            return
+        xfer = int(rng.choice(xfers))
+        obs = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))).observation
+        yield xfer
+
+
 @pytest.fixture(scope="module")
 def full_table():
     """One JaxEnv with TASO_RULES over planted graphs and its jitted reset and step, traced once."""
@@ -92,15 +106,8 @@ def test_rules_are_pruned_only_where_their_ops_never_appear():
         matched = {i for _, _, rows in table.groups for i in rows}
         for i, pattern in enumerate(table.patterns):
             assert (i in matched) == ({o.op for o in pattern.src} <= table.reachable)
-        rng = np.random.default_rng(seed)
         host = Env(graph, rules=rules, max_locations=16)
-        obs = host.reset().observation
-        for _ in range(40):
-            xfers = np.flatnonzero(obs.xfer_mask[:-1])
-            if not len(xfers):
-                break
-            xfer = int(rng.choice(xfers))
-            obs = host.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))).observation
+        for _ in _random_walk(host, seed, 40):
             assert {node.op for node in host.graph.nodes.values()} <= table.reachable
     b = GraphBuilder()
     x = b.input("x", (2, 3))
@@ -118,19 +125,13 @@ def test_hand_families_declare_every_op_their_rewrites_make():
     for seed in range(12):
         graph = random_graph(seed, blocks=4)
         env = Env(graph, rules=JAX_RULES, max_locations=16)
-        obs = env.reset().observation
-        rng = np.random.default_rng(seed)
-        for _ in range(15):
-            xfers = np.flatnonzero(obs.xfer_mask[:-1])
-            if not len(xfers):
-                break
-            xfer = int(rng.choice(xfers))
-            before = set(env.graph.nodes)
-            obs = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))).observation
+        before = set(graph.nodes)  # the walk starts from the graph itself
+        for xfer in _random_walk(env, seed, 15):
             family = JAX_RULES[xfer].family
             made = {env.graph.nodes[i].op for i in set(env.graph.nodes) - before}
             assert made <= set(JAX_RULE_FAMILIES[family].makes), (family, made)
             seen.add(family)
+            before = set(env.graph.nodes)
     assert len(seen) >= 8
 
 
@@ -140,16 +141,9 @@ def test_every_offered_rewrite_applies_on_planted_graphs():
     merges took a sibling's output, or a tensor computed from it, as the other's weight."""
     rules = taso_rules()
     for seed, graph in enumerate(_planted(40)):
-        rng = np.random.default_rng(seed)
-        for _ in range(3):
+        for sequence in range(3):
             env = Env(graph, rules=rules, max_locations=32)
-            obs = env.reset().observation
-            while True:
-                xfers = np.flatnonzero(obs.xfer_mask[:-1])
-                if not len(xfers) or rng.random() < 0.1:
-                    break
-                xfer = int(rng.choice(xfers))
-                obs = env.step((xfer, int(rng.choice(np.flatnonzero(obs.location_mask[xfer]))))).observation
+            for _ in _random_walk(env, 3 * seed + sequence, 200, stop=0.1):
                 env.graph.validate()
 
 
