@@ -38,12 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS),
                         help="run only these settings (default: the config's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--jitted-agent", action=argparse.BooleanOptionalAction, default=None,
+                        help="research setting: also the jitted multi-graph agent (default: the config's; on in full)")
     add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
     config = CONFIGS[args.config]
     if args.settings:
         config = dataclasses.replace(config, settings=tuple(dict.fromkeys(args.settings)))
+    if args.jitted_agent is not None:
+        config = dataclasses.replace(config, jitted_agent=args.jitted_agent)
     try:
         results = run_study(config, args.workdir, seed=args.seed, progress=not args.quiet,
                             devices=args.devices, timers=TIMERS)

@@ -142,9 +142,24 @@ def research_table(section: dict) -> list[str]:
             else:
                 cells.append(str(numbers["interactions"]))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += tau_lines(rows) + ["\n### Targets (research)\n"]
+    lines += jitted_lines(section) + tau_lines(rows) + ["\n### Targets (research)\n"]
     lines += [f"- {'met' if met else 'MISSED'}: {what} ({numbers})" for what, met, numbers in judge_research(section)]
     return lines
+
+
+def jitted_lines(section: dict) -> list[str]:
+    """The jitted multi-graph agent's rows (`jaxgraph.rl.jitted_agent`), where the study ran it."""
+    jitted = section.get("jitted_multi_graph")
+    if jitted is None:
+        return []
+    lines = [f"\nOne model-free agent trained in the jitted environment on every model at once ({jitted['env_steps']} "
+             f"real steps, {jitted['train_seconds']:.0f} s with compilation), against TASO 1.05\n",
+             "| model | jitted multi-graph agent | TASO 1.05 | evaluation steps |", "|---|---|---|---|"]
+    for name, r in jitted["graphs"].items():
+        taso = section["models"][name]["methods"]["taso_1.05"]["reduction"] if name in section["models"] else None
+        lines.append(f"| {name} | {100 * (1 - r['agent_cost'] / r['initial_cost']):.2f}% | "
+                     f"{'-' if taso is None else f'{100 * taso:.2f}%'} | {r['evaluation_steps']} |")
+    return lines + [f"\nSkipped (another output count): {', '.join(jitted['skipped'])}"] * bool(jitted["skipped"])
 
 
 def efficiency_lines(name: str, section: dict) -> list[str]:

@@ -48,6 +48,7 @@ from jaxgraph.rl.dream import DreamStart, controller_episode, make_dream_sweep, 
 from jaxgraph.rl.efficiency import best_so_far, extend, model_free_recorder
 from jaxgraph.rl.encoder import GraphEncoder
 from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes
+from jaxgraph.rl.jitted_agent import jitted_multi_graph
 from jaxgraph.rl.policy import LatentPolicy
 from jaxgraph.rl.report import plot_results, results_table
 from jaxgraph.rl.settings import SETTINGS, setting
@@ -95,6 +96,8 @@ class StudyConfig:
     exhaustive_states: int = 5000  # research: the exhaustive optimum is searched up to this many distinct graphs
     saturation_seconds: float = 60.0  # research: time limit of equality saturation and of its ILP extraction
     curve_every: int = 1  # the model-free agent's sample-efficiency curve: an evaluation every this many epochs
+    jitted_agent: bool = False  # research: also one model-free agent trained in JaxEnv on every model at once
+    # (`jaxgraph.rl.jitted_agent`; its compilation takes minutes on a CPU, so the full configuration only)
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.models]
@@ -175,7 +178,8 @@ CONFIGS = {
         world_model=WorldModelConfig(),
         dream=DreamConfig(num_envs=1024, updates=500),
         onnx_models=("tests/data/bert-legacy-op17.onnx",), wm_sequences=512, wm_length=32, wm_epochs=200,
-        wm_batch=64, latency_repeats=30, step_time_envs=65536, exhaustive_states=100_000, curve_every=20),
+        wm_batch=64, latency_repeats=30, step_time_envs=65536, exhaustive_states=100_000, curve_every=20,
+        jitted_agent=True),
 }
 
 
@@ -470,6 +474,10 @@ def run_study(config: StudyConfig, workdir: str | Path, seed: int = 0, progress:
                                     functools.partial(run_model, config, setting_name, name, graph, work.path,
                                                       jax.random.fold_in(key, i), progress, devices, timers))
         sections[setting_name] = {"models": rows}
+    if "research" in sections and config.jitted_agent:
+        sections["research"]["jitted_multi_graph"] = work.stage("research/jitted_multi_graph.json", lambda: (
+            jitted_multi_graph(config.agent, {**graphs, **imported}, SETTINGS["research"],
+                               jax.random.fold_in(key, 20_000), config.eval_samples)))
     if "deployment" in sections:
         sections["deployment"]["held_out"] = work.stage("deployment/held_out.json", lambda: held_out(
             config, graphs, work.path, jax.random.fold_in(key, 10_000), progress))
