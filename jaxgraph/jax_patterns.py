@@ -15,8 +15,9 @@ traced xfer, as an `Edit`; the same `target_facts` then selects among op kinds. 
 environment's rules and prunes those that cannot fire.
 
 Locations are listed as `Env` lists them: roots in increasing slot order, then by the slots of the other source ops
-in pattern order. Bound, deliberate: a consumer or external step sees the first S = `max_readers` distinct readers
-of a tensor (`JaxEnv.encode` refuses a graph with more; a rewrite can raise the count later).
+in pattern order. Bounds, deliberate: a consumer or external step sees the first S = `max_readers` distinct readers
+of a tensor (`JaxEnv.encode` refuses a graph with more; a rewrite can raise the count later), and where a rule has
+more than L = `max_locations` candidates, only the first L that pass the structural checks get the shape checks.
 """
 
 from __future__ import annotations
