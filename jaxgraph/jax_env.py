@@ -226,8 +226,8 @@ class JaxEnv:
              for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
         self._variant_counts = [len(xfers) for xfers in grouped]
         # a data rule's family index is len(self._families) (one generic build) and its row in the table `_data_row`
-        self._family_of = np.array([len(self._families) if x in data else self._families.index(r.family)
-                                    for x, r in enumerate(self.rules)], np.int32)
+        self._family_of = np.array([len(self._families) if r.family == DATA_FAMILY else self._families.index(r.family)
+                                    for r in self.rules], np.int32)
         self._data_row = np.zeros(len(self.rules), np.int32)
         self._data_row[data] = np.arange(len(data))
         makes = [(frozenset({JAX_RULE_FAMILIES[f].root}), frozenset(JAX_RULE_FAMILIES[f].makes))
@@ -244,8 +244,8 @@ class JaxEnv:
         # root lists: one per root op of the rules, each with its static length N_op
         self._roots = tuple(dict.fromkeys([JAX_RULE_FAMILIES[f].root for f in self._families]
                                           + list(self.data_rules.roots if data else ())))
-        growths = [dict(JAX_RULE_FAMILIES[r.family].growth) if x not in data else
-                   self.data_rules.growth(int(self._data_row[x])) for x, r in enumerate(self.rules)]
+        growths = [self.data_rules.growth(int(self._data_row[x])) if r.family == DATA_FAMILY else
+                   dict(JAX_RULE_FAMILIES[r.family].growth) for x, r in enumerate(self.rules)]
         growth = {op: max(g.get(op, 0) for g in growths) for op in self._roots}
         self.root_capacity = {op: 1 for op in self._roots}
         for g in self.instances:
@@ -286,8 +286,9 @@ class JaxEnv:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")
         if self.data_rules is not None:
-            if _max_readers(graph) > self.max_readers:
-                raise ValueError(f"a tensor of the graph is read by {_max_readers(graph)} nodes, more than "
+            readers = _max_readers(graph)
+            if readers > self.max_readers:
+                raise ValueError(f"a tensor of the graph is read by {readers} nodes, more than "
                                  f"max_readers={self.max_readers}")
             foreign = sorted({node.op for node in graph.nodes.values()} - self.data_rules.reachable)
             if foreign:

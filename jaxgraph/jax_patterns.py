@@ -23,6 +23,7 @@ more than L = `max_locations` candidates, only the first L that pass the structu
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -39,6 +40,7 @@ from jaxgraph.jax_graph import (
     TUPLE_START,
     GraphState,
     first_true,
+    op_in,
     tensors,
 )
 from jaxgraph.pattern_data import Pattern, Tensor
@@ -156,14 +158,12 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
 
 def lower(patterns: Sequence[Pattern]) -> LoweredPatterns:
     """The arrays of `patterns` (ValueError naming the xfer if one exceeds the matcher's bounds)."""
-    rows = [_lower_one(CompiledPattern(p)) for p in patterns]
+    return _stack([CompiledPattern(p) for p in patterns])
+
+
+def _stack(compiled: Sequence[CompiledPattern]) -> LoweredPatterns:
+    rows = [_lower_one(c) for c in compiled]
     return LoweredPatterns(**{name: np.stack([row[name] for row in rows]) for name in LoweredPatterns._fields})
-
-
-def plan_shape(pattern: Pattern) -> tuple[int, tuple[str, ...]]:
-    """The group key of a pattern: its source size and the kinds of its plan's steps."""
-    compiled = CompiledPattern(pattern)
-    return len(pattern.src), tuple(step[0] for step in compiled.steps)
 
 
 def ops_reachable(ops: set[str], makes: Sequence[tuple[frozenset[str], frozenset[str]]]) -> frozenset[str]:
@@ -228,11 +228,17 @@ def _same_pads(size: jax.Array, kernel: jax.Array, stride: jax.Array) -> tuple[j
     return total // 2, total - total // 2
 
 
+def _input_codes(g: GraphState) -> jax.Array:
+    """[C, ARITY] the tensor (slot * O + output index) each of a slot's first inputs reads; C * O past its inputs."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    used = jnp.arange(ARITY)[None, :] < g.num_inputs[:, None]
+    return jnp.where(used, g.inputs[:, :ARITY] * outputs + g.input_index[:, :ARITY], capacity * outputs)
+
+
 def slot_facts(g: GraphState, reads: jax.Array) -> SlotFacts:
     """The `SlotFacts` of every slot; `reads` is `tensor_reads(g)`."""
     capacity, outputs = g.op.shape[0], g.shapes.shape[1]
-    used = jnp.arange(ARITY)[None, :] < g.num_inputs[:, None]
-    code = jnp.where(used, g.inputs[:, :ARITY] * outputs + g.input_index[:, :ARITY], capacity * outputs)
+    code = _input_codes(g)
     flat_shapes, flat_ranks = (jnp.concatenate([a.reshape(capacity * outputs, *a.shape[2:]),
                                                 jnp.ones((1, *a.shape[2:]), a.dtype)]) for a in (g.shapes, g.rank))
     in_shape, in_rank = flat_shapes[code], flat_ranks[code]  # [C, ARITY, R], [C, ARITY]
@@ -244,7 +250,7 @@ def slot_facts(g: GraphState, reads: jax.Array) -> SlotFacts:
     equal = (in_rank[:, 0] == in_rank[:, 1]) & (in_shape[:, 0] == in_shape[:, 1]).all(axis=1)
     is_output = jnp.zeros(capacity + 1, bool).at[jnp.where(g.outputs[:, 1] == 0, g.outputs[:, 0], capacity)].set(
         True)[:capacity]
-    leaf = (g.op == OP_ID["input"]) | (g.op == OP_ID["weight"])
+    leaf = op_in(g, ("input", "weight"))
     facts = (g.op, g.num_inputs, g.attrs[:, 0], g.attrs[:, SCALAR_FIELDS["groups"]], stride, kernel, same,
              ~pads.any(axis=1), in_rank, equal, g.attrs[:, SCALAR_FIELDS["axis"]] % jnp.maximum(in_rank[:, 0], 1),
              code, reads[:-1].reshape(capacity, outputs)[:, 0], is_output, g.constant, leaf)
@@ -513,10 +519,7 @@ def build_pattern(g: GraphState, location: jax.Array, row: LoweredPatterns) -> E
     capacity, outputs = g.op.shape[0], g.shapes.shape[1]
     slots = jnp.stack([jnp.where(q < row.size, _pick([location[t] for t in range(MAX_SOURCE)], row.location[q]),
                                  capacity) for q in range(MAX_SOURCE)])
-    facts_code = jnp.concatenate([jnp.where(jnp.arange(ARITY)[None, :] < g.num_inputs[:, None],
-                                            g.inputs[:, :ARITY] * outputs + g.input_index[:, :ARITY],
-                                            capacity * outputs), jnp.full((1, ARITY), capacity * outputs)])
-    flat = facts_code[slots].reshape(-1)
+    flat = jnp.concatenate([_input_codes(g), jnp.full((1, ARITY), capacity * outputs)])[slots].reshape(-1)
     externals = jnp.stack([jnp.where(row.ext_reader[e] >= 0, flat[jnp.maximum(row.ext_reader[e], 0)],
                                      capacity * outputs) for e in range(MAX_EXTERNALS)])
     target = target_facts(g, row, externals, slots)
@@ -547,27 +550,26 @@ class PatternTable:
     def __init__(self, patterns: Sequence[Pattern], graph_ops: set[str],
                  makes: Sequence[tuple[frozenset[str], frozenset[str]]]) -> None:
         self.patterns = tuple(patterns)
-        self.lowered = lower(self.patterns)
+        compiled = [CompiledPattern(p) for p in self.patterns]
+        self.lowered = _stack(compiled)
         needs = [frozenset(o.op for o in p.src) for p in self.patterns]
         self.reachable = ops_reachable(graph_ops, list(makes) + [
             (need, frozenset(o.op for o in p.dst)) for need, p in zip(needs, self.patterns)])
         groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-        for i, p in enumerate(self.patterns):
-            if needs[i] <= self.reachable:
-                compiled = CompiledPattern(p)
-                groups.setdefault((p.src[compiled.root].op, plan_shape(p)[1]), []).append(i)
+        for i, (p, c) in enumerate(zip(self.patterns, compiled)):
+            if needs[i] <= self.reachable:  # grouped by root op and the kinds of the plan's steps
+                groups.setdefault((p.src[c.root].op, tuple(step[0] for step in c.steps)), []).append(i)
         self.groups = tuple((root, kinds, np.array(rows, np.int32)) for (root, kinds), rows in groups.items())
         matched = [i for _, _, rows in self.groups for i in rows]
-        self._order = np.argsort(np.array(matched + [i for i in range(len(self.patterns)) if i not in matched]))
+        pruned = sorted(set(range(len(self.patterns))) - set(matched))
+        self._order = np.argsort(np.array(matched + pruned))
         self.roots = tuple(dict.fromkeys(root for root, _, _ in self.groups))
         self.size = max(len(p.src) for p in self.patterns)
 
     def growth(self, i: int) -> dict[str, int]:
         """Ops of which a rewrite of rule `i` leaves more nodes than it found, and how many more."""
-        pattern = self.patterns[i]
-        ops = [o.op for o in pattern.dst]
-        return {op: ops.count(op) - [o.op for o in pattern.src].count(op) for op in set(ops)
-                if ops.count(op) > [o.op for o in pattern.src].count(op)}
+        made, found = (Counter(o.op for o in side) for side in (self.patterns[i].dst, self.patterns[i].src))
+        return {op: count - found[op] for op, count in made.items() if count > found[op]}
 
     def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
                   max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:

@@ -130,8 +130,8 @@ def _siblings(graph: Graph, root: int) -> Iterator[tuple[Node, int, Node]]:
     for use in graph.uses(node.inputs[0].node):
         other = graph.nodes[use.node]
         if (use.node != root and use.input_index == 0 and other.op == node.op and other.inputs[0] == node.inputs[0]
-                and not (shared_constant and not (_leaf_inputs(graph, node.inputs[1:])
-                                                  and _leaf_inputs(graph, other.inputs[1:])))):
+                and (not shared_constant or (_leaf_inputs(graph, node.inputs[1:])
+                                             and _leaf_inputs(graph, other.inputs[1:])))):
             yield node, use.node, other
 
 
