@@ -53,12 +53,13 @@ class QuantConv(nn.Module):
     strides: int = 1
     kind: str = "ternary"
     ttq_threshold: float = 0.05
+    vmap_conv: str = "auto"  # how vmapped members' convolutions batch (jaxquant.conv.VMAP_CONV_PATHS)
 
     @nn.compact
     def __call__(self, x: jax.Array, delta: jax.Array | float | None = None) -> jax.Array:
         k = self.kernel_size
         kernel = _kernel(self, (k, k, x.shape[-1], self.features), conv_init, delta)
-        return conv2d(x, kernel.astype(x.dtype), self.strides)
+        return conv2d(x, kernel.astype(x.dtype), self.strides, self.vmap_conv)
 
 
 class QuantDense(nn.Module):

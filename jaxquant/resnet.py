@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxquant.conv import VMAP_CONV_PATHS
 from jaxquant.layers import QuantConv, QuantDense
 from jaxquant.quantize import QuantConfig
 from jaxsched.common.arguments import integer
@@ -37,10 +38,16 @@ class ModelConfig:
     base_width: int = 16
     inflation: int = 1
     quant: QuantConfig = QuantConfig()
+    # How the convolutions of vmapped members (a sweep) batch: "auto" (a loop over members on CPU, batched
+    # im2col matrix products on accelerators), "loop", "grouped" (XLA's grouped convolution) or "im2col";
+    # every path computes the same values (jaxquant.conv).
+    vmap_conv: str = "auto"
 
     def __post_init__(self):
         for name in ("num_classes", "blocks_per_stage", "base_width", "inflation"):
             integer(f"ModelConfig.{name}", getattr(self, name), 1)
+        if self.vmap_conv not in VMAP_CONV_PATHS:
+            raise ValueError(f"ModelConfig.vmap_conv must be one of {VMAP_CONV_PATHS}, got {self.vmap_conv!r}")
 
     @property
     def stage_widths(self) -> tuple[int, int, int]:
@@ -63,10 +70,11 @@ class BasicBlock(nn.Module):
     features: int
     strides: int
     quant: QuantConfig
+    vmap_conv: str = "auto"
 
     @nn.compact
     def __call__(self, x: jax.Array, delta, train: bool) -> jax.Array:
-        conv_kwargs = dict(kind=self.quant.kind, ttq_threshold=self.quant.ttq_threshold)
+        conv_kwargs = dict(kind=self.quant.kind, ttq_threshold=self.quant.ttq_threshold, vmap_conv=self.vmap_conv)
         y = QuantConv(self.features, 3, self.strides, name="conv1", **conv_kwargs)(x, delta)
         y = nn.relu(_batch_norm(train, "bn1")(y))
         y = QuantConv(self.features, 3, 1, name="conv2", **conv_kwargs)(y, delta)
@@ -92,13 +100,13 @@ class ResNet(nn.Module):
         widths = cfg.stage_widths
         x = QuantConv(
             widths[0], 3, 1, kind=edge_kind(quant.quantize_first), ttq_threshold=quant.ttq_threshold,
-            name="stem",
+            vmap_conv=cfg.vmap_conv, name="stem",
         )(x, delta)
         x = nn.relu(_batch_norm(train, "stem_bn")(x))
         for stage, width in enumerate(widths):
             for block in range(cfg.blocks_per_stage):
                 strides = 2 if stage > 0 and block == 0 else 1
-                x = BasicBlock(width, strides, quant, name=f"stage{stage + 1}_block{block + 1}")(
+                x = BasicBlock(width, strides, quant, cfg.vmap_conv, name=f"stage{stage + 1}_block{block + 1}")(
                     x, delta, train
                 )
         x = jnp.mean(x, axis=(1, 2))
