@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", type=int, default=256)
     parser.add_argument("--ppo-epochs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="alternated timed runs of each side")
+    parser.add_argument("--devices", type=int, default=None, help="devices of the sharded side (default: all)")
     args = parser.parse_args(argv)
     if min(args.members, args.epochs, args.envs, args.ppo_epochs, args.repeats) < 1 or args.host_devices < 0:
         print("error: sizes and repeats must be positive (--host-devices >= 0)", file=sys.stderr)
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     from jaxsched.common.machine import machine_description
     from jaxsched.common.timing import alternated_times
 
-    devices = len(jax.devices())
+    devices = args.devices or len(jax.devices())
+    if not 1 <= devices <= len(jax.devices()):
+        print(f"error: --devices {devices} but there are {len(jax.devices())}", file=sys.stderr)
+        return 2
     print(f"{machine_description(load=True)}; {devices} devices\n")
 
     config = jq.TrainConfig(epochs=args.epochs, learning_rates=(5e-3,), lr_epochs=(0,))

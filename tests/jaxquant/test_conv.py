@@ -39,7 +39,7 @@ def test_conv2d_value_and_gradients_match_xla(size, stride, kernel_size):
 
 
 @pytest.mark.parametrize("path", VMAP_CONV_PATHS)
-@pytest.mark.parametrize("size, stride, kernel_size", [(7, 2, 3), (5, 1, 1)])
+@pytest.mark.parametrize("size, stride, kernel_size", [(7, 2, 3), (5, 1, 3), (6, 2, 1)])
 def test_vmapped_conv2d_equals_separate_convolutions(path, size, stride, kernel_size):
     """Each member's value and both gradients (kernel and input) under vmap, shared or own inputs, against
     XLA's convolution of that member alone."""
