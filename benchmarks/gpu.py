@@ -289,13 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows of: {', '.join(ROWS)}")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on CPU (checks the code, not the speed)")
     parser.add_argument("--out", default=None, help="also write the table as JSON to this file")
-    parser.add_argument("--budget", type=float, default=520, help="seconds for all rows together")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for all rows together (default: 520; with --smoke 3600)")
     parser.add_argument("--row-timeout", type=float, default=None, help="seconds per row (default: each row's own)")
     parser.add_argument("--devices", type=int, default=None, help="devices of the sharded sweep (default: all)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     names = [name for name in args.rows.split(",") if name]
     unknown = sorted(set(names) - set(ROWS)) + ([args.child] if args.child and args.child not in ROWS else [])
+    args.budget = args.budget or (3600 if args.smoke else 520)
     if unknown or not names or args.budget <= 0 or (args.row_timeout or 1) <= 0 or (args.devices or 1) < 1:
         print(f"gpu: unknown rows {unknown} (expected some of {', '.join(ROWS)}), or a non-positive budget, "
               "timeout or device count", file=sys.stderr)
