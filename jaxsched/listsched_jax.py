@@ -428,7 +428,11 @@ def default_capacity(shape: Shape) -> int:
 
 def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity, streams, edges) -> ScheduleArrays:
     """`list_schedule_batch` with the batch split across `mesh` (padded to a multiple of its device count by
-    repeating the last problem) and the schedules gathered back, the padding dropped."""
+    repeating the last problem) and the schedules gathered back, the padding dropped; on one device, placed
+    there whole and left there (no copies through the host)."""
+    if mesh.devices.size == 1:
+        placed = jax.device_put((batch, plans, streams, edges), mesh.devices.flat[0])
+        return list_schedule_batch(*placed[:2], config, capacity, *placed[2:])
     (batch, plans, streams, edges), size = shard_batch((batch, plans, streams, edges), mesh)
     return gather(list_schedule_batch(batch, plans, config, capacity, streams, edges), size)
 
