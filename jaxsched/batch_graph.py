@@ -208,7 +208,7 @@ class BatchGraph(NamedTuple):
         on_path = self.task_mask & np.isclose(total, length, rtol=1e-9, atol=0.0)
         ptr, successor, _ = self._rows(by_source=True)
         return batch_sweeps.critical_path_pins(
-            on_path, self.position, ptr, successor, self.input_slots()[2], self.comp, self.proc_mask
+            on_path, self.position, ptr, successor, np.diff(self.in_ptr), self.comp, self.proc_mask
         )
 
     def ready_list_order(self, position: np.ndarray) -> np.ndarray:
@@ -216,4 +216,4 @@ class BatchGraph(NamedTuple):
         scheduler that always takes the ready task of lowest `position` visits them; padded tasks last
         (their positions are the largest)."""
         ptr, successor, _ = self._rows(by_source=True)
-        return batch_sweeps.ready_list_orders(position, ptr, successor, self.input_slots()[2])
+        return batch_sweeps.ready_list_orders(position, ptr, successor, np.diff(self.in_ptr))

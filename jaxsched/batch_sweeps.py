@@ -227,17 +227,43 @@ def mean_costs(comp, num_tasks, num_procs):
 
 
 @_jit
+def _stable_argsort(key, index, scratch):
+    """The indices 0..N-1 sorted by `key` [N], ties in increasing index: a bottom-up merge sort (taking the left
+    run's on ties) between the buffers `index` and `scratch` [N]; returns the one holding the result."""
+    count = len(key)
+    for i in range(count):
+        index[i] = i
+    source, target = index, scratch
+    width = 1
+    while width < count:
+        for lo in range(0, count, 2 * width):
+            middle, hi = min(lo + width, count), min(lo + 2 * width, count)
+            i, j = lo, middle
+            for k in range(lo, hi):
+                if j >= hi or (i < middle and not key[source[j]] < key[source[i]]):
+                    target[k] = source[i]
+                    i += 1
+                else:
+                    target[k] = source[j]
+                    j += 1
+        source, target = target, source
+        width *= 2
+    return source
+
+
+@_jit
 def priority_positions(priority, task_mask, topo):
     """[B, T] each task's place in decreasing `priority` [B, T], ties by place in the topological order
     `topo` [B, T], padded tasks last (`BatchGraph.priority_position`): one stable sort per problem."""
     size, num_tasks = priority.shape
     position = np.empty((size, num_tasks), np.int64)
     key = np.empty(num_tasks)
+    index, scratch = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     for b in range(size):
         for i in range(num_tasks):
             task = topo[b, i]
             key[i] = -priority[b, task] if task_mask[b, task] else np.inf
-        ranked = np.argsort(key, kind="mergesort")
+        ranked = _stable_argsort(key, index, scratch)
         for i in range(num_tasks):
             position[b, topo[b, ranked[i]]] = i
     return position

@@ -74,13 +74,12 @@ def _fill_streams(order, chunks, in_ptr, in_src, in_data, task, place, pred, pre
         for i in range(num_tasks):
             visited = order[b, i]
             flat = b * num_tasks + visited
-            first = in_ptr[flat]
+            first, end = in_ptr[flat], in_ptr[flat + 1]
             for chunk in range(chunks[flat]):
                 task[b, step] = visited
                 place[b, step] = chunk == chunks[flat] - 1
-                for w in range(width):
-                    k = first + chunk * width + w
-                    if k < in_ptr[flat + 1]:
-                        pred[b, step, w] = in_src[k]
-                        pred_data[b, step, w] = in_data[k]
+                lo = first + chunk * width
+                for k in range(lo, min(lo + width, end)):
+                    pred[b, step, k - lo] = in_src[k]
+                    pred_data[b, step, k - lo] = in_data[k]
                 step += 1
