@@ -13,7 +13,8 @@ reference's) in schedules per second, then the batched JAX form once compiled (`
 planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
 on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
 transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
-end to end minus kernel, over the instances, in microseconds. With `--repeats R` the measurements alternate R
+end to end minus kernel, over the instances, in microseconds; the same difference in CPU time (this process, every
+thread) is printed beside it, steadier on a shared machine. With `--repeats R` the measurements alternate R
 times and the medians are printed (for shared, noisy machines). `--devices N` splits the end-to-end batch
 across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least 20x the loop;
 host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at 8,192
@@ -56,6 +57,13 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
     start = time.perf_counter()
     out = jax.block_until_ready(fn(*args, **kwargs))
     return time.perf_counter() - start, out
+
+
+def _cpu_and_wall(fn) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of this process (every thread), output) of one call of `fn`."""
+    cpu = time.process_time()
+    wall, out = _seconds(fn)
+    return wall, time.process_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -112,12 +120,13 @@ def _figures(instances: int, end_to_end_s: float, kernel_s: float) -> dict[str, 
 
 def end_to_end_times(
     names: Sequence[str] = BATCHED, instances: int = 1024, tasks: int = 100, procs: int = 4, *, repeats: int = 1,
-    devices=None, check: int = 8,
+    devices=None, check: int = 8, cpu_time: bool = False,
 ) -> dict[str, dict[str, float]]:
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
-    if they differ). ValueError for an unknown name or a size below 1."""
+    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in this process's CPU time
+    (every thread), steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
@@ -130,8 +139,11 @@ def end_to_end_times(
     for name in names:
         batched = _Batched(problems, name, shape, mesh)
         batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
-        rounds = [(_seconds(batched.end_to_end)[0], _seconds(batched.kernel)[0]) for _ in range(repeats)]
-        figures[name] = _figures(instances, *np.median(np.array(rounds), axis=0))
+        rounds = [(*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2]) for _ in range(repeats)]
+        wall, cpu, kernel_wall, kernel_cpu = np.median(np.array(rounds), axis=0)
+        figures[name] = _figures(instances, wall, kernel_wall)
+        if cpu_time:
+            figures[name]["host_cpu_us_per_instance"] = (cpu - kernel_cpu) / instances * 1e6
     return figures
 
 
@@ -162,18 +174,20 @@ def main(argv=None) -> None:
           f"{machine_description(load=True)}")
     if args.jax_only:
         figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
-                                   devices=mesh)
-        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance |")
-        print("|---|---|---|---|---|")
+                                   devices=mesh, cpu_time=True)
+        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance | "
+              "host CPU us per instance |")
+        print("|---|---|---|---|---|---|")
         for name, f in figures.items():
             print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
-                  f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} |")
+                  f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
+                  f"{f['host_cpu_us_per_instance']:.1f} |")
         return
     problems = _instances(args.instances, args.tasks, args.procs)
     shape = Shape.of(problems)
     print("| scheduler | NumPy loop (s, scaled) | numba (schedules/s) | numba speedup | JAX end to end (s) | "
-          "JAX kernel (s) | host us per instance | JAX speedup | JAX kernel speedup |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "JAX kernel (s) | host us per instance | host CPU us per instance | JAX speedup | JAX kernel speedup |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.names:
         batched = _Batched(problems, name, shape, mesh)
         _numba_makespans(problems[:1], name)  # compile, or load from the cache
@@ -183,15 +197,16 @@ def main(argv=None) -> None:
             numba_time, compiled = _seconds(_numba_makespans, problems, name)
             if compiled[: args.sample] != reference:
                 raise SystemExit(f"{name}: numba and NumPy makespans differ")
-            jax_time, out = _seconds(batched.end_to_end)
+            jax_time, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
             batched.check(out, reference)
-            kernel_time, _ = _seconds(batched.kernel)
-            rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time))
-        numpy_time, numba_time, jax_time, kernel_time = np.median(np.array(rounds), axis=0)
+            kernel_time, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
+            host_cpu = (jax_cpu - kernel_cpu) / args.instances * 1e6
+            rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time, host_cpu))
+        numpy_time, numba_time, jax_time, kernel_time, host_cpu = np.median(np.array(rounds), axis=0)
         host = _figures(args.instances, jax_time, kernel_time)["host_us_per_instance"]
         print(
             f"| {name} | {numpy_time:.2f} | {args.instances / numba_time:.0f} | {numpy_time / numba_time:.0f}x | "
-            f"{jax_time:.3f} | {kernel_time:.3f} | {host:.1f} | {numpy_time / jax_time:.0f}x | "
+            f"{jax_time:.3f} | {kernel_time:.3f} | {host:.1f} | {host_cpu:.1f} | {numpy_time / jax_time:.0f}x | "
             f"{numpy_time / kernel_time:.0f}x |",
             flush=True,
         )

@@ -176,29 +176,44 @@ def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: s
 
 
 def fitted_graph(problems, shape, graph, caller: str) -> tuple[list[Problem], Shape, BatchGraph]:
-    """`problems` as a list, the shape they pad to (`fit_shape`) and their `BatchGraph` at it. A `graph` already
-    built for them at `shape` (shared by padding and planning) is taken as it is, after checks on its arrays
-    alone (no pass over the problems): ValueError, naming `caller`, where it does not match."""
+    """`problems` as a list, the shape they pad to (`fit_shape`; `shape` when given) and their `BatchGraph` at
+    it (`graph` when given, built for them at `shape` and shared by padding and planning). With a `shape`, the
+    fit is checked on the graph's arrays (one pass over the problems for their sizes, none with a `graph`):
+    ValueError, naming `caller`, for an empty batch, something not a `Problem`, a problem that does not fit
+    or a graph built for other problems."""
     problems = list(problems)
-    if graph is None or shape is None:
-        shape = fit_shape(problems, shape, caller)
-        return problems, shape, BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
-    shape = Shape(*shape)
+    if shape is None:
+        shape = fit_shape(problems, None, caller)
+    else:
+        shape = Shape(*shape)
+        for name, size in shape._asdict().items():
+            integer(f"Shape.{name}", size, 1)
+    if graph is None:
+        if not problems:
+            raise ValueError(f"{caller} needs at least one problem")
+        for problem in problems:
+            check_problem(problem)
+        sizes = np.array([p.comp.shape for p in problems], np.int64)
+        _check_fit((("tasks", sizes[:, 0], shape.num_tasks), ("processors", sizes[:, 1], shape.num_procs)))
+        graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
     built = (len(graph.task_mask), *graph.comp.shape[1:])
     if built != (len(problems), shape.num_tasks, shape.num_procs):
         raise ValueError(
             f"{caller}: the graph holds {built[0]} problems padded to {built[1]} tasks and {built[2]} processors, "
             f"not {len(problems)} at {shape.num_tasks} and {shape.num_procs}"
         )
-    for what, per_problem, capacity in (
-        ("edges", graph.counts, shape.num_edges),
-        ("incoming edges of a task", np.diff(graph.in_ptr).reshape(len(problems), -1).max(axis=1), shape.max_in_degree),
-    ):
+    in_degree = np.diff(graph.in_ptr).reshape(len(problems), -1).max(axis=1)
+    _check_fit((("edges", graph.counts, shape.num_edges), ("incoming edges of a task", in_degree, shape.max_in_degree)))
+    return problems, shape, graph
+
+
+def _check_fit(sizes) -> None:
+    """Raises ValueError naming the first problem whose size exceeds its capacity, for (what, [B] sizes, capacity)."""
+    for what, per_problem, capacity in sizes:
         over = np.flatnonzero(per_problem > capacity)
         if over.size:
             b = int(over[0])
             raise ValueError(f"problem {b} has {per_problem[b]} {what}, more than the padded capacity {capacity}")
-    return problems, shape, graph
 
 
 def _arrivals(problems: list[Problem], graph: BatchGraph) -> np.ndarray:

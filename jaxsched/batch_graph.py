@@ -25,11 +25,15 @@ from jaxsched.heft import mean_bandwidth
 from jaxsched.problem import Problem
 
 
-def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64) -> np.ndarray:
+def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64,
+           sizes: np.ndarray | None = None) -> np.ndarray:
     """[B, *shape] the `arrays` (1-D or 2-D) stacked, each at index 0 of every axis of a slot filled with
-    `fill`: one copy when they all have `shape`, else one scatter of their concatenation."""
+    `fill`: one copy when they all have `shape`, else one scatter of their concatenation. `sizes` [B, ndim]:
+    their shapes, when known."""
     out = np.full((len(arrays),) + shape, fill, dtype)
-    sizes = np.array([a.shape for a in arrays], np.int64).reshape(len(arrays), len(shape))
+    if sizes is None:
+        sizes = np.array([a.shape for a in arrays], np.int64)
+    sizes = sizes.reshape(len(arrays), len(shape))
     if (sizes == shape).all():
         out[:] = arrays
         return out
@@ -77,7 +81,7 @@ class BatchGraph(NamedTuple):
         dst = np.concatenate([p.dst for p in problems])
         in_ptr, in_order = batch_sweeps.group_by(batch * num_tasks + dst, size * num_tasks)
         out_ptr, out_order = batch_sweeps.group_by(batch * num_tasks + src, size * num_tasks)
-        topo_order = padded([p.topological_order for p in problems], (num_tasks,), fill=-1, dtype=np.int64)
+        topo_order = padded([p.topological_order for p in problems], (num_tasks,), -1, np.int64, tasks)
         unused = topo_order < 0
         if unused.any():
             topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
@@ -85,7 +89,7 @@ class BatchGraph(NamedTuple):
         position[np.arange(size)[:, None], topo_order] = np.arange(num_tasks)
         return cls(
             problems=problems,
-            comp=padded([p.comp for p in problems], (num_tasks, num_procs)),
+            comp=padded([p.comp for p in problems], (num_tasks, num_procs), sizes=np.stack([tasks, procs], axis=1)),
             task_mask=np.arange(num_tasks)[None, :] < tasks[:, None],
             proc_mask=np.arange(num_procs)[None, :] < procs[:, None],
             counts=counts,
