@@ -191,8 +191,9 @@ def fitted_graph(problems, shape, graph, caller: str) -> tuple[list[Problem], Sh
     if graph is None:
         if not problems:
             raise ValueError(f"{caller} needs at least one problem")
-        for problem in problems:
-            check_problem(problem)
+        if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
+            for problem in problems:
+                check_problem(problem)
         sizes = np.array([p.comp.shape for p in problems], np.int64)
         _check_fit((("tasks", sizes[:, 0], shape.num_tasks), ("processors", sizes[:, 1], shape.num_procs)))
         graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)

@@ -73,9 +73,8 @@ class BatchGraph(NamedTuple):
     def of(cls, problems: Sequence[Problem], num_tasks: int, num_procs: int) -> "BatchGraph":
         """The batch graph of `problems`, padded to `num_tasks` tasks and `num_procs` processors."""
         size = len(problems)
-        counts = np.fromiter((p.src.shape[0] for p in problems), np.int64, size)
-        tasks = np.fromiter((p.comp.shape[0] for p in problems), np.int64, size)
-        procs = np.fromiter((p.comp.shape[1] for p in problems), np.int64, size)
+        sizes = np.array([(*p.comp.shape, p.src.shape[0]) for p in problems], np.int64).reshape(size, 3)
+        tasks, procs, counts = sizes[:, 0], sizes[:, 1], sizes[:, 2]
         batch = np.repeat(np.arange(size), counts)
         src = np.concatenate([p.src for p in problems])
         dst = np.concatenate([p.dst for p in problems])
@@ -89,7 +88,7 @@ class BatchGraph(NamedTuple):
         position[np.arange(size)[:, None], topo_order] = np.arange(num_tasks)
         return cls(
             problems=problems,
-            comp=padded([p.comp for p in problems], (num_tasks, num_procs), sizes=np.stack([tasks, procs], axis=1)),
+            comp=padded([p.comp for p in problems], (num_tasks, num_procs), sizes=sizes[:, :2]),
             task_mask=np.arange(num_tasks)[None, :] < tasks[:, None],
             proc_mask=np.arange(num_procs)[None, :] < procs[:, None],
             counts=counts,

@@ -53,10 +53,10 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
     chunks = np.where(graph.task_mask.ravel(), np.maximum(1, -(-inputs // width)), 0)
     quantum = -(-num_tasks // 8)
     steps = max(quantum, -(-int(chunks.reshape(size, num_tasks).sum(axis=1).max()) // quantum) * quantum)
-    task = np.zeros((size, steps), np.int32)
-    place = np.zeros((size, steps), bool)
-    pred = np.full((size, steps, width), num_tasks, np.int32)
-    pred_data = np.zeros((size, steps, width), dtype)
+    task = np.empty((size, steps), np.int32)  # every entry written by `_fill_streams`
+    place = np.empty((size, steps), bool)
+    pred = np.empty((size, steps, width), np.int32)
+    pred_data = np.empty((size, steps, width), dtype)
     order = np.ascontiguousarray(order, np.int64)
     _fill_streams(order, chunks, graph.in_ptr, graph.src[graph.in_order], graph.data[graph.in_order], task, place,
                   pred, pred_data)
@@ -66,9 +66,10 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
 @numba.njit(cache=True, nogil=True)
 def _fill_streams(order, chunks, in_ptr, in_src, in_data, task, place, pred, pred_data):
     """Writes the micro-steps of every problem visiting its tasks in `order` [B, T]: `chunks` [B * T] micro-steps
-    per task (0 for padded tasks), its inputs `in_src` / `in_data` at in_ptr[b * T + t]:in_ptr[b * T + t + 1]."""
+    per task (0 for padded tasks), its inputs `in_src` / `in_data` at in_ptr[b * T + t]:in_ptr[b * T + t + 1];
+    unused slots get the sentinel T (data 0), micro-steps past a stream's end task 0 and no placing."""
     size, num_tasks = order.shape
-    width = pred.shape[2]
+    steps, width = pred.shape[1], pred.shape[2]
     for b in range(size):
         step = 0
         for i in range(num_tasks):
@@ -79,7 +80,17 @@ def _fill_streams(order, chunks, in_ptr, in_src, in_data, task, place, pred, pre
                 task[b, step] = visited
                 place[b, step] = chunk == chunks[flat] - 1
                 lo = first + chunk * width
-                for k in range(lo, min(lo + width, end)):
-                    pred[b, step, k - lo] = in_src[k]
-                    pred_data[b, step, k - lo] = in_data[k]
+                for w in range(width):
+                    if lo + w < end:
+                        pred[b, step, w] = in_src[lo + w]
+                        pred_data[b, step, w] = in_data[lo + w]
+                    else:
+                        pred[b, step, w] = num_tasks
+                        pred_data[b, step, w] = 0
                 step += 1
+        for rest in range(step, steps):
+            task[b, rest] = 0
+            place[b, rest] = False
+            for w in range(width):
+                pred[b, rest, w] = num_tasks
+                pred_data[b, rest, w] = 0
