@@ -228,9 +228,24 @@ def mean_costs(comp, num_tasks, num_procs):
 
 @_jit
 def _stable_argsort(key, index, scratch):
-    """The indices 0..N-1 sorted by `key` [N], ties in increasing index: a bottom-up merge sort (taking the left
-    run's on ties) between the buffers `index` and `scratch` [N]; returns the one holding the result."""
+    """The indices 0..N-1 sorted by `key` [N], ties in increasing index, in the buffer returned (`index` or
+    `scratch` [N]). Priorities listed in topological order are nearly sorted already (upward ranks fall along
+    edges: about 450 inversions among 100 tasks), so an insertion sort runs first; past 16 moves per key it
+    gives way to a bottom-up merge sort (taking the left run's key on ties)."""
     count = len(key)
+    budget = 16 * count
+    for i in range(count):
+        value = key[i]
+        j = i
+        while j > 0 and key[index[j - 1]] > value and budget > 0:
+            index[j] = index[j - 1]
+            j -= 1
+            budget -= 1
+        index[j] = i
+        if budget == 0:
+            break
+    if budget > 0:
+        return index
     for i in range(count):
         index[i] = i
     source, target = index, scratch

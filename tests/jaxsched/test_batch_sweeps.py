@@ -51,6 +51,21 @@ def test_priority_positions_follow_the_per_problem_order_with_ties():
         np.testing.assert_array_equal(position[b, t:], np.arange(t, shape.num_tasks))
 
 
+def test_priority_positions_of_reversed_priorities():
+    """Priorities rising along the topological order (no edges: index order), ties in pairs: far from sorted,
+    past the insertion sort's budget, so the merge sort orders them."""
+    none = np.zeros(0, np.int64)
+    problems = [Problem(np.ones((64, 2)), none, none, np.zeros(0)), Problem(np.ones((40, 2)), none, none, np.zeros(0))]
+    graph = BatchGraph.of(problems, 64, 2)
+    priority = np.tile(np.arange(64) // 2, (2, 1)).astype(float)
+    position = graph.priority_position(priority)
+    for b, problem in enumerate(problems):
+        t = problem.num_tasks
+        expected = np.empty(t, np.int64)
+        expected[priority_order(problem, priority[b, :t])] = np.arange(t)
+        np.testing.assert_array_equal(position[b, :t], expected)
+
+
 def test_padded_scatters_mixed_shapes_like_a_loop():
     rng = np.random.default_rng(2)
     arrays = [rng.random((int(rng.integers(1, 6)), int(rng.integers(1, 4)))) for _ in range(9)]
