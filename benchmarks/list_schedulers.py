@@ -1,25 +1,34 @@
 """List-scheduler speed: each scheduler's compiled CPU form and batched JAX form against its NumPy reference in a
-loop.
+loop, and the batched form's host time per instance.
 
     python benchmarks/list_schedulers.py                       # 1,024 instances of 100 tasks, 4 processors
     python benchmarks/list_schedulers.py --instances 64 --sample 16 --names HEFT MinMin
+    python benchmarks/list_schedulers.py --instances 8192 --jax-only   # the batched form alone (GPU row)
 
 Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the
 same makespans: checked and printed). For each scheduler, in turns: the NumPy reference
 (`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, the compiled loop
 (`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
 reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
-planning, padding and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch` on ready
-plans, and streams for the static selections or edges for the dynamic ones; gap insertion at its default
-capacity). With `--repeats R` the four measurements alternate R times and the medians are printed (for
-shared, noisy machines). `--devices N` splits the end-to-end batch across N devices (default all; the kernel
-alone runs on one). Target: JAX end to end at least 20x the loop.
+planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
+on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
+transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
+end to end minus kernel, over the instances, in microseconds; the same difference in CPU time (this process, every
+thread) is printed beside it, steadier on a shared machine. With `--repeats R` the measurements alternate R
+times and the medians are printed (for shared, noisy machines). `--devices N` splits the end-to-end batch
+across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least 20x the loop;
+host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at 8,192
+instances.
+
+`end_to_end_times(names, instances, tasks, procs)` measures the batched form alone and returns the figures
+(for `benchmarks.gpu`).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Sequence
 
 import jax
 import numpy as np
@@ -41,11 +50,20 @@ from jaxsched.listsched_jax import (
     stream_batch,
 )
 
+BATCHED = tuple(n for n in NAMES if n != "GA")
+
 
 def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
     start = time.perf_counter()
     out = jax.block_until_ready(fn(*args, **kwargs))
     return time.perf_counter() - start, out
+
+
+def _cpu_and_wall(fn) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of this process (every thread), output) of one call of `fn`."""
+    cpu = time.process_time()
+    wall, out = _seconds(fn)
+    return wall, time.process_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -56,18 +74,95 @@ def _numba_makespans(problems, name) -> list[float]:
     return [list_schedule_numba(p, name).makespan for p in problems]
 
 
+def _instances(instances: int, tasks: int, procs: int) -> list:
+    return [random_dag(tasks, procs, integer=True, seed=s) for s in range(instances)]
+
+
+class _Batched:
+    """One scheduler's batched form on one batch: the end-to-end call and its kernels on inputs built once
+    (host arrays), both compiled on construction."""
+
+    def __init__(self, problems, name: str, shape: Shape, mesh):
+        self.problems, self.name, self.shape, self.mesh = problems, name, shape, mesh
+        graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+        self.costs = pad_costs(problems, shape, graph=graph)
+        self.kernels = []
+        for half in ("MinMin", "MaxMin") if name == "Duplex" else (name,):
+            config = preset(half)
+            plans = plan_batch(problems, config, shape, graph=graph)
+            streams = stream_batch(graph, plans, config)
+            edges = pad_edges(problems, shape, graph=graph) if config.dynamic else None
+            capacity = default_capacity(shape) if config.insertion else None
+            self.kernels.append((plans, config, capacity, streams, edges))
+        self.end_to_end()
+        self.kernel()
+
+    def end_to_end(self):
+        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh)
+
+    def kernel(self):
+        return [list_schedule_batch(self.costs, plans, *rest) for plans, *rest in self.kernels]
+
+    def check(self, out, reference: Sequence[float]) -> None:
+        """Raises SystemExit unless the first makespans of `out` equal `reference`."""
+        got = np.asarray(padded_makespan(self.costs, out))[: len(reference)]
+        if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
+            raise SystemExit(f"{self.name}: JAX and NumPy makespans differ")
+
+
+def _figures(instances: int, end_to_end_s: float, kernel_s: float) -> dict[str, float]:
+    return {
+        "end_to_end_s": end_to_end_s,
+        "kernel_s": kernel_s,
+        "host_us_per_instance": (end_to_end_s - kernel_s) / instances * 1e6,
+    }
+
+
+def end_to_end_times(
+    names: Sequence[str] = BATCHED, instances: int = 1024, tasks: int = 100, procs: int = 4, *, repeats: int = 1,
+    devices=None, check: int = 8, cpu_time: bool = False,
+) -> dict[str, dict[str, float]]:
+    """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
+    Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
+    once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
+    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in this process's CPU time
+    (every thread), steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
+    unknown = [n for n in names if n not in BATCHED]
+    if unknown:
+        raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
+    for what, value in (("instances", instances), ("tasks", tasks), ("procs", procs), ("repeats", repeats)):
+        if value < 1:
+            raise ValueError(f"{what} must be at least 1, got {value}")
+    problems = _instances(instances, tasks, procs)
+    shape, mesh = Shape.of(problems), batch_mesh(devices)
+    figures = {}
+    for name in names:
+        batched = _Batched(problems, name, shape, mesh)
+        batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
+        rounds = [(*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2]) for _ in range(repeats)]
+        wall, cpu, kernel_wall, kernel_cpu = np.median(np.array(rounds), axis=0)
+        figures[name] = _figures(instances, wall, kernel_wall)
+        if cpu_time:
+            figures[name]["host_cpu_us_per_instance"] = (cpu - kernel_cpu) / instances * 1e6
+    return figures
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=int, default=1024)
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--sample", type=int, default=128, help="instances the NumPy loop runs (then scaled)")
-    parser.add_argument("--names", nargs="+", default=[n for n in NAMES if n != "GA"])
+    parser.add_argument("--names", nargs="+", default=list(BATCHED), choices=BATCHED, metavar="NAME")
     parser.add_argument("--repeats", type=int, default=1, help="alternated rounds; medians are printed")
+    parser.add_argument("--jax-only", action="store_true", help="the batched form alone: no NumPy or numba loop")
     add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
-    if not 1 <= args.sample <= args.instances:
+    for what in ("instances", "tasks", "procs"):
+        if getattr(args, what) < 1:
+            parser.exit(2, f"--{what} must be at least 1, got {getattr(args, what)}\n")
+    if not args.jax_only and not 1 <= args.sample <= args.instances:
         parser.exit(2, f"--sample must lie in [1, --instances], got {args.sample}\n")
     if args.repeats < 1:
         parser.exit(2, f"--repeats must be >= 1, got {args.repeats}\n")
@@ -75,43 +170,44 @@ def main(argv=None) -> None:
         mesh = batch_mesh(args.devices)
     except ValueError as error:
         parser.exit(2, f"{error}\n")
-    problems = [random_dag(args.tasks, args.procs, integer=True, seed=s) for s in range(args.instances)]
-    shape = Shape.of(problems)
     print(f"# {args.instances} instances, {args.tasks} tasks, {args.procs} processors; "
           f"{machine_description(load=True)}")
+    if args.jax_only:
+        figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
+                                   devices=mesh, cpu_time=True)
+        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance | "
+              "host CPU us per instance |")
+        print("|---|---|---|---|---|---|")
+        for name, f in figures.items():
+            print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
+                  f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
+                  f"{f['host_cpu_us_per_instance']:.1f} |")
+        return
+    problems = _instances(args.instances, args.tasks, args.procs)
+    shape = Shape.of(problems)
     print("| scheduler | NumPy loop (s, scaled) | numba (schedules/s) | numba speedup | JAX end to end (s) | "
-          "JAX kernel (s) | JAX speedup | JAX kernel speedup |")
-    print("|---|---|---|---|---|---|---|---|")
+          "JAX kernel (s) | host us per instance | host CPU us per instance | JAX speedup | JAX kernel speedup |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.names:
-        schedule_batch(problems, name, shape=shape, devices=mesh)  # compile
+        batched = _Batched(problems, name, shape, mesh)
         _numba_makespans(problems[:1], name)  # compile, or load from the cache
-        graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
-        batch = pad_costs(problems, shape, graph=graph)
-        config = preset(name) if name != "Duplex" else None
-        if config is not None:
-            plans = plan_batch(problems, config, shape, graph=graph)
-            streams = stream_batch(graph, plans, config)
-            edges = pad_edges(problems, shape, graph=graph) if config.dynamic else None
-            capacity = default_capacity(shape) if config.insertion else None
-            list_schedule_batch(batch, plans, config, capacity, streams, edges)
         rounds = []
         for _ in range(args.repeats):
             numpy_time, reference = _seconds(_reference_makespans, problems[: args.sample], name)
             numba_time, compiled = _seconds(_numba_makespans, problems, name)
             if compiled[: args.sample] != reference:
                 raise SystemExit(f"{name}: numba and NumPy makespans differ")
-            jax_time, out = _seconds(schedule_batch, problems, name, shape=shape, devices=mesh)
-            got = np.asarray(padded_makespan(batch, out))[: args.sample]
-            if not np.array_equal(got, np.array(reference, dtype=got.dtype)):
-                raise SystemExit(f"{name}: JAX and NumPy makespans differ")
-            kernel_time = float("nan")
-            if config is not None:
-                kernel_time, _ = _seconds(list_schedule_batch, batch, plans, config, capacity, streams, edges)
-            rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time))
-        numpy_time, numba_time, jax_time, kernel_time = np.median(np.array(rounds), axis=0)
+            jax_time, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
+            batched.check(out, reference)
+            kernel_time, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
+            host_cpu = (jax_cpu - kernel_cpu) / args.instances * 1e6
+            rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time, host_cpu))
+        numpy_time, numba_time, jax_time, kernel_time, host_cpu = np.median(np.array(rounds), axis=0)
+        host = _figures(args.instances, jax_time, kernel_time)["host_us_per_instance"]
         print(
             f"| {name} | {numpy_time:.2f} | {args.instances / numba_time:.0f} | {numpy_time / numba_time:.0f}x | "
-            f"{jax_time:.2f} | {kernel_time:.3f} | {numpy_time / jax_time:.0f}x | {numpy_time / kernel_time:.0f}x |",
+            f"{jax_time:.3f} | {kernel_time:.3f} | {host:.1f} | {host_cpu:.1f} | {numpy_time / jax_time:.0f}x | "
+            f"{numpy_time / kernel_time:.0f}x |",
             flush=True,
         )
 

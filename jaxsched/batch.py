@@ -175,12 +175,67 @@ def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: s
     return shape
 
 
-def _fitted(problems, shape, graph, caller: str) -> tuple[list[Problem], Shape, BatchGraph]:
-    """`problems` as a list, the shape they pad to (`fit_shape`) and their `BatchGraph` at it (`graph` when
-    given, built once and shared by padding and planning)."""
+def fitted_graph(problems, shape, graph, caller: str) -> tuple[list[Problem], Shape, BatchGraph]:
+    """`problems` as a list, the shape they pad to (`fit_shape`; `shape` when given) and their `BatchGraph` at
+    it (`graph` when given, built for them at `shape` and shared by padding and planning). With a `shape`, the
+    fit is checked on the graph's arrays (one pass over the problems for their sizes, none with a `graph`):
+    ValueError, naming `caller`, for an empty batch, something not a `Problem`, a problem that does not fit
+    or a graph built for other problems."""
     problems = list(problems)
-    shape = fit_shape(problems, shape, caller)
-    return problems, shape, BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    if shape is None:
+        shape = fit_shape(problems, None, caller)
+    else:
+        shape = Shape(*shape)
+        for name, size in shape._asdict().items():
+            integer(f"Shape.{name}", size, 1)
+    if graph is None:
+        if not problems:
+            raise ValueError(f"{caller} needs at least one problem")
+        if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
+            for problem in problems:
+                check_problem(problem)
+        sizes = np.array([p.comp.shape for p in problems], np.int64)
+        _check_fit((("tasks", sizes[:, 0], shape.num_tasks), ("processors", sizes[:, 1], shape.num_procs)))
+        graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+    built = (len(graph.task_mask), *graph.comp.shape[1:])
+    if built != (len(problems), shape.num_tasks, shape.num_procs):
+        raise ValueError(
+            f"{caller}: the graph holds {built[0]} problems padded to {built[1]} tasks and {built[2]} processors, "
+            f"not {len(problems)} at {shape.num_tasks} and {shape.num_procs}"
+        )
+    in_degree = np.diff(graph.in_ptr).reshape(len(problems), -1).max(axis=1)
+    _check_fit((("edges", graph.counts, shape.num_edges), ("incoming edges of a task", in_degree, shape.max_in_degree)))
+    return problems, shape, graph
+
+
+def _check_fit(sizes) -> None:
+    """Raises ValueError naming the first problem whose size exceeds its capacity, for (what, [B] sizes, capacity)."""
+    for what, per_problem, capacity in sizes:
+        over = np.flatnonzero(per_problem > capacity)
+        if over.size:
+            b = int(over[0])
+            raise ValueError(f"problem {b} has {per_problem[b]} {what}, more than the padded capacity {capacity}")
+
+
+def _arrivals(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+    """[B, T] float64 release times, 0 where padded or not given (one pass over the problems that give them)."""
+    out = np.zeros(graph.task_mask.shape)
+    given = [b for b, p in enumerate(problems) if p.task_arrival is not None]
+    if given:
+        out[given] = padded([problems[b].task_arrival for b in given], out.shape[1:])
+    return out
+
+
+def _links(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+    """[B, P, P] float64 inverse bandwidths (`Problem.inverse_bandwidth`), 0 where padded: 1 between distinct
+    real processors of the problems without bandwidths, padded from the others."""
+    num_procs = graph.proc_mask.shape[1]
+    real = graph.proc_mask[:, :, None] & graph.proc_mask[:, None, :]
+    out = np.where(real, 1.0 - np.eye(num_procs), 0.0)
+    given = [b for b, p in enumerate(problems) if p.bandwidth is not None]
+    if given:
+        out[given] = padded([problems[b].inverse_bandwidth for b in given], out.shape[1:])
+    return out
 
 
 class PaddedCosts(NamedTuple):
@@ -198,10 +253,9 @@ def pad_costs(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedCosts:
     """The `PaddedCosts` of `problems` (those of `pad_problems`, with its checks and errors)."""
-    problems, shape, graph = _fitted(problems, shape, graph, "pad_costs")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_costs")
     comp, data = graph.comp, graph.data
-    arrival = padded([p.arrival for p in problems], (shape.num_tasks,))
-    links = padded([p.inverse_bandwidth for p in problems], (shape.num_procs, shape.num_procs))
+    arrival, links = _arrivals(problems, graph), _links(problems, graph)
     _check_range(
         {"comp": comp, "data": data[:, None], "task_arrival": arrival, "inverse bandwidth": links},
         _time_bounds(comp, arrival, np.bincount(graph.batch, data, minlength=len(problems)), links),
@@ -224,7 +278,7 @@ def pad_edges(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedEdges:
     """The `PaddedEdges` of `problems` (those of `pad_problems`; its times are checked by `pad_costs`)."""
-    problems, shape, graph = _fitted(problems, shape, graph, "pad_edges")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_edges")
     size, num_edges, counts = len(problems), shape.num_edges, graph.counts
     index = np.arange(len(graph.batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
     flat = graph.batch * num_edges + index  # into [B, E] flattened
@@ -246,7 +300,7 @@ def pad_problems(
     `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
     docstring). Vectorised over the batch: the edges of every problem are handled as one array.
     `graph`: the problems' `BatchGraph` at `shape`, when already built (planning shares it)."""
-    problems, shape, graph = _fitted(problems, shape, graph, "pad_problems")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_problems")
     num_tasks, _, _, max_in_degree = shape
     size = len(problems)
     costs = pad_costs(problems, shape, dtype, graph)

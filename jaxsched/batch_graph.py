@@ -6,7 +6,12 @@ quantities of `jaxsched.heft` and `jaxsched.priorities` are computed for every p
 the same float64 operations as the per-problem forms, so the values are equal: upward and downward
 ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list visit order
 (`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.batch_sweeps`, priority
-positions by one stable sort.
+positions by one stable sort per problem.
+
+Building it touches each problem once per array it reads (costs, edges, topological order), with no
+other per-problem Python: the edges are grouped by task over the whole batch (`batch_sweeps.group_by`),
+not read from each problem's `in_edges` / `out_edges`, and problems of unequal sizes are padded by one
+scatter of their concatenated arrays.
 """
 
 from __future__ import annotations
@@ -16,18 +21,31 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from jaxsched import batch_sweeps
-from jaxsched.heft import mean_communication
+from jaxsched.heft import mean_bandwidth
 from jaxsched.problem import Problem
 
 
-def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64) -> np.ndarray:
-    """[B, *shape] the `arrays` stacked, each at index 0 of every axis of a slot filled with `fill`."""
+def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=np.float64,
+           sizes: np.ndarray | None = None) -> np.ndarray:
+    """[B, *shape] the `arrays` (1-D or 2-D) stacked, each at index 0 of every axis of a slot filled with
+    `fill`: one copy when they all have `shape`, else one scatter of their concatenation. `sizes` [B, ndim]:
+    their shapes, when known."""
     out = np.full((len(arrays),) + shape, fill, dtype)
-    if all(a.shape == shape for a in arrays):
+    if sizes is None:
+        sizes = np.array([a.shape for a in arrays], np.int64)
+    sizes = sizes.reshape(len(arrays), len(shape))
+    if (sizes == shape).all():
         out[:] = arrays
         return out
-    for slot, array in zip(out, arrays):
-        slot[tuple(slice(0, n) for n in array.shape)] = array
+    counts = sizes.prod(axis=1)
+    slot = np.repeat(np.arange(len(arrays)), counts)
+    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    if len(shape) == 1:
+        flat = slot * shape[0] + within
+    else:
+        columns = sizes[slot, 1]
+        flat = (slot * shape[0] + within // columns) * shape[1] + within % columns
+    out.reshape(-1)[flat] = np.concatenate([a.ravel() for a in arrays])
     return out
 
 
@@ -43,7 +61,9 @@ class BatchGraph(NamedTuple):
     src: np.ndarray  # [E] source task within its problem
     dst: np.ndarray  # [E] destination task within its problem
     data: np.ndarray  # [E]
+    in_ptr: np.ndarray  # [B * T + 1] where each global task's incoming edges start in `in_order`
     in_order: np.ndarray  # [E] edges sorted by global destination (each problem's `in_edges` order)
+    out_ptr: np.ndarray  # [B * T + 1] where each global task's outgoing edges start in `out_order`
     out_order: np.ndarray  # [E] edges sorted by global source (each problem's `out_edges` order)
     topo_order: np.ndarray  # [B, T] canonical topological order, padded tasks last in index order
     position: np.ndarray  # [B, T] place of each task in `topo_order`
@@ -53,25 +73,33 @@ class BatchGraph(NamedTuple):
     def of(cls, problems: Sequence[Problem], num_tasks: int, num_procs: int) -> "BatchGraph":
         """The batch graph of `problems`, padded to `num_tasks` tasks and `num_procs` processors."""
         size = len(problems)
-        counts = np.array([p.num_edges for p in problems])
-        starts = np.repeat(np.cumsum(counts) - counts, counts)  # each edge's problem's first edge
-        topo_order = padded([p.topological_order for p in problems], (num_tasks,), fill=-1, dtype=np.int64)
+        sizes = np.array([(*p.comp.shape, p.src.shape[0]) for p in problems], np.int64).reshape(size, 3)
+        tasks, procs, counts = sizes[:, 0], sizes[:, 1], sizes[:, 2]
+        batch = np.repeat(np.arange(size), counts)
+        src = np.concatenate([p.src for p in problems])
+        dst = np.concatenate([p.dst for p in problems])
+        in_ptr, in_order = batch_sweeps.group_by(batch * num_tasks + dst, size * num_tasks)
+        out_ptr, out_order = batch_sweeps.group_by(batch * num_tasks + src, size * num_tasks)
+        topo_order = padded([p.topological_order for p in problems], (num_tasks,), -1, np.int64, tasks)
         unused = topo_order < 0
-        topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
+        if unused.any():
+            topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
         position = np.empty_like(topo_order)
         position[np.arange(size)[:, None], topo_order] = np.arange(num_tasks)
         return cls(
             problems=problems,
-            comp=padded([p.comp for p in problems], (num_tasks, num_procs)),
-            task_mask=np.arange(num_tasks)[None, :] < np.array([p.num_tasks for p in problems])[:, None],
-            proc_mask=np.arange(num_procs)[None, :] < np.array([p.num_procs for p in problems])[:, None],
+            comp=padded([p.comp for p in problems], (num_tasks, num_procs), sizes=sizes[:, :2]),
+            task_mask=np.arange(num_tasks)[None, :] < tasks[:, None],
+            proc_mask=np.arange(num_procs)[None, :] < procs[:, None],
             counts=counts,
-            batch=np.repeat(np.arange(size), counts),
-            src=np.concatenate([p.src for p in problems]),
-            dst=np.concatenate([p.dst for p in problems]),
+            batch=batch,
+            src=src,
+            dst=dst,
             data=np.concatenate([p.data for p in problems]),
-            in_order=np.concatenate([p.in_edges[1] for p in problems]) + starts,
-            out_order=np.concatenate([p.out_edges[1] for p in problems]) + starts,
+            in_ptr=in_ptr,
+            in_order=in_order,
+            out_ptr=out_ptr,
+            out_order=out_order,
             topo_order=topo_order,
             position=position,
             memo={},
@@ -107,19 +135,14 @@ class BatchGraph(NamedTuple):
 
     def _compute_input_slots(self):
         owner = self.global_dst()[self.in_order]
-        inputs = np.bincount(owner, minlength=self.task_mask.size)
-        return owner, np.arange(len(owner)) - (np.cumsum(inputs) - inputs)[owner], inputs
+        return owner, np.arange(len(owner)) - self.in_ptr[owner], np.diff(self.in_ptr)
 
     def _mean_comp(self) -> np.ndarray:
         """[B * T] mean execution time over each problem's processors (`comp.mean(axis=1)`); 0 padded."""
         return self._cached("_mean_comp", self._compute_mean_comp)
 
     def _compute_mean_comp(self) -> np.ndarray:
-        if self.proc_mask.all():
-            return self.comp.mean(axis=2).ravel()
-        out = np.zeros(self.task_mask.size)
-        out[np.flatnonzero(self.task_mask)] = np.concatenate([p.comp.mean(axis=1) for p in self.problems])
-        return out
+        return batch_sweeps.mean_costs(self.comp, self.task_mask.sum(axis=1), self.proc_mask.sum(axis=1))
 
     def _rows(self, by_source: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The edges in compressed rows by global source (`by_source`, each problem's `out_edges` order) or
@@ -128,10 +151,8 @@ class BatchGraph(NamedTuple):
         return self._cached(f"rows {by_source}", lambda: self._compute_rows(by_source))
 
     def _compute_rows(self, by_source: bool):
-        order = self.out_order if by_source else self.in_order
-        owner, other = (self.global_src(), self.global_dst()) if by_source else (self.global_dst(), self.global_src())
-        ptr = np.zeros(self.task_mask.size + 1, np.int64)
-        np.cumsum(np.bincount(owner, minlength=self.task_mask.size), out=ptr[1:])
+        ptr, order = (self.out_ptr, self.out_order) if by_source else (self.in_ptr, self.in_order)
+        other = self.global_dst() if by_source else self.global_src()
         return ptr, other[order], self._edge_value()[order]
 
     def _edge_value(self) -> np.ndarray:
@@ -139,7 +160,12 @@ class BatchGraph(NamedTuple):
         return self._cached("_edge_value", self._compute_edge_value)
 
     def _compute_edge_value(self) -> np.ndarray:
-        return np.concatenate([mean_communication(p) for p in self.problems])
+        linked = [b for b, p in enumerate(self.problems) if p.bandwidth is not None and p.num_procs > 1]
+        if not linked:
+            return self.data
+        divisor = np.ones(len(self.problems))  # data / 1.0 is data: the problems without bandwidths
+        divisor[linked] = [mean_bandwidth(self.problems[b]) for b in linked]
+        return self.data / divisor[self.batch]
 
     def upward_rank(self) -> np.ndarray:
         """[B, T] `jaxsched.heft.upward_rank` of every problem; 0 padded."""
@@ -169,23 +195,14 @@ class BatchGraph(NamedTuple):
         return table.reshape(self.comp.shape)
 
     def row_mean(self, table: np.ndarray) -> np.ndarray:
-        """[B, T] the mean of `table` [B, T, P] over each problem's processors."""
-        if self.proc_mask.all():
-            return table.mean(axis=2)
-        out = np.zeros(self.task_mask.shape)
-        for b, problem in enumerate(self.problems):
-            out[b, : problem.num_tasks] = table[b, : problem.num_tasks, : problem.num_procs].mean(axis=1)
-        return out
+        """[B, T] the mean of `table` [B, T, P] over each problem's processors (NumPy's `mean`, to the bit)."""
+        means = batch_sweeps.mean_costs(table, self.task_mask.sum(axis=1), self.proc_mask.sum(axis=1))
+        return means.reshape(self.task_mask.shape)
 
     def priority_position(self, priority: np.ndarray) -> np.ndarray:
         """[B, T] `jaxsched.priorities.priority_position` from priorities [B, T]: decreasing priority,
         ties by topological position (a stable sort of the topological order); padded tasks last."""
-        rows = np.arange(len(priority))[:, None]
-        key = np.where(self.task_mask, -priority, np.inf)[rows, self.topo_order]
-        order = self.topo_order[rows, np.argsort(key, axis=1, kind="stable")]
-        position = np.empty_like(order)
-        position[rows, order] = np.arange(self.num_tasks)
-        return position
+        return batch_sweeps.priority_positions(np.asarray(priority, np.float64), self.task_mask, self.topo_order)
 
     def critical_path_pins(self, total: np.ndarray) -> np.ndarray:
         """[B, T] CPOP's pins (`jaxsched.priorities.critical_path`) from the rank sums `total` [B, T]
@@ -194,7 +211,7 @@ class BatchGraph(NamedTuple):
         on_path = self.task_mask & np.isclose(total, length, rtol=1e-9, atol=0.0)
         ptr, successor, _ = self._rows(by_source=True)
         return batch_sweeps.critical_path_pins(
-            on_path, self.position, ptr, successor, self.input_slots()[2], self.comp, self.proc_mask
+            on_path, self.position, ptr, successor, np.diff(self.in_ptr), self.comp, self.proc_mask
         )
 
     def ready_list_order(self, position: np.ndarray) -> np.ndarray:
@@ -202,4 +219,4 @@ class BatchGraph(NamedTuple):
         scheduler that always takes the ready task of lowest `position` visits them; padded tasks last
         (their positions are the largest)."""
         ptr, successor, _ = self._rows(by_source=True)
-        return batch_sweeps.ready_list_orders(position, ptr, successor, self.input_slots()[2])
+        return batch_sweeps.ready_list_orders(position, ptr, successor, np.diff(self.in_ptr))

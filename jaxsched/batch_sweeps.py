@@ -7,6 +7,13 @@ tasks numbered b * T + t), doing per edge exactly the float64 arithmetic of the 
 replaces a level-by-level vectorised NumPy sweep, whose Python loop over levels and per-level sorting
 cost more than the arithmetic on batches of small DAGs (1,024 problems of 100 tasks: CPOP's planning
 58 -> 19 ms, PEFT's 71 -> 18 ms). Compiled code is cached on disk (`cache=True`).
+
+The glue around the walks is compiled too, each step one pass over the batch's arrays: grouping the edges
+by task (`group_by`, a stable counting sort in place of per-problem `in_edges` / `out_edges`), mean costs
+(`mean_costs`, NumPy's own summation order) and priority positions (`priority_positions`, one stable
+sort per problem); NumPy's reductions over a short last axis and its sort along rows cost more per
+problem than the walks themselves (4,096 problems of 100 tasks on 4 processors: 2.6 us each for the
+mean, 4.6 us for the sort).
 """
 
 from __future__ import annotations
@@ -157,3 +164,121 @@ def ready_list_orders(position, out_ptr, out_dst, in_degree):
                     ready[count] = position[b, successor - base]
                     count += 1
     return order
+
+
+@_jit
+def group_by(keys, size):
+    """(ptr [size + 1], order [N]): the indices of `keys` (integers in [0, size)) grouped by key, each group in
+    increasing index, group k at order[ptr[k]:ptr[k + 1]]: `np.argsort(keys, kind="stable")` by counting."""
+    ptr = np.zeros(size + 1, np.int64)
+    for i in range(len(keys)):
+        ptr[keys[i] + 1] += 1
+    for k in range(size):
+        ptr[k + 1] += ptr[k]
+    fill = ptr[:-1].copy()
+    order = np.empty(len(keys), np.int64)
+    for i in range(len(keys)):
+        order[fill[keys[i]]] = i
+        fill[keys[i]] += 1
+    return ptr, order
+
+
+@_jit
+def _pairwise_sum(row, count):
+    """The sum of row[:count] (count <= 128) in the order of NumPy's pairwise summation (its add reduction
+    over a contiguous axis): a plain loop below 8 terms, else 8 running sums combined as a tree, then the
+    rest one by one. (Longer rows NumPy splits in halves: `mean_costs` leaves those to NumPy.)"""
+    if count < 8:
+        total = 0.0
+        for i in range(count):
+            total += row[i]
+        return total
+    acc = row[:8].copy()
+    i = 8
+    while i < count - count % 8:
+        for j in range(8):
+            acc[j] += row[i + j]
+        i += 8
+    total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    for k in range(i, count):
+        total += row[k]
+    return total
+
+
+@_jit
+def _mean_costs(comp, num_tasks, num_procs):
+    size, padded_tasks, _ = comp.shape
+    out = np.zeros(size * padded_tasks)
+    for b in range(size):
+        for t in range(num_tasks[b]):
+            out[b * padded_tasks + t] = _pairwise_sum(comp[b, t], num_procs[b]) / num_procs[b]
+    return out
+
+
+def mean_costs(comp, num_tasks, num_procs):
+    """[B * T] each task's mean cost over its problem's processors: `comp[b, t, :num_procs[b]].mean()` to the
+    last bit (NumPy's summation order, then one division) for the first `num_tasks[b]` tasks, 0 after."""
+    if comp.shape[2] <= 128:
+        return _mean_costs(comp, num_tasks, num_procs)
+    out = np.zeros(comp.shape[:2])
+    for b, (tasks, procs) in enumerate(zip(num_tasks, num_procs)):
+        out[b, :tasks] = comp[b, :tasks, :procs].mean(axis=1)
+    return out.ravel()
+
+
+@_jit
+def _stable_argsort(key, index, scratch):
+    """The indices 0..N-1 sorted by `key` [N], ties in increasing index, in the buffer returned (`index` or
+    `scratch` [N]). Priorities listed in topological order are nearly sorted already (upward ranks fall along
+    edges: about 450 inversions among 100 tasks), so an insertion sort runs first; past 16 moves per key it
+    gives way to a bottom-up merge sort (taking the left run's key on ties)."""
+    count = len(key)
+    budget = 16 * count
+    for i in range(count):
+        value = key[i]
+        j = i
+        while j > 0 and key[index[j - 1]] > value and budget > 0:
+            index[j] = index[j - 1]
+            j -= 1
+            budget -= 1
+        index[j] = i
+        if budget == 0:
+            break
+    if budget > 0:
+        return index
+    for i in range(count):
+        index[i] = i
+    source, target = index, scratch
+    width = 1
+    while width < count:
+        for lo in range(0, count, 2 * width):
+            middle, hi = min(lo + width, count), min(lo + 2 * width, count)
+            i, j = lo, middle
+            for k in range(lo, hi):
+                if j >= hi or (i < middle and not key[source[j]] < key[source[i]]):
+                    target[k] = source[i]
+                    i += 1
+                else:
+                    target[k] = source[j]
+                    j += 1
+        source, target = target, source
+        width *= 2
+    return source
+
+
+@_jit
+def priority_positions(priority, task_mask, topo):
+    """[B, T] each task's place in decreasing `priority` [B, T], ties by place in the topological order
+    `topo` [B, T], padded tasks last (`BatchGraph.priority_position`): one stable sort per problem."""
+    size, num_tasks = priority.shape
+    position = np.empty((size, num_tasks), np.int64)
+    key = np.empty(num_tasks)
+    index, scratch = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
+    for b in range(size):
+        for i in range(num_tasks):
+            task = topo[b, i]
+            key[i] = -priority[b, task] if task_mask[b, task] else np.inf
+        ranked = _stable_argsort(key, index, scratch)
+        for i in range(num_tasks):
+            position[b, topo[b, ranked[i]]] = i
+    return position

@@ -34,7 +34,7 @@ from jaxsched.batch import (
     PaddedProblem,
     Shape,
     assert_padded,
-    fit_shape,
+    fitted_graph,
     pad_costs,
     pad_edges,
 )
@@ -373,8 +373,7 @@ def plan_batch(
     """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
     computed for the whole batch at once on its `BatchGraph` (equal values); `graph`: that graph at
     `shape`, when already built (padding shares it)."""
-    shape = fit_shape(problems, shape, "plan_batch")
-    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
+    problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch")
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
     rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
@@ -429,7 +428,11 @@ def default_capacity(shape: Shape) -> int:
 
 def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity, streams, edges) -> ScheduleArrays:
     """`list_schedule_batch` with the batch split across `mesh` (padded to a multiple of its device count by
-    repeating the last problem) and the schedules gathered back, the padding dropped."""
+    repeating the last problem) and the schedules gathered back, the padding dropped; on one device, placed
+    there whole and left there (no copies through the host)."""
+    if mesh.devices.size == 1:
+        placed = jax.device_put((batch, plans, streams, edges), mesh.devices.flat[0])
+        return list_schedule_batch(*placed[:2], config, capacity, *placed[2:])
     (batch, plans, streams, edges), size = shard_batch((batch, plans, streams, edges), mesh)
     return gather(list_schedule_batch(batch, plans, config, capacity, streams, edges), size)
 
@@ -470,9 +473,8 @@ def schedule_batch(
     again with twice the room. The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
-    shape = fit_shape(problems, shape, "schedule_batch")
+    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch")
     mesh = batch_mesh(devices)
-    graph = BatchGraph.of(list(problems), shape.num_tasks, shape.num_procs)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
     # the costs, and of the graph only what the scans read: predecessor streams (static), edges (dynamic)

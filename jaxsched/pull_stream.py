@@ -10,7 +10,9 @@ the task's last micro-step (`place`) places it. A batch then needs as many micro
 stream, about T + E / width, each pulling `width` predecessors.
 
 `visit_stream` (JAX, one problem) is the one-micro-step-per-task stream of a padded problem;
-`compact_streams` (NumPy, a whole batch at once) the compact one, built from the batch's `BatchGraph`.
+`compact_streams` (a whole batch at once) the compact one, built from the batch's `BatchGraph` by one
+compiled walk (numba) over each problem's visit order: it writes each micro-step once, where the
+vectorised NumPy form it replaces spent 6 us per problem of 100 tasks on index arithmetic.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numba
 import numpy as np
 
 from jaxsched.batch import PaddedProblem
@@ -46,25 +49,48 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
     if width < 1:
         raise ValueError(f"width must be at least 1, got {width}")
     size, num_tasks = order.shape
-    rows = np.arange(size)[:, None]
-    grouped, slot, inputs = graph.input_slots()  # edges grouped by destination task, over the batch
-    chunks = np.where(graph.task_mask.ravel(), np.maximum(1, -(-inputs // width)), 0).reshape(size, num_tasks)
-    per_visit = chunks[rows, order]  # [B, T] micro-steps of the task visited at each step
-    first = np.cumsum(per_visit, axis=1) - per_visit  # first micro-step of each visit
-    lengths = per_visit.sum(axis=1)
+    inputs = np.diff(graph.in_ptr)  # [B * T] in-degree of every task over the batch
+    chunks = np.where(graph.task_mask.ravel(), np.maximum(1, -(-inputs // width)), 0)
     quantum = -(-num_tasks // 8)
-    steps = max(quantum, -(-int(lengths.max()) // quantum) * quantum)
-    owner = np.repeat(np.arange(per_visit.size), per_visit.ravel())  # flat visit of each micro-step
-    micro = np.arange(len(owner)) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # within its problem
-    task = np.zeros((size, steps), np.int32)
-    place = np.zeros((size, steps), bool)
-    flat = owner // num_tasks * steps + micro  # into [B, M] flattened
-    task.ravel()[flat] = order.ravel()[owner]
-    place.ravel()[flat] = micro == (first + per_visit - 1).ravel()[owner]
-    first_of_task = np.empty_like(first)  # [B, T] its first micro-step, counted over the batch
-    first_of_task[rows, order] = first + rows * steps
-    flat = first_of_task.ravel()[grouped] * width + slot  # into [B, M, W] flattened: slot // width micro-steps on
-    pred = np.full(size * steps * width, num_tasks, np.int32)
-    pred_data = np.zeros(size * steps * width, dtype)
-    pred[flat], pred_data[flat] = graph.src[graph.in_order], graph.data[graph.in_order]
-    return PullStream(task, pred.reshape(size, steps, width), pred_data.reshape(size, steps, width), place)
+    steps = max(quantum, -(-int(chunks.reshape(size, num_tasks).sum(axis=1).max()) // quantum) * quantum)
+    task = np.empty((size, steps), np.int32)  # every entry written by `_fill_streams`
+    place = np.empty((size, steps), bool)
+    pred = np.empty((size, steps, width), np.int32)
+    pred_data = np.empty((size, steps, width), dtype)
+    order = np.ascontiguousarray(order, np.int64)
+    _fill_streams(order, chunks, graph.in_ptr, graph.src[graph.in_order], graph.data[graph.in_order], task, place,
+                  pred, pred_data)
+    return PullStream(task, pred, pred_data, place)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_streams(order, chunks, in_ptr, in_src, in_data, task, place, pred, pred_data):
+    """Writes the micro-steps of every problem visiting its tasks in `order` [B, T]: `chunks` [B * T] micro-steps
+    per task (0 for padded tasks), its inputs `in_src` / `in_data` at in_ptr[b * T + t]:in_ptr[b * T + t + 1];
+    unused slots get the sentinel T (data 0), micro-steps past a stream's end task 0 and no placing."""
+    size, num_tasks = order.shape
+    steps, width = pred.shape[1], pred.shape[2]
+    for b in range(size):
+        step = 0
+        for i in range(num_tasks):
+            visited = order[b, i]
+            flat = b * num_tasks + visited
+            first, end = in_ptr[flat], in_ptr[flat + 1]
+            for chunk in range(chunks[flat]):
+                task[b, step] = visited
+                place[b, step] = chunk == chunks[flat] - 1
+                lo = first + chunk * width
+                for w in range(width):
+                    if lo + w < end:
+                        pred[b, step, w] = in_src[lo + w]
+                        pred_data[b, step, w] = in_data[lo + w]
+                    else:
+                        pred[b, step, w] = num_tasks
+                        pred_data[b, step, w] = 0
+                step += 1
+        for rest in range(step, steps):
+            task[b, rest] = 0
+            place[b, rest] = False
+            for w in range(width):
+                pred[b, rest, w] = num_tasks
+                pred_data[b, rest, w] = 0
