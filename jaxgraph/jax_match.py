@@ -41,7 +41,6 @@ from jaxgraph.jax_patterns import (
     MAX_MAPPED,
     MAX_SOURCE,
     MAX_TARGET,
-    PADDING,
     PARTS,
     LoweredPatterns,
     SlotFacts,
@@ -127,11 +126,11 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
         ok &= (f.op[..., q] == op) & (f.num_inputs[..., q] == row.arity[q])
         ok &= functools.reduce(jnp.logical_and, [plan[q] != plan[k] for k in range(q + 1, m)], True)
         ok &= unless(row.activation[q] < 0, lambda: f.activation[..., q] == row.activation[q])  # noqa: B023
-        ok &= unless(op != conv, lambda: (  # noqa: B023
+        ok &= unless(op != conv, lambda: (  # noqa: B023  padding: 0 SAME, 1 VALID (`PADDING`)
             (f.in_rank[..., q, :] == 4).all(-1) & (f.groups[..., q] == 1)  # noqa: B023
             & (f.kernel[..., q, 0] == row.kernel[q, 0]) & (f.kernel[..., q, 1] == row.kernel[q, 1])  # noqa: B023
             & (f.stride[..., q, 0] == row.stride[q, 0]) & (f.stride[..., q, 1] == row.stride[q, 1])  # noqa: B023
-            & pick([f.same[..., q], f.unpadded[..., q]], row.padding[q] == PADDING["VALID"])))  # noqa: B023
+            & pick([f.same[..., q], f.unpadded[..., q]], row.padding[q])))  # noqa: B023
         ok &= unless((op != OP_ID["add"]) & (op != OP_ID["mul"]), lambda: f.equal_inputs[..., q])  # noqa: B023
         ok &= unless(op != concat, lambda: (f.in_rank[..., q, 0] == row.rank[q])  # noqa: B023
                      & (f.concat_axis[..., q] == row.axis[q]))  # noqa: B023
