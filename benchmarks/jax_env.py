@@ -5,12 +5,16 @@
     python benchmarks/jax_env.py --floor --models resnet18,bert   # and the floor a faster matching cannot pass
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
     python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
-    python benchmarks/jax_env.py --full-table --models resnet18,bert   # and JaxEnv with TASO's whole table
+    python benchmarks/jax_env.py --full-table --models resnet18 [--doubled] [--matcher by-ops,by-plan]
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
 episode ends, under the analytic `Roofline` cost of `--backend` (taso, xla or onnxruntime; `--profile`
-takes a comma-separated list and profiles each).
+takes a comma-separated list and profiles each). With `--full-table`, instead: JaxEnv with the hand rules, with
+`TASO_RULES` (the hand rules and TASO's data rules, `jaxgraph.jax_match`) and, with `--doubled`, with TASO's table
+doubled (each data rule cloned under a new xfer id, `cloned_rules`), for each `--matcher`: compile seconds and
+steps/s, each environment compiled once and timed in alternated rounds, steps/s over the hand rules' of the same
+rounds. `measure_table` is the same measurement for another script (the GPU command).
 JaxEnv: `num_envs` copies of the graph in one `jax.jit(jax.vmap(...))` program scanned over `steps` steps
 (action sampling and resets included), with every observation built, and again without observations (the
 agent reads the masks from the state); the first call (compilation) is timed apart. With `--chunk N`, also
@@ -18,11 +22,8 @@ the same `num_envs` environments as groups of N vmapped ones run one after anoth
 program, so a group's state stays in the CPU's caches. With `--floor`, also the floor of a step: the same graph in a
 `JaxEnv` whose only rule (SplitOfSplit) matches nowhere, so every step is the NO-OP with nothing to match or build;
 the state, cost, observation, commit of an empty edit and reset are all still paid. No faster matching can take a
-step below it. Env: one environment
-stepped on the host for `--host-seconds`, half before and half after the jitted runs. With `--full-table`, also
-`JaxEnv` with `TASO_RULES` (the hand rules and TASO's data rules, `jaxgraph.jax_patterns`), timed alternately with
-the hand rules' environment (two rounds each), its steps/s divided by theirs. Prints a markdown table (and `--json`
-writes the numbers).
+step below it. Env: one environment stepped on the host for `--host-seconds`, half before and half after the jitted
+runs. Prints a markdown table (and `--json` writes the numbers).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import numpy as np
 from jaxgraph import MODELS, Env, Roofline
 from jaxgraph.backends import BACKENDS
 from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_match import MATCHERS, cloned_rules, default_matcher
 from jaxgraph.jax_rules import JAX_RULES
+from jaxgraph.patterns import FAMILY as DATA_FAMILY
 from jaxgraph.patterns import taso_rules
 from jaxsched.common.machine import machine_description
 
@@ -79,28 +82,84 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
     return rollout
 
 
-def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
-                         ) -> tuple[float, float]:
-    """(steps/s after compilation, seconds of the first call). With `chunk`, the `num_envs` environments run as
-    groups of `chunk` vmapped environments one after another (`lax.map`) in the same program: a group's state
-    stays in the CPU's caches for its whole rollout."""
-    params = env.params()
+def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool = True, chunk: int = 0):
+    """(timer, seconds of the first call, compilation included): `timer(repeats, seed)` runs the `num_envs`
+    environments' `num_steps`-step rollouts `repeats` times and returns their steps/s (median). With `chunk`, the
+    environments run as groups of `chunk` vmapped environments one after another (`lax.map`) in the same program: a
+    group's state stays in the CPU's caches for its whole rollout."""
     groups = num_envs // chunk if chunk else 1
     shape = (groups, num_envs // groups) if chunk else (num_envs,)
-    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), params)
+    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), env.params())
     vmapped = jax.vmap(make_rollout(env, num_steps, observe))
     run = jax.jit((lambda keys, p: jax.lax.map(lambda pair: vmapped(*pair), (keys, p))) if chunk else vmapped)
-    keys = jax.random.split(jax.random.key(0), num_envs).reshape(shape)
+
+    def timer(repeats: int, seed: int = 1) -> float:
+        times = []
+        for r in range(repeats):
+            keys = jax.random.split(jax.random.key(seed + r), num_envs).reshape(shape)
+            start = time.perf_counter()
+            run(keys, batched).block_until_ready()
+            times.append(time.perf_counter() - start)
+        return num_envs * num_steps / float(np.median(times))
+
     start = time.perf_counter()
-    run(keys, batched).block_until_ready()
-    compile_seconds = time.perf_counter() - start
-    times = []
-    for r in range(repeats):
-        keys = jax.random.split(jax.random.key(r + 1), num_envs).reshape(shape)
-        start = time.perf_counter()
-        run(keys, batched).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return num_envs * num_steps / float(np.median(times)), compile_seconds
+    run(jax.random.split(jax.random.key(0), num_envs).reshape(shape), batched).block_until_ready()
+    return timer, time.perf_counter() - start
+
+
+def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
+                         ) -> tuple[float, float]:
+    """(steps/s after compilation, seconds of the first call), as `compiled_rollouts` measures them."""
+    timer, compile_seconds = compiled_rollouts(env, num_envs, num_steps, observe, chunk)
+    return timer(repeats), compile_seconds
+
+
+TABLES = ("hand", "taso", "doubled")
+
+
+def table_rules(table: str) -> tuple:
+    """The rules of a table: "hand" `JAX_RULES`, "taso" `TASO_RULES`, "doubled" TASO's with every data rule cloned."""
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
+    if table == "hand":
+        return JAX_RULES
+    rules = taso_rules()
+    return cloned_rules(rules, sum(r.family == DATA_FAMILY for r in rules) if table == "doubled" else 0)
+
+
+def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str | None = None, steps: int = 64,
+                  repeats: int = 3, max_locations: int = 64, backend: str = "taso") -> dict[str, float]:
+    """{compile_s, steps_per_s} of `num_envs` random-agent environments on `model` (a `MODELS` name) with the rules
+    of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the first call's seconds
+    (compilation included), then steps/s, the median of `repeats` calls of `steps` steps each."""
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
+    env = JaxEnv(MODELS[model](), max_locations=max_locations, rules=table_rules(table), matcher=matcher,
+                 cost_model=Roofline(backend=BACKENDS[backend]))
+    timer, compile_seconds = compiled_rollouts(env, num_envs, steps)
+    return {"compile_s": compile_seconds, "steps_per_s": timer(repeats)}
+
+
+def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_locations: int, cost_model: Roofline,
+                    matchers: list[str], doubled: bool, rounds: int = 2) -> list[dict]:
+    """Rows (model, table, matcher, xfers, matched, compile_s, steps_per_s, over_hand) of `--full-table`: every
+    environment compiled once, then timed in `rounds` alternated rounds (a change of load weighs on all)."""
+    graph = MODELS[name]()
+    setups = [("hand", "-")] + [(table, m) for table in ("taso", "doubled")[:1 + doubled] for m in matchers]
+    rows, timers = [], []
+    for table, matcher in setups:
+        env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model, rules=table_rules(table),
+                     matcher=None if matcher == "-" else matcher)
+        timer, compile_seconds = compiled_rollouts(env, num_envs, steps)
+        matched = sum(r.family != DATA_FAMILY for r in env.rules) + (
+            sum(len(rows) for _, _, rows in env.data_rules.groups) if env.data_rules else 0)
+        rows.append(dict(model=name, table=table, matcher=env.matcher if env.data_rules else "-",
+                         xfers=env.num_xfers, matched=matched, compile_s=compile_seconds))
+        timers.append(timer)
+    rates = np.array([[timer(repeats, seed=1 + r * repeats) for timer in timers] for r in range(rounds)])
+    for row, rate, over in zip(rows, rates.mean(0), (rates / rates[:, :1]).mean(0)):
+        row.update(steps_per_s=float(rate), over_hand=float(over))
+    return rows
 
 
 PIECES = {"step": "step", "bare": "step, no observation", "observation": "observation", "cost": "cost (node_costs)",
@@ -190,7 +249,11 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="also time the floor of a step: the NO-OP with nothing to match or build (`floor_env`)")
     parser.add_argument("--full-table", action="store_true",
-                        help="also time JaxEnv with TASO_RULES (hand rules and TASO's data rules) against JAX_RULES")
+                        help="instead: JaxEnv with TASO_RULES (and --doubled) against JAX_RULES (`full_table_rows`)")
+    parser.add_argument("--doubled", action="store_true", help="with --full-table, also TASO's table doubled")
+    parser.add_argument("--matcher", default="",
+                        help=f"with --full-table, the data rules' matchers, comma-separated ({', '.join(MATCHERS)}; "
+                             "default: the backend's)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -203,6 +266,9 @@ def main() -> None:
                        f"a chunk that does not divide --num-envs\n")
     if len(backends) > 1 and not args.profile:
         parser.exit(2, "jax_env: several backends only with --profile\n")
+    matchers = [m for m in args.matcher.split(",") if m] or [default_matcher()]
+    if set(matchers) - set(MATCHERS):
+        parser.exit(2, f"jax_env: unknown matchers {sorted(set(matchers) - set(MATCHERS))}; known: {MATCHERS}\n")
     models = [Roofline(backend=BACKENDS[b]) for b in backends]
     print(f"# {machine_description(load=True)}")
     print(f"# rules: {len(JAX_RULES)} of the 28 (families {sorted({r.family for r in JAX_RULES})})")
@@ -217,14 +283,27 @@ def main() -> None:
                       + ", ".join(f"{k} {v:.0f}" for k, v in times.items()), flush=True)
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return
+    if args.full_table:
+        print(f"# {args.num_envs} environments x {args.steps} steps, median of {args.repeats}, 2 alternated rounds")
+        print("| model | table | matcher | xfers (matched) | compile s | steps/s | over the hand rules (same rounds) |")
+        print("|---|---|---|---|---|---|---|", flush=True)
+        rows = []
+        for name in names:
+            rows += full_table_rows(name, args.num_envs, args.steps, args.repeats, args.max_locations, models[0],
+                                    matchers, args.doubled)
+            for r in rows[-(1 + len(matchers) * (1 + args.doubled)):]:
+                print(f"| {r['model']} | {r['table']} | {r['matcher']} | {r['xfers']} ({r['matched']}) | "
+                      f"{r['compile_s']:.0f} | {r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
+        print(f"# load average at the end {os.getloadavg()[0]:.1f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     chunked = f" | JaxEnv steps/s, {args.num_envs // args.chunk} groups of {args.chunk} | ratio" if args.chunk else ""
     floored = " | floor steps/s | ratio | floor steps/s, no observation | ratio" if args.floor else ""
-    full = (" | full table: xfers (matched) | steps/s | compile s | over the hand rules' steps/s (same rounds)"
-            if args.full_table else "")
     print("| model | nodes | capacity | Env steps/s | JaxEnv steps/s | ratio | compile s | JaxEnv steps/s, "
-          f"no observation | ratio{chunked}{floored}{full} |")
-    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk) + "---|---|---|---|" * args.floor
-          + "---|---|---|---|" * args.full_table)
+          f"no observation | ratio{chunked}{floored} |")
+    print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * bool(args.chunk) + "---|---|---|---|" * args.floor)
     rows = []
     for name in names:
         graph = MODELS[name]()
@@ -242,27 +321,13 @@ def main() -> None:
             parser.exit(2, f"jax_env: {name}: {error}\n")
         floors = [jax_steps_per_second(floor, args.num_envs, args.steps, args.repeats, observe)[0]
                   for observe in (True, False)] if floor else [None, None]
-        if args.full_table:
-            table = JaxEnv(graph, max_locations=args.max_locations, cost_model=models[0], rules=taso_rules())
-            matched = len(JAX_RULES) + sum(len(rows) for _, _, rows in table.data_rules.groups)
-            rounds = [[jax_steps_per_second(e, args.num_envs, args.steps, args.repeats, True) for e in (env, table)]
-                      for _ in range(2)]  # alternated, so a change of load weighs on both
-            full_rate = float(np.mean([r[1][0] for r in rounds]))
-            full_ratio = full_rate / float(np.mean([r[0][0] for r in rounds]))
-            full_compile = rounds[0][1][1]
         host = (before + host_steps_per_second(graph, args.max_locations, args.host_seconds / 2, models[0], seed=1)) / 2
         rows.append(dict(model=name, nodes=len(graph), capacity=env.node_capacity, env_steps_per_s=host,
                          jax_steps_per_s=jitted, compile_s=compile_seconds, jax_state_only_steps_per_s=bare,
                          jax_grouped_steps_per_s=grouped, floor_steps_per_s=floors[0],
                          floor_state_only_steps_per_s=floors[1]))
-        if args.full_table:
-            rows[-1].update(full_table_xfers=table.num_xfers, full_table_matched=matched,
-                            full_table_steps_per_s=full_rate, full_table_compile_s=full_compile,
-                            full_table_over_hand=full_ratio)
         extra = f" {grouped:,.0f} | {grouped / host:.1f}x |" if args.chunk else ""
         extra += "".join(f" {rate:,.0f} | {rate / host:.1f}x |" for rate in floors) if args.floor else ""
-        extra += (f" {table.num_xfers} ({matched}) | {full_rate:,.0f} | {full_compile:.0f} | {full_ratio:.2f}x |"
-                  if args.full_table else "")
         print(f"| {name} | {len(graph)} | {env.node_capacity} | {host:,.0f} | {jitted:,.0f} | {jitted / host:.1f}x "
               f"| {compile_seconds:.0f} | {bare:,.0f} | {bare / host:.1f}x |{extra}", flush=True)
     print(f"# load average at the end {os.getloadavg()[0]:.1f}; {args.num_envs} environments x {args.steps} steps, "

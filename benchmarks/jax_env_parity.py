@@ -2,7 +2,7 @@
 prints the steps, graphs, rule families fired and mismatches per set and backend.
 
     python benchmarks/jax_env_parity.py [--graphs 50] [--blocks 6] [--sequences 8] [--backends taso,xla,onnxruntime]
-        [--builders] [--onnx] [--tight] [--taso 40]
+        [--builders] [--onnx] [--tight] [--taso 40] [--matcher by-ops]
 
 Generated graphs: `random_graph(seed, blocks)` for seeds 0..graphs-1, all in one JaxEnv per backend (sized for the
 largest, so one compilation per backend). `--tight`: the same graphs again under TASO's cost in a JaxEnv whose node
@@ -12,6 +12,7 @@ the tests use) and `--onnx`: every file of tests/data, each in its own JaxEnv un
 over at least 10,000 steps on at least 50 generated graphs that together fire every rule family. `--taso N`: TASO's
 full table (`TASO_RULES`: the hand rules and the data rules) on N graphs of planted TASO source instances (the tests'
 `planted_graphs`) and N op soups (`random_taso_graph`), one JaxEnv each, TASO's cost: also the data rules fired.
+`--matcher`: how those JaxEnvs match the data rules (`jaxgraph.jax_match.MATCHERS`; default: the backend's).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax
 
 from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
 from jaxgraph.backends import BACKENDS
+from jaxgraph.jax_match import MATCHERS
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.models import SMALL_SIZES
 from jaxgraph.parity import fitting_env
@@ -74,8 +76,11 @@ def main(argv=None) -> int:
     parser.add_argument("--onnx", action="store_true")
     parser.add_argument("--tight", action="store_true")
     parser.add_argument("--taso", type=int, default=0, help="also N planted graphs and N soups with the full table")
+    parser.add_argument("--matcher", default=None, help="the data rules' matcher (jaxgraph.jax_match.MATCHERS)")
     args = parser.parse_args(argv)
     try:
+        if args.matcher is not None and args.matcher not in MATCHERS:
+            raise ValueError(f"unknown matcher {args.matcher!r}; known: {', '.join(MATCHERS)}")
         backends = [BACKENDS[b] for b in args.backends.split(",") if b]
         generated = [random_graph(seed, blocks=args.blocks) for seed in range(args.graphs)]
     except (KeyError, ValueError) as error:
@@ -103,7 +108,8 @@ def main(argv=None) -> int:
         patterns = [p for p in load_patterns() if p.xfer not in hand_covered()]
         for name, graphs in (("planted, full table", planted_graphs(patterns, args.taso)),
                              ("soups, full table", [random_taso_graph(s, blocks=8) for s in range(args.taso)])):
-            rows.append(run(name, fitting_env(graphs, BACKENDS["taso"], rules=taso_rules()), graphs, args.sequences))
+            rows.append(run(name, fitting_env(graphs, BACKENDS["taso"], rules=taso_rules(), matcher=args.matcher),
+                            graphs, args.sequences))
     fired = set().union(*(row[-1] for row in rows))
     families = set(JAX_RULE_FAMILIES) | ({FAMILY} if args.taso else set())
     total = sum(row[3] for row in rows)

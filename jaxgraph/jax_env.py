@@ -1,23 +1,23 @@
 """The graph-rewriting environment as pure JAX, the jitted twin of `jaxgraph.env.Env`: `reset` and `step` jit and
-vmap and equal `Env` step for step (`jaxgraph.parity`). The graph is a `GraphState` (`jaxgraph.jax_graph`), the
-rules match and build in `jaxgraph.jax_rules`, edits commit in `jaxgraph.jax_edits`, the cost is
-`jaxgraph.jax_cost.node_costs`; this module holds the environment's state types, its step and its observation.
+vmap and equal `Env` step for step (`jaxgraph.parity`). The graph is a `GraphState` (`jaxgraph.jax_graph`), the rules
+match and build in `jaxgraph.jax_rules` and `jaxgraph.jax_match` (data rules), edits commit in `jaxgraph.jax_edits`,
+the cost is `jaxgraph.jax_cost.node_costs`; this module holds the environment's state types, step and observation.
 
-Convention (shared with `Env`, `jaxgraph.timestep`): `reset(key, params) -> (EnvState, TimeStep)` and
-`step(key, state, action, params) -> (EnvState, TimeStep)`; the time step's discount is 0 when the episode
-terminated, 1 when it was truncated or goes on; extras "cost" and "invalid".
+Convention (shared with `Env`, `jaxgraph.timestep`): `reset(key, params) -> (EnvState, TimeStep)` and `step(key,
+state, action, params) -> (EnvState, TimeStep)`; the time step's discount is 0 when the episode terminated, 1 when it
+was truncated or goes on; extras "cost" and "invalid".
 
-Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list,
-or a pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all,
-so one compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves) and
-`reset(key, params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)` starts a given one.
+Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list, or a
+pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all, so one
+compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves) and `reset(key,
+params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)` starts a given one.
 
 Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
-- Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most
-  `root_capacity[op]` slots; as with the node capacity, a rewrite that could overfill a list is not offered.
-- Edge rows: a node's inputs live in its slot (`max_inputs` of them). The
-  observation has `edge_capacity` edge rows, as `Env`'s: the live inputs first, in order of (receiving slot,
-  input position), where Env allocates its rows from a free list (the same edges, in another row order).
+- Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most `root_capacity[op]`
+  slots; as with the node capacity, a rewrite that could overfill a list is not offered.
+- Edge rows: a node's inputs live in its slot (`max_inputs` of them). The observation has `edge_capacity` edge
+  rows, as `Env`'s: the live inputs first, in order of (receiving slot, input position), where Env allocates its
+  rows from a free list (the same edges, in another row order).
 - Invalid actions (a masked-out xfer or location, an id out of range) do not raise (`Env` raises `ValueError`;
   nothing can raise inside jit): the graph stays, the reward is `-invalid_penalty` (an `EnvParams` field, default
   0), `extras["invalid"]` is true and the episode goes on (MID).
@@ -54,7 +54,7 @@ from jaxgraph.jax_graph import (
     slot_view,
     tensors,
 )
-from jaxgraph.jax_patterns import PatternTable
+from jaxgraph.jax_match import MATCHERS, PatternTable, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
 from jaxgraph.patterns import FAMILY as DATA_FAMILY
@@ -155,7 +155,8 @@ class JaxEnv:
     the instances live in `EnvParams` (`self.params(graphs)`, default all of `self.instances`): any graphs that
     fit the same sizes. A graph over the capacities raises `ValueError`.
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`) or be data rules
-    (`jaxgraph.patterns`: `TASO_RULES` is both), matched by `jaxgraph.jax_patterns.PatternTable`. A data rule that
+    (`jaxgraph.patterns`: `TASO_RULES` is both), matched by `jaxgraph.jax_match.PatternTable` with the grouping
+    `matcher` (one of `jax_match.MATCHERS`; default: the fastest measured on `jax.default_backend()`). A data rule that
     needs an op the instances can never come to hold is pruned (it costs nothing; `encode` refuses graphs with other
     ops), and its consumer and external steps see the first `max_readers` readers of a tensor (default: 4 or the
     most distinct readers of one tensor in the instances, if more; `encode` refuses a graph over it) and of their
@@ -175,8 +176,11 @@ class JaxEnv:
                  cost_model: CostModel | None = None, node_capacity: int | None = None,
                  edge_capacity: int | None = None, max_location_size: int = 8, max_steps: int | None = None,
                  invalid_penalty: float = 0.0, max_siblings: int | None = None, max_readers: int | None = None,
-                 root_capacity: dict[str, int] | None = None, fusion_passes: int | None = None) -> None:
-        self.rules = tuple(rules)
+                 root_capacity: dict[str, int] | None = None, fusion_passes: int | None = None,
+                 matcher: str | None = None) -> None:
+        self.rules, self.matcher = tuple(rules), default_matcher() if matcher is None else matcher
+        if self.matcher not in MATCHERS:
+            raise ValueError(f"unknown matcher {self.matcher!r}; known: {', '.join(MATCHERS)}")
         if not self.rules:
             raise ValueError("need at least one rule")
         unsupported = sorted({r.family for r in self.rules} - set(JAX_RULE_FAMILIES) - {DATA_FAMILY})
@@ -232,11 +236,8 @@ class JaxEnv:
         self._data_row[data] = np.arange(len(data))
         makes = [(frozenset({JAX_RULE_FAMILIES[f].root}), frozenset(JAX_RULE_FAMILIES[f].makes))
                  for f in self._families]
-        self.data_rules = PatternTable([self.rules[x].pattern for x in data], {n.op for n in nodes}, makes) if (
-            data) else None
-        if data and self.max_location_size < self.data_rules.size:
-            raise ValueError(f"max_location_size={self.max_location_size} cannot hold the data rules' locations of "
-                             f"{self.data_rules.size} nodes")
+        self.data_rules = PatternTable([self.rules[x].pattern for x in data], {n.op for n in nodes}, makes,
+                                       self.matcher, self.max_location_size) if data else None
         self.max_readers = (max(4, max(_max_readers(g) for g in self.instances)) if max_readers is None
                             else integer("max_readers", max_readers, 1))
         position = [x for xfers in grouped for x in xfers] + data

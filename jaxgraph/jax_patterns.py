@@ -1,29 +1,18 @@
-"""The jitted twin of `jaxgraph.patterns`: TASO's data rules matched and built in JAX from their patterns as arrays,
-so one matcher and one builder serve the whole table.
+"""The jitted twin of `jaxgraph.patterns`: TASO's data rules as arrays, and what matching and building them needs
+in JAX, so one matcher (`jaxgraph.jax_match`) and one builder serve the whole table.
 
 `lower` turns each pattern, once, into integer arrays (`LoweredPatterns`) laid out in the order of its matching plan
 (`CompiledPattern.steps`: the root, then one op per step): source ops with their constraints and the tensor each
-input reads, target ops, mapped pairs and hazards. `match_rule` reads one rule's arrays as NumPy values, so the code
-it traces is that rule's alone (no select over op kinds the rule lacks): a producer step takes one candidate per
-root, a consumer or external step the first S distinct readers of a tensor (`reader_table`), so a rule's candidates
-are [roots, S ** multi-candidate steps]. Every candidate is then checked against the whole pattern, as
-`CompiledPattern._complete` accepts a binding: ops and constraints (against per-slot facts computed once per state,
-`slot_facts`), the tensors each op reads, no external produced inside, interior tensors read only inside and not
-graph outputs, the hazards, and the target's shapes (`target_facts`, the IR's inference for the patterns' ops)
-against the tensors it replaces. `build_pattern` writes the rewrite of any data rule, its arrays gathered by the
-traced xfer, as an `Edit`; the same `target_facts` then selects among op kinds. `PatternTable` holds an
-environment's rules and prunes those that cannot fire.
-
-Locations are listed as `Env` lists them: roots in increasing slot order, then by the slots of the other source ops
-in pattern order. Bounds, deliberate: a consumer or external step sees the first S = `max_readers` distinct readers
-of a tensor (`JaxEnv.encode` refuses a graph with more; a rewrite can raise the count later), and where a rule has
-more than L = `max_locations` candidates, only the first L that pass the structural checks get the shape checks.
+input reads, target ops, mapped pairs and hazards. Per state, `reader_table` lists the first S = `max_readers`
+distinct readers of every tensor (`JaxEnv.encode` refuses a graph with more; a rewrite can raise the count later)
+and `slot_facts` what a pattern's source op is checked against; `target_facts` is the IR's shape inference for the
+patterns' target ops. `build_pattern` writes the rewrite of any data rule, its arrays gathered by the traced xfer,
+as an `Edit`; `target_facts` then selects among op kinds. A rule's field may be a NumPy value (known at trace time:
+the code traced is that value's alone, `pick`, `unless`) or traced (the code selects).
 """
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -39,7 +28,6 @@ from jaxgraph.jax_graph import (
     TUPLE_LEN,
     TUPLE_START,
     GraphState,
-    first_true,
     op_in,
     tensors,
 )
@@ -54,7 +42,7 @@ MAX_HAZARDS = 2
 ARITY = 2  # inputs of any pattern op
 PARTS = 2  # outputs of a target split
 _ACTIVATION = {"none": 0, "relu": 1}
-_PADDING = {"SAME": 0, "VALID": 1}
+PADDING = {"SAME": 0, "VALID": 1}
 
 
 class LoweredPatterns(NamedTuple):
@@ -121,7 +109,7 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         if "activation" in attrs:
             a["activation"][q] = _ACTIVATION[attrs["activation"]]
         if op.op == "conv2d":
-            a["kernel"][q], a["stride"][q], a["padding"][q] = attrs["kernel"], attrs["stride"], _PADDING[
+            a["kernel"][q], a["stride"][q], a["padding"][q] = attrs["kernel"], attrs["stride"], PADDING[
                 attrs["padding"]]
         if op.op == "concat":
             a["axis"][q], a["rank"][q] = attrs["axis"], attrs["rank"]
@@ -146,7 +134,7 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         if "activation" in attrs:
             a["target_activation"][t] = _ACTIVATION[attrs["activation"]]
         if op.op == "conv2d":
-            a["target_stride"][t], a["target_padding"][t] = attrs["stride"], _PADDING[attrs["padding"]]
+            a["target_stride"][t], a["target_padding"][t] = attrs["stride"], PADDING[attrs["padding"]]
         if op.op in ("concat", "split"):
             a["target_axis"][t] = attrs["axis"]
     for i, (s, t) in enumerate(pattern.mapped):
@@ -158,10 +146,11 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
 
 def lower(patterns: Sequence[Pattern]) -> LoweredPatterns:
     """The arrays of `patterns` (ValueError naming the xfer if one exceeds the matcher's bounds)."""
-    return _stack([CompiledPattern(p) for p in patterns])
+    return stack_lowered([CompiledPattern(p) for p in patterns])
 
 
-def _stack(compiled: Sequence[CompiledPattern]) -> LoweredPatterns:
+def stack_lowered(compiled: Sequence[CompiledPattern]) -> LoweredPatterns:
+    """`lower` of patterns already compiled."""
     rows = [_lower_one(c) for c in compiled]
     return LoweredPatterns(**{name: np.stack([row[name] for row in rows]) for name in LoweredPatterns._fields})
 
@@ -278,22 +267,22 @@ def _lead(a: jax.Array, ndim: int) -> jax.Array:
     return a.reshape((1,) * (ndim - a.ndim) + a.shape)
 
 
-def _concrete(x) -> bool:
+def concrete(x) -> bool:
     """Whether `x` is known at trace time (a rule's arrays as NumPy values) rather than traced."""
     return isinstance(x, (bool, int, np.bool_, np.integer))
 
 
-def _unless(skip, check: Callable[[], jax.Array]):
+def unless(skip, check: Callable[[], jax.Array]):
     """`skip | check()`, computing nothing when `skip` is known at trace time to be true: a rule's arrays given as
     NumPy values specialise the code to that rule."""
-    if _concrete(skip):
+    if concrete(skip):
         return True if skip else check()
     return skip | check()
 
 
-def _pick(options: list[jax.Array], index) -> jax.Array:
+def pick(options: list[jax.Array], index) -> jax.Array:
     """options[index] (options[0] when out of range): an index known at trace time picks, a traced one selects."""
-    if _concrete(index):
+    if concrete(index):
         return options[int(index)] if 0 <= index < len(options) else options[0]
     out = options[0]
     for i, option in enumerate(options[1:], 1):
@@ -332,7 +321,7 @@ def _infer(row: LoweredPatterns, d: int, x, rx, y, ry, sources) -> tuple[jax.Arr
     def conv():
         stride = _lead(row.target_stride[d], x.ndim)
         before, after = _same_pads(x[..., 2:4], y[..., 2:4], stride)
-        pads = jnp.where(row.target_padding[d] == _PADDING["SAME"], jnp.concatenate([before, after], -1), 0)
+        pads = jnp.where(row.target_padding[d] == PADDING["SAME"], jnp.concatenate([before, after], -1), 0)
         spatial = (x[..., 2:4] + pads[..., :2] + pads[..., 2:] - y[..., 2:4]) // jnp.maximum(stride, 1) + 1
         ok = (rx == 4) & (ry == 4) & (y[..., 1] == x[..., 1]) & (spatial >= 1).all(-1)
         return single(ok, x.at[..., 1].set(y[..., 0]).at[..., 2:4].set(spatial), pads)
@@ -343,8 +332,8 @@ def _infer(row: LoweredPatterns, d: int, x, rx, y, ry, sources) -> tuple[jax.Arr
 
     def split():
         shapes, ranks = sources
-        sizes = jnp.stack([jnp.where(axis < _pick([ranks[..., q] for q in range(MAX_SOURCE)], row.split_source[d, j]),
-                                     _dim(_pick([shapes[..., q, :] for q in range(MAX_SOURCE)],
+        sizes = jnp.stack([jnp.where(axis < pick([ranks[..., q] for q in range(MAX_SOURCE)], row.split_source[d, j]),
+                                     _dim(pick([shapes[..., q, :] for q in range(MAX_SOURCE)],
                                                 row.split_source[d, j]), axis), 0) for j in range(PARTS)], -1)
         ok = (axis < rx) & (sizes >= 1).all(-1) & (sizes.sum(-1) == _dim(x, axis))
         out = jnp.stack([_with_dim(x, axis, sizes[..., j]) for j in range(PARTS)], -2)
@@ -356,7 +345,7 @@ def _infer(row: LoweredPatterns, d: int, x, rx, y, ry, sources) -> tuple[jax.Arr
     kinds = {OP_ID["matmul"]: matmul, OP_ID["conv2d"]: conv, OP_ID["concat"]: concat, OP_ID["split"]: split,
              OP_ID["add"]: equal, OP_ID["mul"]: equal}
     same = lambda: single(jnp.ones(rx.shape, bool), x)  # noqa: E731  relu, or no op
-    if _concrete(op):
+    if concrete(op):
         return kinds.get(int(op), same)()
     result = same()
     for kind, infer in kinds.items():
@@ -394,11 +383,11 @@ def target_facts(g: GraphState, row: LoweredPatterns, externals: jax.Array, sour
     known = [(ext_shape[..., e, :], ext_rank[..., e], ext_const[..., e]) for e in reversed(range(MAX_EXTERNALS))]
     facts, valid = [], jnp.ones(code.shape[:-1], bool)
     for d in range(MAX_TARGET):
-        (x, rx, cx), (y, ry, cy) = (tuple(_pick([t[i] for t in known], row.target_reads[d, p] + MAX_EXTERNALS)
+        (x, rx, cx), (y, ry, cy) = (tuple(pick([t[i] for t in known], row.target_reads[d, p] + MAX_EXTERNALS)
                                           for i in range(3)) for p in range(ARITY))
         ok, shapes, ranks, pads, sizes = _infer(row, d, x, rx, y, ry, src)
-        constant = cx & _unless(row.target_arity[d] < 2, lambda: cy)  # noqa: B023
-        valid = valid & _unless(d >= row.target_size, lambda: ok)  # noqa: B023
+        constant = cx & unless(row.target_arity[d] < 2, lambda: cy)  # noqa: B023
+        valid = valid & unless(d >= row.target_size, lambda: ok)  # noqa: B023
         known += [(shapes[..., j, :], ranks[..., j], constant) for j in range(PARTS)]
         facts.append((shapes, ranks, constant, _attr_row(row, d, pads, sizes, g.attrs.shape[1])))
     shapes, ranks, constant, attrs = (jnp.stack([f[i] for f in facts], axis) for i, axis in
@@ -406,118 +395,12 @@ def target_facts(g: GraphState, row: LoweredPatterns, externals: jax.Array, sour
     return TargetFacts(shapes, ranks, constant, valid, attrs)
 
 
-# ---------------------------------------------------------------- matching and building
-
-
-def _bind(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-          kinds: tuple[str, ...]) -> jax.Array:
-    """[N, W, M] the plan ops' slots of every candidate binding at roots `roots` [N]: one per producer step, the
-    readers of a tensor (`table`) at a consumer or external step. `row`: one rule's arrays, as NumPy values."""
-    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
-    codes = facts.code.reshape(-1)
-    bound = [roots[:, None]]
-    for s, kind in enumerate(kinds):
-        anchor, position = int(row.steps[s, 0]), int(row.steps[s, 1])
-        if kind == "producer":
-            bound.append(codes[bound[anchor] * ARITY + position] // outputs)
-            continue
-        if kind == "consumer":
-            tensor = jnp.where(bound[anchor] < capacity, bound[anchor] * outputs, capacity * outputs)
-        else:  # the external's first reader: plan op anchor // ARITY, input anchor % ARITY
-            tensor = codes[bound[anchor // ARITY] * ARITY + anchor % ARITY]
-        readers = table[jnp.minimum(tensor, capacity * outputs)]  # [N, W, S]
-        shape = readers.shape
-        bound = [jnp.broadcast_to(b[..., None], shape).reshape(shape[0], -1) for b in bound]
-        bound.append(readers.reshape(shape[0], -1))
-    return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1)
-
-
-def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, shapes: bool = True) -> jax.Array:
-    """[...] whether each binding `slots` [..., M] is a location (`CompiledPattern._complete`'s conditions), for one
-    rule whose arrays `row` are NumPy values: only that rule's checks are traced. Without `shapes`, the structure
-    only: ops, constraints, reads, interior tensors, externals (not hazards, not the target's shapes)."""
-    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
-    m = slots.shape[-1]
-    f = SlotFacts(*(a[slots] for a in facts))  # [..., M, ...]
-    ok = slots[..., 0] < capacity
-    plan = [slots[..., q] for q in range(m)]
-    codes = [[f.code[..., q, p] for p in range(ARITY)] for q in range(m)]
-    externals = [codes[r // ARITY][r % ARITY] if r >= 0 else facts.code[-1, 0] for r in row.ext_reader.tolist()]
-    for q in range(m):
-        op = int(row.op[q])
-        ok &= (f.op[..., q] == op) & (f.num_inputs[..., q] == row.arity[q])
-        ok &= functools.reduce(jnp.logical_and, [plan[q] != plan[k] for k in range(q + 1, m)], True)
-        if row.activation[q] >= 0:
-            ok &= f.activation[..., q] == row.activation[q]
-        if op == OP_ID["conv2d"]:
-            ok &= ((f.in_rank[..., q, :] == 4).all(-1) & (f.groups[..., q] == 1)
-                   & (f.kernel[..., q, 0] == row.kernel[q, 0]) & (f.kernel[..., q, 1] == row.kernel[q, 1])
-                   & (f.stride[..., q, 0] == row.stride[q, 0]) & (f.stride[..., q, 1] == row.stride[q, 1])
-                   & (f.same[..., q] if row.padding[q] == _PADDING["SAME"] else f.unpadded[..., q]))
-        if op in (OP_ID["add"], OP_ID["mul"]):
-            ok &= f.equal_inputs[..., q]
-        if op == OP_ID["concat"]:
-            ok &= (f.in_rank[..., q, 0] == row.rank[q]) & (f.concat_axis[..., q] == row.axis[q])
-        for p in range(int(row.arity[q])):
-            read = int(row.reads[q, p])
-            ok &= codes[q][p] == (plan[read] * outputs if read >= 0 else externals[-1 - read])
-        if row.interior[q]:
-            ok &= (f.reads[..., q] == row.uses[q]) & ~f.output[..., q]
-    ext_slot = [jnp.minimum(code // outputs, capacity) for code in externals]
-    for e, reader in enumerate(row.ext_reader.tolist()):
-        if reader >= 0:
-            ok &= functools.reduce(jnp.logical_and, [ext_slot[e] != slot for slot in plan])
-    if not shapes:
-        return ok
-    for k, e in row.hazard.tolist():
-        if k >= 0:
-            slot = ext_slot[e]
-            ok &= facts.leaf[slot] | (facts.constant[slot] & ~f.constant[..., k])
-    sources = jnp.concatenate([slots, jnp.full(slots.shape[:-1] + (MAX_SOURCE - m,), capacity, slots.dtype)], -1)
-    target = target_facts(g, row, jnp.stack(jnp.broadcast_arrays(*externals), -1), sources)
-    ok &= target.valid
-    for q, t in row.mapped.tolist():
-        if q >= 0:
-            slot = jnp.minimum(plan[q], capacity - 1)
-            d, j = divmod(t, PARTS)
-            ok &= ((tensors(g.shapes, slot, 0) == target.shapes[..., d, j, :]).all(-1)
-                   & (tensors(g.rank, slot, 0) == target.ranks[..., d, j])
-                   & (f.constant[..., q] == target.constant[..., d]))
-    return ok
-
-
-def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-               kinds: tuple[str, ...], max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
-    """The locations of one data rule (`row`: its arrays, as NumPy values; `kinds`: its plan's steps) at root slots
-    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C."""
-    capacity = g.op.shape[0]
-    m = len(kinds) + 1
-    slots = _bind(g, facts, table, roots, row, kinds)  # [N, W, M]
-    many = slots[..., 0].size > max_locations  # then the shapes of the first L structural candidates only
-    ok = _accept(g, facts, row, slots, shapes=not many)
-    slots = jnp.concatenate([slots, slots[..., np.argsort(row.location[:m])]], -1)  # plan order, location order
-    location = slots[..., m:]
-    multi = [s for s, kind in enumerate(kinds) if kind != "producer"]
-    if multi and m - 1 - multi[0] > 1:  # two ops vary within one root: order them by their slots, in location order
-        key = sum(location[..., t] * (capacity + 1) ** (m - 1 - t) for t in range(1, m))
-        order = jnp.argsort(jnp.where(ok, key, jnp.iinfo(jnp.int32).max), axis=1)
-        ok = jnp.take_along_axis(ok, order, axis=1)
-        slots = jnp.take_along_axis(slots, order[..., None], axis=1)
-    ok, slots = ok.reshape(-1), slots.reshape(-1, 2 * m)
-    if many:
-        index = first_true(ok[None], max_locations)[0]
-        slots = slots[jnp.minimum(index, ok.shape[0] - 1)]
-        ok = (index < ok.shape[0]) & _accept(g, facts, row, slots[:, :m])
-    index = first_true(ok[None], max_locations)[0]
-    valid = index < ok.shape[0]
-    rows = jnp.where(valid[:, None], slots[jnp.minimum(index, ok.shape[0] - 1), m:], capacity)
-    return valid, jnp.pad(rows, ((0, 0), (0, location_size - m)), constant_values=capacity)
-
+# ---------------------------------------------------------------- building
 
 def build_pattern(g: GraphState, location: jax.Array, row: LoweredPatterns) -> Edit:
     """The rewrite of the data rule `row` (one rule's arrays, traced) at `location` (slots in location order)."""
     capacity, outputs = g.op.shape[0], g.shapes.shape[1]
-    slots = jnp.stack([jnp.where(q < row.size, _pick([location[t] for t in range(MAX_SOURCE)], row.location[q]),
+    slots = jnp.stack([jnp.where(q < row.size, pick([location[t] for t in range(MAX_SOURCE)], row.location[q]),
                                  capacity) for q in range(MAX_SOURCE)])
     flat = jnp.concatenate([_input_codes(g), jnp.full((1, ARITY), capacity * outputs)])[slots].reshape(-1)
     externals = jnp.stack([jnp.where(row.ext_reader[e] >= 0, flat[jnp.maximum(row.ext_reader[e], 0)],
@@ -537,60 +420,5 @@ def build_pattern(g: GraphState, location: jax.Array, row: LoweredPatterns) -> E
                           indices=indices)
     for i in range(MAX_MAPPED):
         q, t = row.mapped[i, 0], row.mapped[i, 1]
-        patch.replace(_pick(list(slots), q), -1 - t // PARTS, 0, t % PARTS, when=q >= 0)
+        patch.replace(pick(list(slots), q), -1 - t // PARTS, 0, t % PARTS, when=q >= 0)
     return patch.edit()
-
-
-class PatternTable:
-    """An environment's data rules (`patterns`, in its xfer order), lowered and grouped by root op and plan shape,
-    matched only where they can fire: a rule is pruned, statically, when one of its source ops is outside the ops
-    the instances can come to hold (`reachable`: their ops closed under `makes`, the (needs, makes) op sets of the
-    other rules, and under the data rules themselves)."""
-
-    def __init__(self, patterns: Sequence[Pattern], graph_ops: set[str],
-                 makes: Sequence[tuple[frozenset[str], frozenset[str]]]) -> None:
-        self.patterns = tuple(patterns)
-        compiled = [CompiledPattern(p) for p in self.patterns]
-        self.lowered = _stack(compiled)
-        needs = [frozenset(o.op for o in p.src) for p in self.patterns]
-        self.reachable = ops_reachable(graph_ops, list(makes) + [
-            (need, frozenset(o.op for o in p.dst)) for need, p in zip(needs, self.patterns)])
-        groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-        for i, (p, c) in enumerate(zip(self.patterns, compiled)):
-            if needs[i] <= self.reachable:  # grouped by root op and the kinds of the plan's steps
-                groups.setdefault((p.src[c.root].op, tuple(step[0] for step in c.steps)), []).append(i)
-        self.groups = tuple((root, kinds, np.array(rows, np.int32)) for (root, kinds), rows in groups.items())
-        matched = [i for _, _, rows in self.groups for i in rows]
-        pruned = sorted(set(range(len(self.patterns))) - set(matched))
-        self._order = np.argsort(np.array(matched + pruned))
-        self.roots = tuple(dict.fromkeys(root for root, _, _ in self.groups))
-        self.size = max(len(p.src) for p in self.patterns)
-
-    def growth(self, i: int) -> dict[str, int]:
-        """Ops of which a rewrite of rule `i` leaves more nodes than it found, and how many more."""
-        made, found = (Counter(o.op for o in side) for side in (self.patterns[i].dst, self.patterns[i].src))
-        return {op: count - found[op] for op, count in made.items() if count > found[op]}
-
-    def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
-                  max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
-        """Location mask [P, L] and slots [P, L, location_size] of every rule, in table order (pruned rules: none).
-        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`."""
-        capacity = g.op.shape[0]
-        masks, members = [], []
-        if self.groups:
-            facts, table = slot_facts(g, reads), reader_table(g, max_readers)
-            for root, kinds, rows in self.groups:
-                for i in rows:
-                    row = LoweredPatterns(*(a[i] for a in self.lowered))
-                    found, nodes = match_rule(g, facts, table, lists[root], row, kinds, max_locations, location_size)
-                    masks.append(found[None])
-                    members.append(nodes[None])
-        pruned = len(self.patterns) - sum(len(rows) for _, _, rows in self.groups)
-        masks.append(jnp.zeros((pruned, max_locations), bool))
-        members.append(jnp.full((pruned, max_locations, location_size), capacity, jnp.int32))
-        order = jnp.asarray(self._order)
-        return jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
-
-    def build(self, g: GraphState, location: jax.Array, index: jax.Array) -> Edit:
-        """The rewrite of rule `index` (traced) at `location`."""
-        return build_pattern(g, location, LoweredPatterns(*(jnp.asarray(a)[index] for a in self.lowered)))

@@ -36,15 +36,17 @@ class ParityReport(NamedTuple):
 
 
 def fitting_env(graphs: list[Graph], backend: Backend, node_capacity: int | None = None,
-                edge_capacity: int | None = None, max_locations: int = 32, rules: Sequence[Rule] = JAX_RULES) -> JaxEnv:
+                edge_capacity: int | None = None, max_locations: int = 32, rules: Sequence[Rule] = JAX_RULES,
+                matcher: str | None = None) -> JaxEnv:
     """One `JaxEnv` with `rules` that every graph of `graphs` fits, so one compilation replays them all: node and edge
     capacities twice the largest graph's (or the given ones: the largest graph's plus a few runs it at capacity),
     every root list as long as the node capacity, room for the most readers of one tensor and the deepest fusions of
-    `backend`'s cost (a `Roofline`)."""
+    `backend`'s cost (a `Roofline`); `matcher` as `JaxEnv` takes it."""
     node_capacity = node_capacity or 2 * max(len(g) for g in graphs)
     roots = {rule.root_op for rule in rules}
     return JaxEnv(graphs, max_locations=max_locations, node_capacity=node_capacity, edge_capacity=edge_capacity,
-                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend), rules=rules)
+                  root_capacity=dict.fromkeys(roots, node_capacity), cost_model=Roofline(backend=backend), rules=rules,
+                  matcher=matcher)
 
 
 def _close(a: float, b: float, rel: float, absolute: float = 0.0) -> bool:

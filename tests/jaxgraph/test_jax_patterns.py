@@ -5,12 +5,15 @@ the pruning of rules against the ops host rewrites actually make; the bounds ref
 from collections import Counter
 
 import chex
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxgraph import Env, GraphBuilder
+from jaxgraph import Env, GraphBuilder, jax_match
 from jaxgraph.backends import TASO
 from jaxgraph.jax_env import JaxEnv
+from jaxgraph.jax_match import cloned_rules
 from jaxgraph.jax_patterns import lower, reader_table
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES
 from jaxgraph.parity import fitting_env, replay_parity
@@ -60,6 +63,65 @@ def test_jitted_env_with_the_full_table_equals_env_step_for_step(full_table):
     data = {x for x, rule in enumerate(env.rules) if rule.family == FAMILY}
     applied = set().union(*(r.applied for r in reports)) & data
     assert sum(r.steps for r in reports) >= 150 and len(applied) >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("matcher", ["by-plan", "per-rule"])
+def test_every_matcher_equals_env_step_for_step(matcher):
+    """The other groupings of the data rules (the fixture's is the CPU default) on the same planted graphs."""
+    graphs = _planted(8)
+    env = fitting_env(graphs, TASO, rules=taso_rules(), matcher=matcher)
+    reset, step = jit(env.reset), jit(env.step)
+    reports = [replay_parity(env, reset, step, g, 3, seed) for seed, g in enumerate(graphs)]
+    assert [m for r in reports for m in r.mismatches] == []
+    assert sum(r.steps for r in reports) >= 150
+
+
+def _step_size(env: JaxEnv) -> int:
+    """Instructions of the lowered (StableHLO) program of `env.step`."""
+    params, key = env.params(), jax.random.key(0)
+    state, _ = jax.eval_shape(env.reset, key, params)
+    text = jax.jit(env.step).lower(key, state, jnp.zeros(2, jnp.int32), params).as_text()
+    return sum(" = " in line for line in text.splitlines())
+
+
+SIZE_BOUND = 0.01  # clones of existing rules may grow the step's program by at most 1% (gathers of their rows)
+
+
+@pytest.mark.parametrize("matcher, clones", [("by-ops", 100), pytest.param("by-plan", 100, marks=pytest.mark.slow),
+                                             pytest.param("per-rule", 6, marks=pytest.mark.slow)])
+def test_cloned_rules_add_data_not_program(matcher, clones, monkeypatch):
+    """Six data rules of six plan shapes, then with `clones` clones under new xfer ids: a grouped matcher's step keeps
+    its program size (within `SIZE_BOUND`) and traces the matcher as often (once per group, `chex.assert_max_traces`);
+    the per-rule matcher, the one that fails this, traces one more matcher per clone (six: about 35% larger)."""
+    graph = random_taso_graph(0)
+    data = [r for r in taso_rules() if r.family == FAMILY]
+    groups = JaxEnv(graph, rules=data, matcher="by-ops").data_rules.groups
+    base = [data[int(rows[0])] for _, _, rows in groups[:6]]
+    traced, sizes, traces = jax_match.match_rule, [], []
+
+    def counting(calls: list):
+        return lambda *args, **kwargs: calls.append(1) or traced(*args, **kwargs)
+
+    for rules in (base, cloned_rules(base, clones)):
+        env = JaxEnv(graph, rules=rules, matcher=matcher, max_locations=8)
+        assert sum(len(rows) for _, _, rows in env.data_rules.groups) == len(rules)  # none pruned
+        calls = []  # the clones may trace the matcher no more often than the six rules did
+        chex.clear_trace_counter()  # counts are kept per code object, across the parametrized cases
+        bounded = traces and matcher != "per-rule"
+        matcher_fn = chex.assert_max_traces(counting(calls), n=traces[0]) if bounded else counting(calls)
+        monkeypatch.setattr(jax_match, "match_rule", matcher_fn)
+        sizes.append(_step_size(env))
+        traces.append(len(calls))
+    if matcher == "per-rule":
+        assert sizes[1] > (1 + 10 * SIZE_BOUND) * sizes[0] and traces[1] == 2 * traces[0]
+    else:
+        assert sizes[1] <= (1 + SIZE_BOUND) * sizes[0] and traces[1] == traces[0] > 0
+
+
+def test_unknown_matcher_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown matcher 'fastest'"):
+        JaxEnv(random_taso_graph(0), matcher="fastest")
 
 
 @pytest.mark.slow
@@ -154,7 +216,7 @@ def test_bounds_are_refused_with_the_xfer_named():
     with pytest.raises(ValueError, match="xfer 999"):
         lower([parse_pattern(big)])
     graph = random_taso_graph(0)
-    with pytest.raises(ValueError, match="max_location_size"):
+    with pytest.raises(ValueError, match=r"xfer \d+: its locations have 3 nodes, over max_location_size=2"):
         JaxEnv(graph, rules=taso_rules(), max_location_size=2)
     with pytest.raises(ValueError, match="max_readers"):
         JaxEnv(graph, rules=taso_rules(), max_readers=1).encode(graph)
