@@ -13,8 +13,9 @@ reference's) in schedules per second, then the batched JAX form once compiled (`
 planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
 on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
 transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
-end to end minus kernel, over the instances, in microseconds; the same difference in CPU time (this process, every
-thread) is printed beside it, steadier on a shared machine. With `--repeats R` the measurements alternate R
+end to end minus kernel, over the instances, in microseconds; the same difference in the CPU time of the calling
+thread (where the host's work runs; XLA's kernels run in threads of their own) is printed beside it, steadier on a
+shared machine. With `--repeats R` the measurements alternate R
 times and the medians are printed (for shared, noisy machines). `--devices N` splits the end-to-end batch
 across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least 20x the loop;
 host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at 8,192
@@ -60,10 +61,12 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
 
 
 def _cpu_and_wall(fn) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of this process (every thread), output) of one call of `fn`."""
-    cpu = time.process_time()
+    """(wall seconds, CPU seconds of the calling thread, output) of one call of `fn`: the host's work runs in the
+    calling thread, XLA's kernels in its own threads, so on a shared machine the thread's CPU time measures the
+    host part without the waits for a core."""
+    cpu = time.thread_time()
     wall, out = _seconds(fn)
-    return wall, time.process_time() - cpu, out
+    return wall, time.thread_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -125,8 +128,8 @@ def end_to_end_times(
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
-    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in this process's CPU time
-    (every thread), steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
+    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in the calling thread's CPU
+    time, steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
