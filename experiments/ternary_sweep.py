@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import jaxquant as jq
-from jaxsched.common import add_devices_option, join_from_environment, preset, write_json, write_text
+from jaxsched.common import add_devices_option, checked_devices, preset, write_json, write_text
 
 
 def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, list[dict]], out: Path) -> None:
@@ -44,13 +44,14 @@ def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, 
     if ternary is None:
         return
     epochs = np.arange(1, study.train.epochs + 1)
+    marker = "o" if len(epochs) < 20 else None  # a one-epoch run (the test preset) is a point, not a line
     history = ternary.history
     first = study.seeds[0]
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for i, m in enumerate(ternary.members):
         if m.regime == "constant":
-            ax.plot(epochs, 100 * history.test_accuracy[:, i], label=f"Δ = {m.delta0:g}")
+            ax.plot(epochs, 100 * history.test_accuracy[:, i], label=f"Δ = {m.delta0:g}", marker=marker)
     ax.set(xlabel="epoch", ylabel="test accuracy (%)", title="Fig. 2: fixed Δ")
     ax.legend()
     fig.tight_layout()
@@ -62,8 +63,8 @@ def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, 
         if (m.regime in jq.GROWING and m.delta_max == study.delta_max and m.seed == first) or (
             m.regime == "constant" and m.delta0 == study.delta0
         ):
-            axes[0].plot(epochs, 100 * history.test_accuracy[:, i], label=m.regime)
-            axes[1].plot(epochs, 100 * history.sparsity[:, i], label=m.regime)
+            axes[0].plot(epochs, 100 * history.test_accuracy[:, i], label=m.regime, marker=marker)
+            axes[1].plot(epochs, 100 * history.sparsity[:, i], label=m.regime, marker=marker)
     axes[0].set(xlabel="epoch", ylabel="test accuracy (%)", title=f"Fig. 3a: accuracy, Δ_max = {study.delta_max:g}")
     axes[1].set(xlabel="epoch", ylabel="sparsity (%)", title="Fig. 3b: sparsity")
     axes[1].legend()
@@ -128,7 +129,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--workdir", default="results/ternary")
     add_devices_option(parser)
     args = parser.parse_args(argv)
-    join_from_environment()
+    checked_devices(parser, args.devices)
     try:
         study = make_study(args)
     except ValueError as error:

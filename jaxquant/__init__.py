@@ -1,5 +1,7 @@
 """jaxquant: ternary quantization-aware training with Δ growth regimes (Dordoni et al., MLSP 2024)."""
 
+__version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
+
 from jaxquant.configs import (
     BASELINES,
     CONFIGS,

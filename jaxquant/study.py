@@ -73,8 +73,8 @@ def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = Fa
     """Run every group of `study` (checkpointed under `workdir`; members split across `devices`, default all),
     export the log-regime model, and build the summary and report. With `progress`, show a bar per group and
     print its time. Raises `ConfigMismatch` when `workdir` holds results of another study."""
+    dataset = load_dataset(study.train.dataset, study.train.data_dir)  # a bad data path: no workdir made
     out = Workdir(workdir, study).path
-    dataset = load_dataset(study.train.dataset, study.train.data_dir)
     params = parameter_count(study.train.model, dataset)
     start = time.time()
     roles = ternary_members(study)

@@ -5,6 +5,8 @@ NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_num
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
+__version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
+
 from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
 from jaxsched.batch import (
     PaddedCosts,
