@@ -1,4 +1,4 @@
-"""Study configurations of the ternary sparsification study (Dordoni et al., MLSP 2024).
+"""The ternary sparsification study's configurations (Dordoni et al., MLSP 2024).
 
 A `Study` names the training setup and the grid of Δ settings; `CONFIGS` holds the presets (`test` for tests
 and CI, `default` on digits, `full` the paper's CIFAR-10 setting on a GPU). `ternary_members` turns a study
@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxquant.delta import multiplier_reaching_cap
-from jaxquant.resnet import RESNET20_STAR, ModelConfig
-from jaxquant.sweep import SweepMember
-from jaxquant.train import TrainConfig
+from jaxquant import RESNET20_STAR, ModelConfig, SweepMember, TrainConfig, multiplier_reaching_cap
 
 BASELINES = ("fp", "binary", "twn", "ttq")
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import jaxquant as jq
 from experiments import ternary_sweep
+from experiments.ternary_sweep import report
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 
@@ -23,11 +23,11 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     assert colored_pixels(workdir / "fig3_regimes.png") > 100  # one epoch: points drawn, not empty axes
     stored = json.loads((workdir / "results.json").read_text())
     assert [row["name"] for row in stored["table"]] == ["Ours (fixed Δ = 0.1)"] + [
-        f"Ours ({kind} regime)" for kind in jq.GROWING]
+        f"Ours ({kind} regime)" for kind in ternary_sweep.GROWING]
     assert len(stored["histories"]["ternary"]["test_accuracy"]) == 2 + 4 + 1  # fixed, regimes, grid members
     assert stored["compression"]["reloaded_accuracy"] == stored["compression"]["trained_accuracy"]
     table = (workdir / "table.md").read_text()
-    assert "MISSED" not in table and jq.report.TARGETS_NOTE in table  # targets say what they mean
+    assert "MISSED" not in table and report.TARGETS_NOTE in table  # targets say what they mean
     runs = markdown_table(table, "| quantizer | regime |")
     assert len(runs) == len(stored["runs"]["ternary"])
     for cells, run in zip(runs, stored["runs"]["ternary"]):
@@ -41,7 +41,7 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     assert json.dumps(again["table"]) == json.dumps(summary["table"])  # as JSON text: NaN != NaN
 
     with pytest.raises(ConfigMismatch, match="seeds") as mismatch:
-        jq.train_and_evaluate(dataclasses.replace(jq.CONFIGS["test"], seeds=(1,)), workdir)
+        ternary_sweep.train_and_evaluate(dataclasses.replace(ternary_sweep.CONFIGS["test"], seeds=(1,)), workdir)
     assert mismatch.value.fields == ["seeds"]
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
