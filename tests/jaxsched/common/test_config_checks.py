@@ -1,11 +1,14 @@
 """Every config checks its fields through `jaxsched.common.arguments`: the same bad value fails alike in every
 package, with an error naming `Config.field` (the messages below are written out by hand)."""
 
+import dataclasses
 import math
 
 import pytest
 
+from jaxgraph.rl import CONFIGS as GRAPH_CONFIGS
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
+from jaxgraph.rl.generalise import GeneralistConfig
 from jaxsched.common.arguments import integer_fields, number_fields
 from jaxsched.deepsched.configs import ModelConfig, TrainConfig
 
@@ -25,6 +28,11 @@ from jaxsched.deepsched.configs import ModelConfig, TrainConfig
     (lambda: PPOConfig(clip=1.0), "PPOConfig.clip must be in (0, 1), got 1.0"),
     (lambda: AgentConfig(max_steps=0), "AgentConfig.max_steps must be an integer >= 1, got 0"),
     (lambda: WorldModelConfig(decay_steps=2.5), "WorldModelConfig.decay_steps must be an integer >= 1, got 2.5"),
+    (lambda: GeneralistConfig(samples=2.5), "GeneralistConfig.samples must be an integer >= 0, got 2.5"),
+    (lambda: dataclasses.replace(GRAPH_CONFIGS["test"], seeds=1.5),
+     "StudyConfig.seeds must be an integer >= 1, got 1.5"),
+    (lambda: dataclasses.replace(GRAPH_CONFIGS["test"], saturation_seconds=math.nan),
+     "StudyConfig.saturation_seconds must be finite, got nan"),
 ])
 def test_the_same_bad_value_fails_alike_in_every_config(make, message):
     with pytest.raises(ValueError) as error:
