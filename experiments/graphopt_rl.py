@@ -31,7 +31,7 @@ from jaxsched.common import ConfigMismatch, add_devices_option, checked_devices
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.graphopt_rl", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
     parser.add_argument("--workdir", default="results/graphopt_rl")
     parser.add_argument("--seed", type=int, default=0)

@@ -166,7 +166,8 @@ def _plot(schedules, path: Path) -> None:
 
 def main(argv=None) -> list[dict]:
     """Parse the flags (each overrides one field of the chosen configuration) and run the demo; the rows."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.schedule_demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--tasks", type=int, help="about this many tasks per DAG")
     parser.add_argument("--procs", type=int)
