@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxquant import RESNET20_STAR, ModelConfig, SweepMember, TrainConfig, multiplier_reaching_cap
+from jaxsched.common.arguments import integer_fields, number_fields
 
 BASELINES = ("fp", "binary", "twn", "ttq")
 
@@ -41,6 +42,9 @@ class Study:
             raise ValueError(f"unknown baselines {sorted(unknown)}; expected some of {BASELINES}")
         if not self.seeds:
             raise ValueError("a study needs at least one seed")
+        integer_fields(self, 1, "cap_epoch")
+        integer_fields(self, 1, "grid_seeds", optional=True)
+        number_fields(self, 0.0, "delta0", "delta_max", above=True)
 
 
 GROWING = ("linear", "square", "exp", "log")

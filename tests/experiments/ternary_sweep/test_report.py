@@ -63,3 +63,14 @@ def test_targets_report_met_and_missed_with_numbers():
     assert lines[3].startswith("not met: log-regime accuracy above binary 98.50%")
     assert lines[4].startswith("not met: ANS-coded size 1.029x the pooled entropy and 1.059x")
     assert report.percent(nan) == "–"
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(cap_epoch=2.5), "Study.cap_epoch must be an integer >= 1, got 2.5"),
+    (dict(delta_max=float("nan")), "Study.delta_max must be finite, got nan"),
+    (dict(grid_seeds=0), "Study.grid_seeds must be an integer >= 1, got 0"),
+])
+def test_study_fields_are_checked_like_every_config(change, message):
+    with pytest.raises(ValueError) as error:
+        _digits(1, **change)
+    assert str(error.value) == message
