@@ -27,11 +27,11 @@ import sys
 from experiments.graphopt_rl_timing import TIMERS
 from jaxgraph.rl import CONFIGS, results_table, run_study
 from jaxgraph.rl.settings import SETTINGS
-from jaxsched.common import ConfigMismatch, add_devices_option, join_from_environment
+from jaxsched.common import ConfigMismatch, add_devices_option, checked_devices
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.graphopt_rl", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
     parser.add_argument("--workdir", default="results/graphopt_rl")
     parser.add_argument("--seed", type=int, default=0)
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="research setting: also the jitted multi-graph agent (default: the config's; on in full)")
     add_devices_option(parser)
     args = parser.parse_args(argv)
-    join_from_environment()
+    checked_devices(parser, args.devices)
     config = CONFIGS[args.config]
     if args.settings:
         config = dataclasses.replace(config, settings=tuple(dict.fromkeys(args.settings)))

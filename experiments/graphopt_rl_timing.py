@@ -1,9 +1,12 @@
 """The time measurements of `experiments.graphopt_rl` (not an experiment of its own): the end-to-end latency of
 the graph each method returned, in onnxruntime and in JAX, and a real `Env` step against a batched dream step.
-`TIMERS` hands them to `jaxgraph.rl.run_study`, which records them in each model's row."""
+`TIMERS` hands them to `jaxgraph.rl.run_study`, which records them in each model's row.
+
+Run `python -m experiments.graphopt_rl`: this module has nothing to run by itself."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import time
@@ -78,3 +81,14 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
 
 
 TIMERS = Timers(latencies=latencies, step_time=step_time)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`--help` says what this module is; any other call says where the experiment is and exits with code 2."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.graphopt_rl_timing", description=__doc__)
+    parser.parse_args(argv)
+    parser.exit(2, f"{parser.prog}: nothing to run here: these are the timers of python -m experiments.graphopt_rl\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,8 @@ ONNX import/export (`load_onnx`, `save_onnx`, `to_onnx`) and the real models (`z
 `with_random_weights`) need the `onnx` extra.
 """
 
+__version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
+
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.cost import (
     CostModel,

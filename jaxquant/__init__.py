@@ -1,14 +1,7 @@
 """jaxquant: ternary quantization-aware training with Δ growth regimes (Dordoni et al., MLSP 2024)."""
 
-from jaxquant.configs import (
-    BASELINES,
-    CONFIGS,
-    DIGITS_DELTA_MAX,
-    DIGITS_GRID_DELTA_MAXES,
-    GROWING,
-    Study,
-    ternary_members,
-)
+__version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
+
 from jaxquant.conv import conv2d
 from jaxquant.data import Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
 from jaxquant.delta import (
@@ -43,9 +36,7 @@ from jaxquant.quantize import (
     ttq_ternarize,
     twn_ternarize,
 )
-from jaxquant.report import aggregate, cap_lines, cap_rows, check_targets, percent, report_markdown, table_rows
 from jaxquant.resnet import RESNET20, RESNET20_STAR, ModelConfig, ResNet, count_params
-from jaxquant.study import StudyResult, export_log_model, parameter_count, train_and_evaluate
 from jaxquant.sweep import SweepMember, SweepResult, member_inputs, run_sweep, summarize, sweep_grid
 from jaxquant.train import (
     DIGITS_MODEL,
@@ -61,24 +52,6 @@ from jaxquant.train import (
 )
 
 __all__ = [
-    "BASELINES",
-    "CONFIGS",
-    "DIGITS_DELTA_MAX",
-    "DIGITS_GRID_DELTA_MAXES",
-    "GROWING",
-    "Study",
-    "ternary_members",
-    "aggregate",
-    "cap_lines",
-    "cap_rows",
-    "check_targets",
-    "report_markdown",
-    "percent",
-    "table_rows",
-    "StudyResult",
-    "export_log_model",
-    "parameter_count",
-    "train_and_evaluate",
     "DIGITS_MODEL",
     "FORMATS",
     "QUANTIZERS",

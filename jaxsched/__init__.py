@@ -3,159 +3,47 @@
 NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_numba`, `heft_batch_numba`,
 `population_fitness_numba`, `list_schedule_numba`), jitted JAX kernels over problems padded to a `Shape`
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
+Each name is imported from its module on first use (`jaxsched.common.lazy`): `import jaxsched` alone loads no tier.
 """
 
-from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
-from jaxsched.batch import (
-    PaddedCosts,
-    PaddedEdges,
-    PaddedProblem,
-    ProblemBatch,
-    Shape,
-    pad_costs,
-    pad_edges,
-    pad_problem,
-    pad_problems,
-    stack,
-    time_bound,
-)
-from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
-from jaxsched.compiled_listsched import list_schedule_numba
-from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
-from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
-from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
-from jaxsched.heft import heft, upward_rank
-from jaxsched.kernels import (
-    ScheduleArrays,
-    check_batch_assignment,
-    row_capacity,
-    simulate_batch,
-    simulate_padded,
-)
-from jaxsched.listsched import NAMES as SCHEDULER_NAMES
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, list_schedule, make_plan, schedule
-from jaxsched.listsched_jax import (
-    heft_batch,
-    heft_padded,
-    list_schedule_batch,
-    list_schedule_padded,
-    pad_plan,
-    plan_batch,
-    schedule_batch,
-    stream_batch,
-)
-from jaxsched.metrics import (
-    average_turnaround,
-    average_waiting,
-    critical_path_min,
-    efficiency,
-    makespan,
-    slr,
-    speedup,
-    summary,
-)
-from jaxsched.order import (
-    effective_priority,
-    effective_priority_padded,
-    placement_order,
-    placement_order_padded,
-    priority_order,
-)
-from jaxsched.priorities import critical_path, downward_rank, optimistic_cost_table, priority_position
-from jaxsched.problem import (
-    Problem,
-    Schedule,
-    load_problem,
-    load_schedule,
-    real_array,
-    save_problem,
-    save_schedule,
-    validate,
-)
-from jaxsched.simulate import simulate
+from jaxsched.common.lazy import lazy_face
 
-__all__ = [
-    "DenseInstance",
-    "GAConfig",
-    "GAState",
-    "ListConfig",
-    "ListPlan",
-    "PRESETS",
-    "PaddedCosts",
-    "PaddedEdges",
-    "PaddedProblem",
-    "Problem",
-    "ProblemBatch",
-    "SCHEDULER_NAMES",
-    "SEARCH_NAMES",
-    "Schedule",
-    "ScheduleArrays",
-    "SearchConfig",
-    "Shape",
-    "average_turnaround",
-    "average_waiting",
-    "check_batch_assignment",
-    "cloudsim",
-    "critical_path",
-    "critical_path_min",
-    "dense_plan",
-    "downward_rank",
-    "effective_priority",
-    "effective_priority_padded",
-    "efficiency",
-    "evolve_padded",
-    "fft",
-    "fork_join",
-    "ga",
-    "gaussian_elimination",
-    "heft",
-    "heft_batch",
-    "heft_batch_numba",
-    "heft_numba",
-    "heft_padded",
-    "list_schedule",
-    "list_schedule_batch",
-    "list_schedule_numba",
-    "list_schedule_padded",
-    "load_problem",
-    "load_schedule",
-    "make_plan",
-    "makespan",
-    "optimistic_cost_table",
-    "pad_costs",
-    "pad_edges",
-    "pad_plan",
-    "pad_problem",
-    "pad_problems",
-    "placement_order",
-    "placement_order_padded",
-    "plan_batch",
-    "population_fitness",
-    "population_fitness_numba",
-    "priority_order",
-    "priority_position",
-    "random_dag",
-    "random_instance",
-    "real_array",
-    "row_capacity",
-    "save_problem",
-    "save_schedule",
-    "schedule",
-    "schedule_batch",
-    "search",
-    "simulate",
-    "simulate_batch",
-    "simulate_padded",
-    "simulate_population_numba",
-    "slr",
-    "speedup",
-    "stack",
-    "stream_batch",
-    "summary",
-    "time_bound",
-    "to_padded",
-    "to_problem",
-    "upward_rank",
-    "validate",
-    "worst_ratios",
-]
+__version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
+
+__all__ = lazy_face(__name__, {
+    "jaxsched.adversarial": ("SEARCH_NAMES", "SearchConfig", "search", "worst_ratios"),
+    "jaxsched.batch": (
+        "PaddedCosts", "PaddedEdges", "PaddedProblem", "ProblemBatch", "Shape", "pad_costs", "pad_edges",
+        "pad_problem", "pad_problems", "stack", "time_bound",
+    ),
+    "jaxsched.compiled": ("heft_batch_numba", "heft_numba", "population_fitness_numba", "simulate_population_numba"),
+    "jaxsched.compiled_listsched": ("list_schedule_numba",),
+    "jaxsched.dense": ("DenseInstance", "dense_plan", "random_instance", "to_padded", "to_problem"),
+    "jaxsched.ga": ("GAConfig", "GAState", "evolve_padded", "ga", "population_fitness"),
+    "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
+    "jaxsched.heft": ("heft", "upward_rank"),
+    "jaxsched.kernels": (
+        "ScheduleArrays", "check_batch_assignment", "row_capacity", "simulate_batch", "simulate_padded",
+    ),
+    "jaxsched.listsched": (
+        "SCHEDULER_NAMES=NAMES", "PRESETS", "ListConfig", "ListPlan", "list_schedule", "make_plan", "schedule",
+    ),
+    "jaxsched.listsched_jax": (
+        "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan", "plan_batch",
+        "schedule_batch", "stream_batch",
+    ),
+    "jaxsched.metrics": (
+        "average_turnaround", "average_waiting", "critical_path_min", "efficiency", "makespan", "slr", "speedup",
+        "summary",
+    ),
+    "jaxsched.order": (
+        "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
+        "priority_order",
+    ),
+    "jaxsched.priorities": ("critical_path", "downward_rank", "optimistic_cost_table", "priority_position"),
+    "jaxsched.problem": (
+        "Problem", "Schedule", "load_problem", "load_schedule", "real_array", "save_problem", "save_schedule",
+        "validate",
+    ),
+    "jaxsched.simulate": ("simulate",),
+})

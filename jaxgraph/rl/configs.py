@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxsched.common.arguments import integer_fields, number_fields
+
 
 @dataclass(frozen=True)
 class PPOConfig:
@@ -30,14 +32,13 @@ class PPOConfig:
         return self.entropy_coef + min(max(progress, 0.0), 1.0) * (self.entropy_final - self.entropy_coef)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.clip < 1.0 or not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"need 0 < clip < 1 and gamma, lambda in [0, 1], got {self.clip}, {self.gamma}, "
-                             f"{self.lam}")
-        if self.entropy_coef < 0 or (self.entropy_final is not None and self.entropy_final < 0):
-            raise ValueError(f"entropy coefficients must be non-negative, got {self.entropy_coef}, "
-                             f"{self.entropy_final}")
-        if self.update_epochs < 1 or self.minibatches < 1 or self.learning_rate <= 0:
-            raise ValueError("update_epochs, minibatches and learning_rate must be positive")
+        number_fields(self, 0.0, "clip", "learning_rate", "max_grad_norm", above=True)
+        number_fields(self, 0.0, "gamma", "lam", maximum=1.0)
+        number_fields(self, 0.0, "value_coef", "entropy_coef")
+        number_fields(self, 0.0, "entropy_final", optional=True)
+        integer_fields(self, 1, "update_epochs", "minibatches")
+        if self.clip >= 1.0:
+            raise ValueError(f"PPOConfig.clip must be in (0, 1), got {self.clip}")
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,9 @@ class AgentConfig:
     max_steps: int | None = 100  # episode truncation
 
     def __post_init__(self) -> None:
-        if min(self.hidden, self.latent, self.message_steps, self.num_envs, self.rollout_steps, self.epochs,
-               self.max_locations) < 1:
-            raise ValueError(f"agent sizes and counts must be positive: {self}")
+        integer_fields(self, 1, "hidden", "latent", "message_steps", "num_envs", "rollout_steps", "epochs",
+                       "max_locations")
+        integer_fields(self, 1, "max_steps", optional=True)
         if (self.num_envs * self.rollout_steps) % self.ppo.minibatches:
             raise ValueError(f"num_envs x rollout_steps = {self.num_envs * self.rollout_steps} does not split "
                              f"into {self.ppo.minibatches} minibatches")
@@ -86,10 +87,11 @@ class WorldModelConfig:
     # rate leaves the sharp mixture oscillating around the fit instead of settling in it
 
     def __post_init__(self) -> None:
-        if self.hidden < 1 or self.mixtures < 1 or self.learning_rate <= 0:
-            raise ValueError(f"hidden, mixtures and learning_rate must be positive: {self}")
-        if self.decay_steps is not None and self.decay_steps < 1:
-            raise ValueError(f"decay_steps must be positive or None, got {self.decay_steps}")
+        integer_fields(self, 1, "hidden", "mixtures")
+        integer_fields(self, 1, "decay_steps", optional=True)
+        number_fields(self, 0.0, "learning_rate", "max_grad_norm", above=True)
+        number_fields(self, 0.0, "reward_coef", "terminal_coef", "mask_coef")
+        number_fields(self, None, "min_log_std")
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,7 @@ class DreamConfig:
     horizon: int = 50  # dream episodes are truncated after this many steps
 
     def __post_init__(self) -> None:
-        if min(self.hidden, self.num_envs, self.rollout_steps, self.updates, self.horizon) < 1:
-            raise ValueError(f"dream sizes and counts must be positive: {self}")
+        integer_fields(self, 1, "hidden", "num_envs", "rollout_steps", "updates", "horizon")
         if (self.num_envs * self.rollout_steps) % self.ppo.minibatches:
             raise ValueError(f"num_envs x rollout_steps = {self.num_envs * self.rollout_steps} does not split "
                              f"into {self.ppo.minibatches} minibatches")

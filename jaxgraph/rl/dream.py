@@ -183,7 +183,9 @@ def make_dream_sweep(config: DreamConfig, model: MDNRNN, devices: Devices = None
     """`sweep(keys [S], taus [U], world_model_params, start) -> DreamResult` with leaves [U, S, ...]: one controller
     trained per (tau, seed), the U x S members as one batch split across `devices` (`jaxsched.common.batch_mesh`:
     default all devices, of every process in a multi-process run; padded to a multiple of the device count).
-    Members never interact, so each result equals the one-device run exactly. One compilation per (U, S)."""
+    Members never interact, so each result equals the one-device run within float rounding (XLA may fuse and
+    order a member's sums differently per device count; Adam's steps amplify the last-bit differences over the
+    updates). One compilation per (U, S)."""
     mesh = batch_mesh(devices)
     train = jax.jit(jax.vmap(make_dream_train(config, model), in_axes=(0, 0, None, None)))
 

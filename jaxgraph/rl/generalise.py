@@ -35,7 +35,7 @@ from jaxgraph.rl.episode import Episode, best_of
 from jaxgraph.rl.study import replay
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
 from jaxgraph.rules import RULES
-from jaxsched.common.arguments import integer, number
+from jaxsched.common.arguments import integer_fields, number_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +54,11 @@ class GeneralistConfig:
     steps_per_op: float = 1.0  # evaluation episodes run at least this many steps per op of the graph
 
     def __post_init__(self) -> None:
-        integer("traps", self.traps, 0)
-        integer("random_graphs", self.random_graphs, 0)
-        integer("samples", self.samples, 0)
+        integer_fields(self, 0, "traps", "random_graphs", "samples", "seed")
+        integer_fields(self, 1, "random_blocks")
         if self.traps + self.random_graphs < 1:
             raise ValueError("the training distribution needs at least one trap or random graph")
-        number("steps_per_op", self.steps_per_op, 0.0, above=True)
+        number_fields(self, 0.0, "steps_per_op", above=True)
 
 
 def training_graphs(config: GeneralistConfig, cost_model: CostModel | None = None) -> tuple[Graph, ...]:

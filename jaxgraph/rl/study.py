@@ -56,6 +56,7 @@ from jaxgraph.rl.train import evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN, LatentSequence, make_world_model_update
 from jaxgraph.rules import Rule
 from jaxgraph.search import greedy, taso_search
+from jaxsched.common.arguments import integer_fields, number_fields
 from jaxsched.common.machine import machine_description
 from jaxsched.common.sharding import Devices
 from jaxsched.common.workdir import Workdir, write_json, write_text
@@ -108,18 +109,17 @@ class StudyConfig:
         if {self.tau_model, self.research_tau_model, self.held_out} - set(names):
             raise ValueError(f"tau_model {self.tau_model!r}, research_tau_model {self.research_tau_model!r} and "
                              f"held_out {self.held_out!r} must be among {names}")
-        if min(self.seeds, self.wm_sequences, self.wm_length, self.wm_epochs, self.wm_batch, self.taso_budget,
-               self.latency_repeats, self.step_time_envs, self.optimum_budget, self.exhaustive_states,
-               self.curve_every) < 1 or not self.taus:
-            raise ValueError(f"counts must be positive and taus non-empty: {self}")
+        integer_fields(self, 1, "seeds", "wm_sequences", "wm_length", "wm_epochs", "wm_batch", "taso_budget",
+                       "latency_repeats", "step_time_envs", "optimum_budget", "exhaustive_states", "curve_every")
+        integer_fields(self, 0, "eval_samples")
+        number_fields(self, 0.0, "noop_probability", maximum=1.0)
+        number_fields(self, 0.0, "saturation_seconds", above=True)
+        if not self.taus:
+            raise ValueError("StudyConfig.taus must name at least one temperature")
         if not 0.0 <= self.noop_probability < 1.0 or min(self.taus) <= 0.0:
             raise ValueError("noop_probability must be in [0, 1) and every tau positive")
-        if self.eval_samples < 0:
-            raise ValueError(f"eval_samples must be >= 0, got {self.eval_samples}")
         if not self.settings or len(set(self.settings)) != len(self.settings) or set(self.settings) - set(SETTINGS):
             raise ValueError(f"settings must be distinct names from {sorted(SETTINGS)}, got {self.settings}")
-        if self.saturation_seconds <= 0:
-            raise ValueError(f"saturation_seconds must be positive, got {self.saturation_seconds}")
         if self.wm_sequences % self.wm_batch:
             raise ValueError(f"wm_sequences {self.wm_sequences} must split into batches of {self.wm_batch}")
 

@@ -48,3 +48,24 @@ def number(name: str, value: Any, minimum: float | None = None, maximum: float |
     if low or (maximum is not None and result > maximum):
         raise ValueError(f"{name} must be {_bounds(minimum, maximum, above)}, got {result}")
     return result
+
+
+def integer_fields(config: Any, minimum: int | None, *names: str, maximum: int | None = None,
+                   optional: bool = False) -> None:
+    """Each named field of the dataclass `config` checked by `integer`, the error naming it `Config.field`: what
+    every config's `__post_init__` calls, so the same bad value fails alike everywhere. With `optional`, a
+    field that is None passes."""
+    for name in names:
+        value = getattr(config, name)
+        if not (optional and value is None):
+            integer(f"{type(config).__name__}.{name}", value, minimum, maximum)
+
+
+def number_fields(config: Any, minimum: float | None, *names: str, maximum: float | None = None,
+                  above: bool = False, optional: bool = False) -> None:
+    """Each named field of the dataclass `config` checked by `number` (finite, within the bounds; `above`: strictly
+    above `minimum`), the error naming it `Config.field`. With `optional`, a field that is None passes."""
+    for name in names:
+        value = getattr(config, name)
+        if not (optional and value is None):
+            number(f"{type(config).__name__}.{name}", value, minimum, maximum, above=above)

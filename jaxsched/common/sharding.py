@@ -199,3 +199,16 @@ def add_devices_option(parser: argparse.ArgumentParser) -> None:
                         help="devices to split batches across (default: all; with JAX_COORDINATOR_ADDRESS, "
                         "JAX_NUM_PROCESSES and JAX_PROCESS_ID set, one command per process runs one program over "
                         "every process's devices)")
+
+
+def checked_devices(parser: argparse.ArgumentParser, devices: int | None) -> int | None:
+    """Join a multi-process run if the environment says so (`join_from_environment`), then check `--devices`
+    against the devices there are: fewer than 1 or more than there are ends the program with one line and exit
+    code 2, before any work (the experiments' own paths that ignore devices, such as a NumPy GA, refuse it alike)."""
+    join_from_environment()
+    if devices is not None:
+        try:
+            batch_mesh(devices)
+        except ValueError as error:
+            parser.exit(2, f"{parser.prog}: error: --devices: {error}\n")
+    return devices

@@ -6,14 +6,13 @@
     schedule = scheduler.schedule(problem, decoder="sampling")  # best of 64 sampled assignments
 
 Training: `data.load_or_build` (HEFT-labelled datasets), `train.fit` (seeds vmapped, orbax
-checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The whole experiment:
-`evaluate.train_and_evaluate(config, workdir)`. See docs/deepsched.md.
+checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The whole experiment lives in
+`experiments/deepsched/` (`python -m experiments.deepsched`). See docs/deepsched.md.
 """
 
 from jaxsched.deepsched.configs import CONFIGS, DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
 from jaxsched.deepsched.decode import NeuralScheduler
-from jaxsched.deepsched.evaluate import train_and_evaluate
 from jaxsched.deepsched.features import (
     PROC_FEATURES,
     TASK_FEATURES,
@@ -24,7 +23,6 @@ from jaxsched.deepsched.features import (
     time_scale,
 )
 from jaxsched.deepsched.model import STATE_FEATURES, DeepSchedNet, Encoding, Prediction, eft_rule_params
-from jaxsched.deepsched.report import markdown, plots
 from jaxsched.deepsched.train import FitResult, Metrics, TrainState, fit, loss_fn, make_train
 
 __all__ = [
@@ -56,11 +54,8 @@ __all__ = [
     "load_problems",
     "loss_fn",
     "make_train",
-    "markdown",
     "padded_size",
-    "plots",
     "problem_features",
     "save_problems",
     "time_scale",
-    "train_and_evaluate",
 ]

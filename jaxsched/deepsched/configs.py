@@ -10,23 +10,11 @@ import dataclasses
 import json
 from typing import Any
 
-from jaxsched.common.arguments import integer, number
+from jaxsched.common.arguments import integer_fields, number_fields
 
 VARIANTS = ("paper", "dag", "gnn", "feedback")
 RECURRENCES = ("gru", "mingru")
 GENERATORS = ("topcuoglu", "cloudsim")
-
-
-def _check_ints(config: Any, minimum: int, *names: str) -> None:
-    """Raises ValueError unless each named field of `config` is an integer >= `minimum`."""
-    for name in names:
-        integer(f"{type(config).__name__}.{name}", getattr(config, name), minimum)
-
-
-def _check_floats(config: Any, positive: bool, *names: str) -> None:
-    """Raises ValueError unless each named field is a finite number, > 0 (`positive`) or >= 0."""
-    for name in names:
-        number(f"{type(config).__name__}.{name}", getattr(config, name), 0.0, above=positive)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +47,9 @@ class ModelConfig:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {VARIANTS}")
         if self.recurrence not in RECURRENCES:
             raise ValueError(f"unknown recurrence {self.recurrence!r}; choose one of {RECURRENCES}")
-        _check_ints(self, 1, "hidden", "max_tasks", "max_procs")
-        _check_ints(self, 0, "graph_layers")
-        _check_floats(self, False, "eft_prior")
+        integer_fields(self, 1, "hidden", "max_tasks", "max_procs")
+        integer_fields(self, 0, "graph_layers")
+        number_fields(self, 0.0, "eft_prior")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +74,8 @@ class DataConfig:
     def __post_init__(self):
         if self.generator not in GENERATORS:
             raise ValueError(f"unknown generator {self.generator!r}; choose one of {GENERATORS}")
-        _check_ints(self, 1, "num_procs", "num_train", "num_val", "num_test", "num_ood")
-        _check_ints(self, 0, "seed")
+        integer_fields(self, 1, "num_procs", "num_train", "num_val", "num_test", "num_ood")
+        integer_fields(self, 0, "seed")
         if not self.sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.sizes):
             raise ValueError(f"DataConfig.sizes must be integers >= 1, got {self.sizes!r}")
         if not self.ood_generators:
@@ -112,15 +100,15 @@ class TrainConfig:
     num_seeds: int = 2
 
     def __post_init__(self):
-        _check_ints(self, 0, "epochs")
-        _check_ints(self, 1, "batch_size", "decay_every", "num_seeds")
-        _check_floats(self, True, "learning_rate", "decay_factor", "max_grad_norm")
-        _check_floats(self, False, "time_weight")
+        integer_fields(self, 0, "epochs")
+        integer_fields(self, 1, "batch_size", "decay_every", "num_seeds")
+        number_fields(self, 0.0, "learning_rate", "decay_factor", "max_grad_norm", above=True)
+        number_fields(self, 0.0, "time_weight")
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
-    """What `evaluate.train_and_evaluate` measures after training (not part of a run's identity).
+    """What `experiments.deepsched.evaluate.train_and_evaluate` measures after training (not part of a run's identity).
 
     variants: the networks trained and compared; main: the variant of the main table; ablation: also
       train the feedback variant without its EFT prior. count: instances per split, generator and
@@ -146,9 +134,9 @@ class EvalConfig:
             raise ValueError(f"EvalConfig.variants must be some of {VARIANTS}, got {self.variants!r}")
         if self.main not in VARIANTS:
             raise ValueError(f"EvalConfig.main must be one of {VARIANTS}, got {self.main!r}")
-        _check_ints(self, 1, "count", "samples", "timing_procs", "timing_ga_max")
-        _check_ints(self, 2, "ga_population")
-        _check_ints(self, 0, "ga_generations")
+        integer_fields(self, 1, "count", "samples", "timing_procs", "timing_ga_max")
+        integer_fields(self, 2, "ga_population")
+        integer_fields(self, 0, "ga_generations")
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.timing_sizes):
             raise ValueError(f"EvalConfig.timing_sizes must be integers >= 1, got {self.timing_sizes!r}")
 

@@ -144,9 +144,9 @@ def label(problems: Sequence[Problem], shape: Shape, chunk: int = 128, progress:
     """Features and HEFT labels padded to `shape`, `chunk` problems per call: compiled on the CPU, batched in
     JAX on an accelerator with each chunk split across `devices` (`jaxsched.common.batch_mesh`: default all
     devices; the labels do not depend on it). The last chunk is filled up with repeats, so every call has one
-    shape and compiles once."""
+    shape and compiles once. A `devices` count outside [1, device count] is a ValueError on every backend."""
     on_cpu = jax.default_backend() == "cpu"
-    mesh = None if on_cpu else batch_mesh(devices)
+    mesh = batch_mesh(devices)  # checked on the CPU too, where the compiled path does not use it
     features, procs, times = [], [], []
     for begin in tqdm(range(0, len(problems), chunk), desc="HEFT labels", disable=not progress, unit="chunk"):
         part = problems[begin : begin + chunk]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import jaxsched
 from experiments import schedule_demo
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
@@ -45,3 +46,20 @@ def test_bad_flags_exit_2_with_one_line(flags, tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("error: ")
     assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("devices", ["0", "-1", "4"])  # tests run on at most 2 (fake) CPU devices
+def test_devices_beyond_what_there_is_exit_2_with_one_line(backend, devices, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        schedule_demo.main(["--config", "test", "--ga-backend", backend, "--devices", devices,
+                            "--workdir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "error: --devices: asked for" in error
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_table_says_what_the_ga_minimises():
+    assert "average waiting time" in schedule_demo.GA_OBJECTIVE_NOTE and "Eq. 1" in schedule_demo.GA_OBJECTIVE_NOTE
+    assert jaxsched.GAConfig().objective == "waiting"  # the note is true of the GA the demo runs

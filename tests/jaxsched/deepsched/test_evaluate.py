@@ -8,8 +8,8 @@ import json
 import pytest
 
 from experiments import deepsched as experiment
+from experiments.deepsched import CONFIGS, markdown, train_and_evaluate
 from jaxsched.common import ConfigMismatch
-from jaxsched.deepsched import CONFIGS, markdown, train_and_evaluate
 from tests.experiments.outputs import markdown_table, modification_times
 
 

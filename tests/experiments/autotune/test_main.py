@@ -8,7 +8,7 @@ import os
 import pytest
 
 from experiments import autotune
-from jaxsched.autotune.study import CONFIGS, run_study
+from experiments.autotune import CONFIGS, run_study
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 

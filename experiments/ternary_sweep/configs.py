@@ -1,4 +1,4 @@
-"""Study configurations of the ternary sparsification study (Dordoni et al., MLSP 2024).
+"""The ternary sparsification study's configurations (Dordoni et al., MLSP 2024).
 
 A `Study` names the training setup and the grid of Δ settings; `CONFIGS` holds the presets (`test` for tests
 and CI, `default` on digits, `full` the paper's CIFAR-10 setting on a GPU). `ternary_members` turns a study
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxquant.delta import multiplier_reaching_cap
-from jaxquant.resnet import RESNET20_STAR, ModelConfig
-from jaxquant.sweep import SweepMember
-from jaxquant.train import TrainConfig
+from jaxquant import RESNET20_STAR, ModelConfig, SweepMember, TrainConfig, multiplier_reaching_cap
+from jaxsched.common.arguments import integer_fields, number_fields
 
 BASELINES = ("fp", "binary", "twn", "ttq")
 
@@ -44,6 +42,9 @@ class Study:
             raise ValueError(f"unknown baselines {sorted(unknown)}; expected some of {BASELINES}")
         if not self.seeds:
             raise ValueError("a study needs at least one seed")
+        integer_fields(self, 1, "cap_epoch")
+        integer_fields(self, 1, "grid_seeds", optional=True)
+        number_fields(self, 0.0, "delta0", "delta_max", above=True)
 
 
 GROWING = ("linear", "square", "exp", "log")

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from experiments import autotune
+from experiments.autotune import CONFIGS, fit_interference
 from jaxsched.autotune import Machine, MockJob, make_policy, simulate_policy
-from jaxsched.autotune.study import CONFIGS, fit_interference
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
 

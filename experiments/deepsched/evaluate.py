@@ -1,4 +1,4 @@
-"""The DeepSched experiment as one library call: `train_and_evaluate(config, workdir)`.
+"""The DeepSched experiment's driver: `train_and_evaluate(config, workdir)`.
 
 Trains one network per variant (`config.eval.variants`, plus the feedback variant without its EFT
 prior as an ablation), adds the untrained EFT rule as a baseline, and evaluates every network with
@@ -18,18 +18,13 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from jaxsched.common.machine import machine_description
+from experiments.deepsched.configs import DeepSchedConfig, EvalConfig
+from jaxsched import average_turnaround, ga, heft, validate
+from jaxsched.common import Workdir, best_time, machine_description, write_json
 from jaxsched.common.sharding import Devices
-from jaxsched.common.timing import best_time
-from jaxsched.common.workdir import Workdir, write_json
-from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig
-from jaxsched.deepsched.data import Split, load_or_build, training_problem
-from jaxsched.deepsched.decode import DECODERS, NeuralScheduler
-from jaxsched.deepsched.train import fit
-from jaxsched.ga import ga
-from jaxsched.heft import heft
-from jaxsched.metrics import average_turnaround
-from jaxsched.problem import validate
+from jaxsched.deepsched import NeuralScheduler, Split, fit, load_or_build
+from jaxsched.deepsched.data import training_problem
+from jaxsched.deepsched.decode import DECODERS
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
 

@@ -3,7 +3,7 @@
 `workload_families` draws instances of each family (Topcuoglu random DAGs, Gaussian elimination,
 FFT, fork-join, CloudSim-style, random out-trees and in-trees, independent chains, and WfCommons
 recipes when that extra is installed);
-`compare` runs the named schedulers (`jaxsched.listsched.NAMES`) on them through the NumPy reference,
+`compare` runs the named schedulers (`jaxsched.SCHEDULER_NAMES`) on them through the NumPy reference,
 appending one record per (family, instance, scheduler) to a JSON-lines file so that a killed run
 resumes where it stopped; `summarise` turns records into the mean ratio to the best makespan per
 family and scheduler, and the mean runtime per scheduler.
@@ -11,7 +11,6 @@ family and scheduler, and the mean runtime per scheduler.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 import time
@@ -19,30 +18,9 @@ from typing import Iterable
 
 import numpy as np
 
-from jaxsched import generate
-from jaxsched.common.workdir import write_text
-from jaxsched.listsched import NAMES, schedule
-from jaxsched.problem import Problem, validate
-
-
-@dataclasses.dataclass(frozen=True)
-class ComparisonConfig:
-    """Instances per family, their size, the schedulers compared and the GA's budget."""
-
-    instances: int = 10
-    num_tasks: int = 50
-    num_procs: int = 4
-    names: tuple[str, ...] = NAMES
-    ga_population: int = 50
-    ga_generations: int = 50
-    seed: int = 0
-
-    def __post_init__(self):
-        unknown = [n for n in self.names if n not in NAMES]
-        if unknown:
-            raise ValueError(f"unknown scheduler(s) {', '.join(unknown)}; known: {', '.join(NAMES)}")
-        if self.instances < 1 or self.num_tasks < 4 or self.num_procs < 1:
-            raise ValueError(f"need instances >= 1, num_tasks >= 4, num_procs >= 1, got {self}")
+from experiments.list_schedulers.configs import ComparisonConfig
+from jaxsched import Problem, generate, schedule, validate
+from jaxsched.common import write_text
 
 
 def workload_families(config: ComparisonConfig) -> dict[str, list[Problem]]:

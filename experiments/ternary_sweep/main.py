@@ -24,77 +24,16 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-import numpy as np
-
-import jaxquant as jq
-from jaxsched.common import add_devices_option, join_from_environment, preset, write_json, write_text
-
-
-def plot(study: jq.Study, results: dict[str, jq.SweepResult], groups: dict[str, list[dict]], out: Path) -> None:
-    """Fig. 2 (fixed Δ), Fig. 3 (regimes) and Fig. 4 (trade-offs) as PNG files in `out`."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install 'jax-research-systems[plots]'): skipping the plots")
-        return
-    ternary = results.get("ternary")
-    if ternary is None:
-        return
-    epochs = np.arange(1, study.train.epochs + 1)
-    history = ternary.history
-    first = study.seeds[0]
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for i, m in enumerate(ternary.members):
-        if m.regime == "constant":
-            ax.plot(epochs, 100 * history.test_accuracy[:, i], label=f"Δ = {m.delta0:g}")
-    ax.set(xlabel="epoch", ylabel="test accuracy (%)", title="Fig. 2: fixed Δ")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig2_fixed_delta.png", dpi=120)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    for i, m in enumerate(ternary.members):
-        if (m.regime in jq.GROWING and m.delta_max == study.delta_max and m.seed == first) or (
-            m.regime == "constant" and m.delta0 == study.delta0
-        ):
-            axes[0].plot(epochs, 100 * history.test_accuracy[:, i], label=m.regime)
-            axes[1].plot(epochs, 100 * history.sparsity[:, i], label=m.regime)
-    axes[0].set(xlabel="epoch", ylabel="test accuracy (%)", title=f"Fig. 3a: accuracy, Δ_max = {study.delta_max:g}")
-    axes[1].set(xlabel="epoch", ylabel="sparsity (%)", title="Fig. 3b: sparsity")
-    axes[1].legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig3_regimes.png", dpi=120)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for kind in ("constant",) + jq.GROWING:
-        rows = [r for r in groups["ternary"] if r["regime"] == kind]
-        if rows:
-            accuracy = [100 * r["final_accuracy"] for r in rows]
-            axes[0].scatter([100 * r["sparsity"] for r in rows], accuracy, label=kind)
-            axes[1].scatter([r["entropy"] for r in rows], accuracy, label=kind)
-    for kind, style in (("binary", ":"), ("fp", "--")):
-        if kind in groups:
-            level = 100 * np.mean([r["final_accuracy"] for r in groups[kind]])
-            for ax in axes:
-                ax.axhline(level, linestyle=style, color="gray", label=kind)
-    axes[0].set(xlabel="sparsity (%)", ylabel="test accuracy (%)", title="Fig. 4a: accuracy vs sparsity")
-    axes[1].set(xlabel="entropy (bits/symbol)", ylabel="test accuracy (%)", title="Fig. 4b: accuracy vs entropy")
-    axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.tight_layout()
-    fig.savefig(out / "fig4_tradeoffs.png", dpi=120)
-    plt.close(fig)
+from experiments.ternary_sweep.configs import CONFIGS, Study
+from experiments.ternary_sweep.report import plot
+from experiments.ternary_sweep.train import train_and_evaluate
+from jaxquant.data import CIFAR10_ENV
+from jaxsched.common import add_devices_option, checked_devices, preset, write_json, write_text
 
 
-
-def make_study(args: argparse.Namespace) -> jq.Study:
+def make_study(args: argparse.Namespace) -> Study:
     """The chosen preset with the flags applied; ValueError for a bad value or config name."""
-    study = preset(jq.CONFIGS, args.config)
+    study = preset(CONFIGS, args.config)
     if args.epochs is not None:
         study = study.with_epochs(args.epochs)
     changes = {}
@@ -114,10 +53,11 @@ def make_study(args: argparse.Namespace) -> jq.Study:
 
 
 def main(argv=None) -> dict:
-    """Parse the flags, run `jaxquant.train_and_evaluate` and write the report; returns the summary."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help=f"one of {', '.join(jq.CONFIGS)}")
-    parser.add_argument("--cifar-dir", default=None, help=f"CIFAR-10 directory (default: ${jq.data.CIFAR10_ENV})")
+    """Parse the flags, run `train_and_evaluate` and write the report; returns the summary."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.ternary_sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
+    parser.add_argument("--cifar-dir", default=None, help=f"CIFAR-10 directory (default: ${CIFAR10_ENV})")
     parser.add_argument("--epochs", type=int, default=None, help="default: the config's (40 default, 500 full)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per setting; default: the config's")
     parser.add_argument("--baselines", default=None,
@@ -128,7 +68,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--workdir", default="results/ternary")
     add_devices_option(parser)
     args = parser.parse_args(argv)
-    join_from_environment()
+    checked_devices(parser, args.devices)
     try:
         study = make_study(args)
     except ValueError as error:
@@ -136,7 +76,7 @@ def main(argv=None) -> dict:
     print(f"model: {study.train.model}")
     workdir = Path(args.workdir)
     try:
-        result = jq.train_and_evaluate(study, workdir, progress=True, devices=args.devices)
+        result = train_and_evaluate(study, workdir, progress=True, devices=args.devices)
     except (ValueError, FileNotFoundError) as error:  # bad data path or files, a workdir of another configuration
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     write_text(workdir / "table.md", result.report)

@@ -1,4 +1,4 @@
-"""The ternary sparsification study end to end as one library call: `train_and_evaluate(study, workdir)`.
+"""The ternary sparsification study end to end: `train_and_evaluate(study, workdir)`.
 
 Each quantizer group (the baselines, then every ternary member of the study) trains as one vmapped
 program with per-epoch orbax checkpoints under `workdir/checkpoints/<kind>`, so rerunning the same
@@ -17,17 +17,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxquant.configs import Study, ternary_members
-from jaxquant.data import Dataset, load_dataset
-from jaxquant.export import FORMATS, compression_report, export_model, load_model
-from jaxquant.layers import quantized_codes
-from jaxquant.quantize import QuantConfig
-from jaxquant.report import cap_rows, check_targets, report_markdown, table_rows
-from jaxquant.resnet import ModelConfig, ResNet, count_params
-from jaxquant.sweep import SweepMember, SweepResult, run_sweep, summarize
-from jaxquant.train import evaluate_model
+from experiments.ternary_sweep.configs import Study, ternary_members
+from experiments.ternary_sweep.report import cap_rows, check_targets, report_markdown, table_rows
+from jaxquant import (
+    FORMATS,
+    Dataset,
+    ModelConfig,
+    QuantConfig,
+    ResNet,
+    SweepMember,
+    SweepResult,
+    compression_report,
+    count_params,
+    evaluate_model,
+    export_model,
+    load_dataset,
+    load_model,
+    quantized_codes,
+    run_sweep,
+    summarize,
+)
+from jaxsched.common import Workdir
 from jaxsched.common.sharding import Devices
-from jaxsched.common.workdir import Workdir
 
 
 class StudyResult(NamedTuple):
@@ -73,8 +84,8 @@ def train_and_evaluate(study: Study, workdir: str | Path, *, progress: bool = Fa
     """Run every group of `study` (checkpointed under `workdir`; members split across `devices`, default all),
     export the log-regime model, and build the summary and report. With `progress`, show a bar per group and
     print its time. Raises `ConfigMismatch` when `workdir` holds results of another study."""
+    dataset = load_dataset(study.train.dataset, study.train.data_dir)  # a bad data path: no workdir made
     out = Workdir(workdir, study).path
-    dataset = load_dataset(study.train.dataset, study.train.data_dir)
     params = parameter_count(study.train.model, dataset)
     start = time.time()
     roles = ternary_members(study)

@@ -26,83 +26,17 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments.autotune.configs import StudyConfig
+from experiments.autotune.report import markdown, plots
 from jaxsched.autotune.jobs import STAGES, MockJob, fit_stage_distributions, mock_jobs
 from jaxsched.autotune.policies import POLICIES, make_policy
 from jaxsched.autotune.resources import CPU, DEVICE, Machine, local_machine, pin_to_cores
 from jaxsched.autotune.runner import ProcessRunner
 from jaxsched.autotune.simulator import simulate_policy
-from jaxsched.autotune.trace import Trace, check_trace, gantt
-from jaxsched.autotune.tuning import TuningJob, check_protocol, measure_alone
+from jaxsched.autotune.trace import Trace, check_trace
+from jaxsched.autotune.tuning import TuningJob, measure_alone
 from jaxsched.autotune.workloads import Workload
-from jaxsched.common.arguments import integer
 from jaxsched.common.workdir import Workdir, write_json, write_text
-
-
-@dataclasses.dataclass(frozen=True)
-class StudyConfig:
-    """The job mix, the tuning knobs of every job and the simulator study's grid."""
-
-    workloads: tuple[tuple[str, int], ...] = (("matmul", 256), ("scan", 1024), ("xla_options", 256), ("matmul", 128))
-    rounds: int = 4
-    batch: int = 4
-    repeats: int = 5
-    min_repeat_s: float = 0.02  # as precise as 0.1 s at a fifth of the cost (benchmarks/autotune_profiling.py)
-    clock: str = "cpu"
-    fit_steps: int = 2000
-    seed: int = 0
-    policies: tuple[str, ...] = ("sequential", "parallel", "load_aware", "predictive")
-    alone_repeats: int = 7
-    sim_jobs: tuple[int, ...] = (10, 100, 1000)
-    sim_machines: tuple[int, ...] = (1, 2, 4, 8)
-    sim_seed: int = 0
-
-    def __post_init__(self):
-        unknown = [p for p in self.policies if p not in POLICIES]
-        if unknown or "sequential" not in self.policies:
-            raise ValueError(f"policies must be known and include 'sequential' (the reference), got {self.policies}")
-        check_protocol(self.repeats, self.min_repeat_s, self.clock, "StudyConfig")
-        for name in ("rounds", "batch", "fit_steps", "alone_repeats"):
-            integer(f"StudyConfig.{name}", getattr(self, name), 1)
-        for name in ("sim_jobs", "sim_machines"):
-            for value in getattr(self, name):
-                integer(f"StudyConfig.{name}", value, 1)
-        for kind, size in self.workloads:
-            Workload(kind, size)  # raises on a bad workload
-        if len({Workload(k, s).name for k, s in self.workloads}) != len(self.workloads):
-            raise ValueError(f"workloads must differ, got {self.workloads}")
-
-
-CONFIGS = {
-    "default": StudyConfig(),
-    "test": StudyConfig(
-        workloads=(("matmul", 32), ("xla_options", 16)),
-        rounds=1,
-        batch=2,
-        repeats=2,
-        min_repeat_s=0.0,
-        fit_steps=50,
-        policies=("sequential", "load_aware"),
-        alone_repeats=2,
-        sim_jobs=(10,),
-        sim_machines=(1, 2),
-    ),
-    "full": StudyConfig(
-        workloads=(
-            ("matmul", 512),
-            ("scan", 4096),
-            ("xla_options", 512),
-            ("matmul", 256),
-            ("scan", 2048),
-            ("xla_options", 256),
-            ("matmul", 128),
-            ("scan", 1024),
-        ),
-        rounds=8,
-        batch=8,
-        min_repeat_s=0.1,  # the dearest protocol: 0.02 s was chosen on the CPU clock, not on an accelerator
-        clock="wall",  # an accelerator's time is not the host process's CPU time
-    ),
-}
 
 
 def make_jobs(config: StudyConfig) -> list[TuningJob]:
@@ -310,81 +244,5 @@ def run_study(config: StudyConfig, workdir: str | Path) -> dict[str, Any]:
     }
     write_json(work / "results.json", results)
     write_text(work / "results.md", markdown(results))
-    _plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, work.path)
+    plots(results, {p: _trace_from_json(run["trace"]) for p, run in runs.items()}, work.path)
     return results
-
-
-def markdown(results: dict) -> str:
-    """The measured table and the simulation table."""
-    lines = [
-        "| policy | makespan s | vs sequential | CPU busy | CPU idle s | device busy | device idle s "
-        "| slowdown propose/build/profile/update | tuned quality vs seq. | profiling error (tuned / alone) "
-        "| replayed s (error) "
-        "| predicted s (error) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for policy, r in results["measured"].items():
-        slow = "/".join(f"{r['stage_slowdown'][s]:.2f}" for s in STAGES)
-        lines.append(
-            f"| {policy} | {r['makespan_s']:.1f} | {r['speedup_vs_sequential']:.2f}x | {r['cpu_busy']:.0%} | "
-            f"{r['cpu_idle_s']:.1f} | {r['device_busy']:.0%} | {r['device_idle_s']:.1f} | {slow} | "
-            f"{r['tuned_quality_vs_sequential']:.3f} | {r['profiling_error']:.1%} ({r['tuned_over_alone']:.2f}) | "
-            f"{_seconds_and_error(r['replayed_makespan_s'], r['replay_error'])} | "
-            f"{_seconds_and_error(r['predicted_makespan_s'], r['prediction_error'])} |"
-        )
-    lines += [
-        "",
-        f"Simulator study (`parallel` with fitted interference {results['fitted_interference']:.2f}):",
-        "",
-        "| jobs | machines | policy | makespan s | device busy | CPU busy | simulator s |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results["simulation"]:
-        lines.append(
-            f"| {r['jobs']} | {r['machines']} | {r['policy']} | {r['makespan_s']:.1f} | {r['device_busy']:.0%} | "
-            f"{r['cpu_busy']:.0%} | {r['simulator_seconds']:.3f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _seconds_and_error(seconds: float | None, error: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:.1f} ({error:.1%})"
-
-
-def _plots(results: dict, traces: dict[str, Trace], workdir: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (extra `plots`): no PNGs")
-        return
-    machine = Machine(results["machine"]["cpu_cores"], results["machine"]["devices"])
-    fig, axes = plt.subplots(len(traces), 1, figsize=(12, 1.6 * len(traces) + 1), sharex=True, squeeze=False)
-    for ax, (policy, trace) in zip(axes[:, 0], traces.items()):
-        gantt(trace, [machine], ax=ax, title=f"{policy}: makespan {trace.makespan:.1f} s")
-    fig.tight_layout()
-    fig.savefig(workdir / "gantt.png", dpi=120)
-    plt.close(fig)
-    rows = results["simulation"]
-    counts = sorted({r["machines"] for r in rows})
-    makespan = {(r["jobs"], r["machines"], r["policy"]): r["makespan_s"] for r in rows}
-    fig, axes = plt.subplots(2, len(counts), figsize=(3.6 * len(counts), 5.5), sharex=True, squeeze=False)
-    styles = ["-", "--", "-.", ":"]
-    for column, machines in enumerate(counts):
-        for i, policy in enumerate(dict.fromkeys(r["policy"] for r in rows)):
-            mine = [r for r in rows if r["machines"] == machines and r["policy"] == policy]
-            jobs = [r["jobs"] for r in mine]
-            speedup = [makespan[r["jobs"], machines, "sequential"] / r["makespan_s"] for r in mine]
-            style = {"marker": "o", "linestyle": styles[i % len(styles)], "label": policy}
-            axes[0, column].plot(jobs, speedup, **style)
-            axes[1, column].plot(jobs, [r["device_busy"] for r in mine], **style)
-        axes[0, column].set(xscale="log", title=f"{machines} machine(s)")
-        axes[1, column].set(xscale="log", xlabel="jobs", ylim=(0, 1.05))
-    axes[0, 0].set_ylabel("makespan: sequential / policy")
-    axes[1, 0].set_ylabel("device busy fraction")
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(workdir / "simulation.png", dpi=120)
-    plt.close(fig)

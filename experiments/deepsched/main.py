@@ -23,14 +23,16 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from experiments.deepsched.configs import CONFIGS, VARIANTS, DeepSchedConfig
+from experiments.deepsched.evaluate import train_and_evaluate
+from experiments.deepsched.report import markdown, plots
 from jaxsched.common import ConfigMismatch, add_devices_option, batch_mesh, join_from_environment, preset, write_text
-from jaxsched.deepsched import CONFIGS, markdown, plots, train_and_evaluate
-from jaxsched.deepsched.configs import VARIANTS, DeepSchedConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (each flag overrides one field of the chosen configuration)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.deepsched", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/deepsched")
     parser.add_argument("--data-dir", default=None, help="dataset cache (default: <workdir>/data)")
@@ -101,6 +103,3 @@ def main(argv: Sequence[str] | None = None) -> dict:
     print(table)
     return results
 
-
-if __name__ == "__main__":
-    main()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from experiments import list_schedulers
-from jaxsched.comparison import ComparisonConfig, compare, summarise
+from experiments.list_schedulers import ComparisonConfig, compare, summarise
 
 
 def test_compare_resumes_and_summarises(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxsched.deepsched.evaluate import SPLIT_SOURCES
+from experiments.deepsched.evaluate import SPLIT_SOURCES
 
 
 def markdown(results: dict) -> str:

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 
+from experiments.list_schedulers.compare import compare, summarise
+from experiments.list_schedulers.configs import CONFIGS
+from experiments.list_schedulers.report import heatmap_png, markdown
 from jaxsched.common import Workdir, preset, write_text
-from jaxsched.comparison import ComparisonConfig, compare, summarise
-
-CONFIGS = {
-    "test": ComparisonConfig(instances=1, num_tasks=12, num_procs=3, ga_population=6, ga_generations=2),
-    "default": ComparisonConfig(),
-    "full": ComparisonConfig(instances=50, num_tasks=100, num_procs=8, ga_population=100, ga_generations=100),
-}
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Parse the flags, run the comparison (resuming from records.jsonl) and write its table and heatmap."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.list_schedulers", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/list_schedulers")
     args = parser.parse_args(argv)
@@ -35,25 +33,8 @@ def main(argv=None) -> None:
     workdir = work.path
     records = compare(config, workdir / "records.jsonl")
     families, ratios, seconds = summarise(records, config.names)
-    lines = ["| family | " + " | ".join(config.names) + " |", "|---|" + "---|" * len(config.names)]
-    lines += [f"| {f} | " + " | ".join(f"{r:.3f}" for r in row) + " |" for f, row in zip(families, ratios)]
-    lines += ["", "| scheduler | mean seconds per schedule |", "|---|---|"]
-    lines += [f"| {n} | {s:.4f} |" for n, s in zip(config.names, seconds)]
-    table = "\n".join(lines)
+    table = markdown(families, ratios, seconds, config.names)
     write_text(workdir / "results.md", table + "\n")
     print(table)
-    try:
-        import matplotlib
+    heatmap_png(families, ratios, config.names, workdir / "heatmap.png")
 
-        matplotlib.use("Agg")
-        from jaxsched.plot import heatmap
-
-        ax = heatmap(ratios, families, config.names, title="mean makespan / best makespan", label="ratio")
-        ax.figure.savefig(workdir / "heatmap.png", dpi=150, bbox_inches="tight")
-        print(f"heatmap: {workdir / 'heatmap.png'}")
-    except ImportError:
-        print("matplotlib not installed (extra `plots`): no heatmap written")
-
-
-if __name__ == "__main__":
-    main()

@@ -15,12 +15,15 @@ import argparse
 import os
 import sys
 
-from jaxsched.autotune.study import CONFIGS, markdown, run_study
+from experiments.autotune.configs import CONFIGS
+from experiments.autotune.report import markdown
+from experiments.autotune.study import run_study
 from jaxsched.common import preset
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Parse the flags and run the study (two usable cores at least); the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.autotune", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
     parser.add_argument("--workdir", default="results/autotune")
     args = parser.parse_args(argv)
@@ -35,6 +38,3 @@ def main(argv=None) -> int:
     print(markdown(results))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
