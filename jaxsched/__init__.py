@@ -5,7 +5,7 @@ NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_num
 (`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
 """
 
-from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search, worst_ratios
+from jaxsched.adversarial import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config, worst_ratios
 from jaxsched.batch import (
     PaddedCosts,
     PaddedEdges,
@@ -21,7 +21,7 @@ from jaxsched.batch import (
 )
 from jaxsched.compiled import heft_batch_numba, heft_numba, population_fitness_numba, simulate_population_numba
 from jaxsched.compiled_listsched import list_schedule_numba
-from jaxsched.dense import DenseInstance, dense_plan, random_instance, to_padded, to_problem
+from jaxsched.dense import DenseInstance, dense_plan, random_instance, related_instance, to_padded, to_problem
 from jaxsched.ga import GAConfig, GAState, evolve_padded, ga, population_fitness
 from jaxsched.generate import cloudsim, fft, fork_join, gaussian_elimination, random_dag
 from jaxsched.heft import heft, upward_rank
@@ -88,6 +88,7 @@ __all__ = [
     "ProblemBatch",
     "SCHEDULER_NAMES",
     "SEARCH_NAMES",
+    "SEARCH_PRESETS",
     "Schedule",
     "ScheduleArrays",
     "SearchConfig",
@@ -136,6 +137,7 @@ __all__ = [
     "priority_position",
     "random_dag",
     "random_instance",
+    "related_instance",
     "real_array",
     "row_capacity",
     "save_problem",
@@ -143,6 +145,7 @@ __all__ = [
     "schedule",
     "schedule_batch",
     "search",
+    "search_config",
     "simulate",
     "simulate_batch",
     "simulate_padded",
