@@ -24,17 +24,17 @@ import numpy as np
 from jaxsched.adversarial import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
-from jaxsched.dense import to_problem
-from jaxsched.listsched import schedule
+from jaxsched.pisa import replay
 
 
 def replayed_ratios(chains, config: SearchConfig) -> np.ndarray:
-    """[S, S] worst makespan ratio per pair, each chain's best instance replayed by the NumPy reference."""
+    """[S, S] worst makespan ratio per pair, each chain's best instance replayed by the NumPy reference
+    (WBA with the chain's draws, HEFT, CPOP and PEFT under the search's rank convention)."""
     table = np.ones((len(config.names), len(config.names)))
     for c, (a, b) in enumerate(config.pairs):
-        problem = to_problem(jax.tree.map(lambda x, c=c: x[c], chains.best))
-        ratio = schedule(problem, config.names[a]).makespan / schedule(problem, config.names[b]).makespan
-        table[a, b] = max(table[a, b], ratio)
+        best = jax.tree.map(lambda x, c=c: x[c], chains.best)
+        spans = replay(best, (config.names[a], config.names[b]), config.ranks, chains.draws[c])
+        table[a, b] = max(table[a, b], spans[0] / spans[1])
     return table
 
 

@@ -13,11 +13,13 @@ is makespan(a) / makespan(b). Everything PISA fixes is a parameter of `SearchCon
   always, otherwise with exp(-(new / old) / T), SAGA's rule);
 * the cooling: T falls geometrically from `temperature_start`, by `cooling_rate` per step until it
   reaches `temperature_end` (PISA), or over exactly `steps` steps when `cooling_rate` is None;
-* the restarts: `chains_per_pair` independent chains per ordered pair; a cell is the best of them.
+* the restarts: `chains_per_pair` independent chains per ordered pair; a cell is the best of them;
+* the rank convention of HEFT, CPOP and PEFT (`ranks`: "topcuoglu" or "saga", `jaxsched.priorities`).
 
 `SEARCH_PRESETS` / `search_config(name, **overrides)`: "pisa" is SAGA's current PISA (values in
 [0.1, 1], +/- 0.1 nudges, chain start, 3 to 5 tasks and nodes, T from 10 by 0.99 down to 0.1, 10
-restarts; pairs with ETF start on unit speeds and never change a link, as SAGA's script does),
+restarts; pairs with ETF start on unit speeds and never change a link, as SAGA's script does; SAGA's
+rank convention),
 "pisa-2024" the paper's code (values clipped to [1e-9, 1]), "uniform" this module's own default
 (random DAG of 6 tasks on 3 processors, values redrawn, Metropolis acceptance). Each step schedules
 the candidate with every scheduler (`jaxsched.listsched_jax` on `jaxsched.dense` plans); all chains
@@ -40,6 +42,7 @@ from jaxsched.dense import DenseInstance, dense_facts, dense_plan, dense_positio
 from jaxsched.listsched import PRESETS
 from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.moves import MOVES, MoveConfig, perturb
+from jaxsched.priorities import RANK_CONVENTIONS
 
 SEARCH_NAMES = tuple(PRESETS) + ("Duplex",)
 STARTS = ("random", "chain")
@@ -77,6 +80,7 @@ class SearchConfig:
     acceptance: str = "metropolis"
     cooling_rate: float | None = None
     unit_speed_names: tuple[str, ...] = ()
+    ranks: str = "topcuoglu"  # rank convention of every scheduler (`jaxsched.priorities.RANK_CONVENTIONS`)
     memory_limit: int = 16 * 2**30
 
     def __post_init__(self):
@@ -100,6 +104,8 @@ class SearchConfig:
             raise ValueError(f"cooling_rate must lie in (0, 1) (or be None), got {self.cooling_rate}")
         if self.start not in STARTS:
             raise ValueError(f"unknown start {self.start!r}; known: {', '.join(STARTS)} (or pass an instance)")
+        if self.ranks not in RANK_CONVENTIONS:
+            raise ValueError(f"unknown rank convention {self.ranks!r}; known: {', '.join(RANK_CONVENTIONS)}")
         if self.acceptance not in ACCEPTANCES:
             raise ValueError(f"unknown acceptance {self.acceptance!r}; known: {', '.join(ACCEPTANCES)}")
         for field in ("start_value_range", "start_speed_range"):
@@ -195,6 +201,7 @@ SEARCH_PRESETS = {
         temperature_end=0.1,
         cooling_rate=0.99,
         unit_speed_names=("ETF",),
+        ranks="saga",
     ),
 }
 SEARCH_PRESETS["pisa-2024"] = dict(
@@ -214,15 +221,16 @@ def search_config(preset: str = "uniform", **overrides) -> SearchConfig:
     return SearchConfig(**{**SEARCH_PRESETS[preset], **overrides})
 
 
-def makespans(instance: DenseInstance, draws: jax.Array, names: tuple[str, ...]) -> jax.Array:
-    """[S] makespan of one dense instance under each scheduler of `names` (WBA uses `draws`)."""
-    facts = dense_facts(instance)
+def makespans(instance: DenseInstance, draws: jax.Array, names: tuple[str, ...], ranks: str = "topcuoglu") -> jax.Array:
+    """[S] makespan of one dense instance under each scheduler of `names` (WBA uses `draws`), ranks under
+    the convention `ranks`."""
+    facts = dense_facts(instance, ranks)
     problem = to_padded(instance, facts)
     needed = sorted({n for n in names if n != "Duplex"} | ({"MinMin", "MaxMin"} if "Duplex" in names else set()))
     positions = {kind: dense_positions(instance, facts, kind) for kind in {PRESETS[n].priority for n in needed}}
     spans = {}
     for name in needed:
-        config = PRESETS[name]
+        config = dataclasses.replace(PRESETS[name], ranks=ranks)
         plan = dense_plan(instance, config, draws, facts, positions[config.priority])
         spans[name] = list_schedule_padded(problem, plan, config).finish.max()
     if "Duplex" in names:
@@ -262,12 +270,13 @@ def _start_instance(key, config: SearchConfig, unit_speed) -> DenseInstance:
     return instance._replace(speed=jnp.where(unit_speed, jnp.ones_like(instance.speed), instance.speed))
 
 
-def _init_chain(key, pair, unit_speed, start, config: SearchConfig) -> Chain:
+def _init_chain(key, unit_speed, start, config: SearchConfig) -> Chain:
+    """A chain at its start instance, its ratio not yet known (NaN: the first scan step scores it)."""
     k_instance, k_draws = jax.random.split(key)
     instance = _start_instance(k_instance, config, unit_speed) if start is None else start
     draws = jax.random.randint(k_draws, (config.shape[0],), 0, jnp.iinfo(jnp.int32).max)
-    ratio = _ratio(makespans(instance, draws, config.names), pair)
-    return Chain(instance, ratio, instance, ratio, draws)
+    nan = jnp.full((), jnp.nan, instance.weight.dtype)
+    return Chain(instance, nan, instance, nan, draws)
 
 
 def accept_probability(new, old, temperature, rule: str) -> jax.Array:
@@ -279,18 +288,21 @@ def accept_probability(new, old, temperature, rule: str) -> jax.Array:
     return jnp.minimum(jnp.exp((new - old) / temperature), 1.0)
 
 
-def _anneal_step(chain: Chain, key, pair, allowed, temperature, config: SearchConfig) -> Chain:
+def _anneal_step(chain: Chain, key, pair, allowed, temperature, first, config: SearchConfig) -> Chain:
+    """One move and its acceptance; the `first` step keeps the start instance and scores it (the
+    schedulers are traced once, here, not also at the start)."""
     k_move, k_accept = jax.random.split(key)
-    candidate = perturb(k_move, chain.instance, config.move_config, allowed)
-    ratio = _ratio(makespans(candidate, chain.draws, config.names), pair)
+    moved = perturb(k_move, chain.instance, config.move_config, allowed)
+    candidate = jax.tree.map(functools.partial(jnp.where, first), chain.instance, moved)
+    ratio = _ratio(makespans(candidate, chain.draws, config.names, config.ranks), pair)
     probability = accept_probability(ratio, chain.ratio, temperature, config.acceptance)
-    accept = jax.random.uniform(k_accept, (), ratio.dtype) < probability
+    accept = first | (jax.random.uniform(k_accept, (), ratio.dtype) < probability)
     keep = functools.partial(jnp.where, accept)
     instance = jax.tree.map(keep, candidate, chain.instance)
     ratio = jnp.where(accept, ratio, chain.ratio)
-    better = ratio > chain.best_ratio
+    better = first | (ratio > chain.best_ratio)
     best = jax.tree.map(functools.partial(jnp.where, better), instance, chain.best)
-    return Chain(instance, ratio, best, jnp.maximum(ratio, chain.best_ratio), chain.draws)
+    return Chain(instance, ratio, best, jnp.where(better, ratio, chain.best_ratio), chain.draws)
 
 
 def search(key: jax.Array, config: SearchConfig, devices: Devices = None, start: DenseInstance | None = None) -> Chain:
@@ -319,35 +331,36 @@ def _search(key: jax.Array, config: SearchConfig, mesh: Mesh, start) -> Chain:
     allowed = jnp.asarray(config.move_masks)[rows]
     unit = jnp.asarray(config.unit_speed_pairs)[rows]
     k_init, k_steps = jax.random.split(key)
-    init = jax.vmap(_init_chain, in_axes=(0, 0, 0, None, None))
-    chains = init(jax.random.split(k_init, count)[rows], chain_pairs, unit, start, config)
+    init = jax.vmap(_init_chain, in_axes=(0, 0, None, None))
+    chains = init(jax.random.split(k_init, count)[rows], unit, start, config)
     chains = constrain_batch(chains, mesh)
-    temperatures = jnp.asarray(config.temperatures, chains.ratio.dtype)
+    # one scoring step first (no move), then one step per temperature
+    temperatures = jnp.asarray(np.concatenate([[1.0], config.temperatures]), chains.ratio.dtype)
+    firsts = jnp.arange(temperatures.shape[0]) == 0
 
     def step(chains, x):
-        step_key, temperature = x
+        step_key, temperature, first = x
         keys = jax.random.split(step_key, count)[rows]
-        advance = jax.vmap(_anneal_step, in_axes=(0, 0, 0, 0, None, None))
-        chains = advance(chains, keys, chain_pairs, allowed, temperature, config)
+        advance = jax.vmap(_anneal_step, in_axes=(0, 0, 0, 0, None, None, None))
+        chains = advance(chains, keys, chain_pairs, allowed, temperature, first, config)
         return constrain_batch(chains, mesh), None
 
     steps = temperatures.shape[0]
-    chains, _ = jax.lax.scan(step, chains, (jax.random.split(k_steps, steps), temperatures))
+    chains, _ = jax.lax.scan(step, chains, (jax.random.split(k_steps, steps), temperatures, firsts))
     return jax.tree.map(lambda leaf: leaf[:count], chains)
 
 
-def best_instances(chains: Chain, config: SearchConfig) -> tuple[np.ndarray, list[DenseInstance]]:
-    """([S, S] worst ratio per pair, [S * S] the instance achieving it, None on the diagonal): the best of
-    each pair's restarts."""
+def best_chains(chains: Chain, config: SearchConfig) -> tuple[np.ndarray, np.ndarray]:
+    """([S, S] worst ratio per pair, [S, S] the chain that found it, -1 on the diagonal): the best of each
+    pair's restarts."""
     count = len(config.names)
     table = np.ones((count, count))
-    instances = [None] * (count * count)
+    index = np.full((count, count), -1)
     ratios = np.asarray(chains.best_ratio, dtype=np.float64)
     for c, (a, b) in enumerate(config.pairs):
-        if instances[a * count + b] is None or ratios[c] > table[a, b]:
-            table[a, b] = ratios[c]
-            instances[a * count + b] = jax.tree.map(lambda x, c=c: np.asarray(x[c]), chains.best)
-    return table, instances
+        if index[a, b] < 0 or ratios[c] > table[a, b]:
+            table[a, b], index[a, b] = ratios[c], c
+    return table, index
 
 
 def worst_ratios(chains: Chain, config: SearchConfig) -> np.ndarray:

@@ -116,25 +116,31 @@ def _levels(adj) -> jax.Array:
     return jax.lax.fori_loop(0, num_tasks, body, jnp.zeros(num_tasks, jnp.int32))
 
 
-def _mean_transfer(instance: DenseInstance, adj) -> jax.Array:
-    """[T, T] mean transfer time of each edge (data over the mean strength between distinct real processors)."""
+def _mean_transfer(instance: DenseInstance, adj, convention: str) -> jax.Array:
+    """[T, T] mean transfer time of each edge (`jaxsched.priorities.mean_transfer`), real processors only."""
     real = proc_mask(instance)
     off = ~jnp.eye(real.shape[0], dtype=bool) & real[:, None] & real[None, :]
-    count = jnp.maximum(instance.num_procs * (instance.num_procs - 1), 1).astype(instance.strength.dtype)
+    dtype = instance.strength.dtype
+    if convention == "saga":
+        links = (instance.num_procs * (instance.num_procs + 1) // 2).astype(dtype)
+        inverse = jnp.where(jnp.triu(off, 1), 1 / instance.strength, 0).sum() / links
+        return jnp.where(adj, instance.data * inverse, 0)
+    count = jnp.maximum(instance.num_procs * (instance.num_procs - 1), 1).astype(dtype)
     mean = jnp.where(off, instance.strength, 0).sum() / count
     mean = jnp.where(instance.num_procs > 1, mean, 1).astype(instance.data.dtype)
     return jnp.where(adj, instance.data / mean, 0)
 
 
-def dense_ranks(instance: DenseInstance) -> tuple[jax.Array, jax.Array, jax.Array]:
+def dense_ranks(instance: DenseInstance, convention: str = "topcuoglu") -> tuple[jax.Array, jax.Array, jax.Array]:
     """(upward rank [T], downward rank [T], optimistic cost table [T, P]), as in `jaxsched.heft` and
-    `jaxsched.priorities` (means and minima over the real processors), one task per loop step in
-    (reverse) index order."""
+    `jaxsched.priorities` under `convention` (means and minima over the real processors), one task per
+    loop step in (reverse) index order."""
     adj = _edges(instance)
     real = proc_mask(instance)
     comp = dense_comp(instance)
     mean_comp = jnp.where(real[None, :], comp, 0).sum(axis=1) / instance.num_procs.astype(comp.dtype)
-    transfer = _mean_transfer(instance, adj)
+    transfer = _mean_transfer(instance, adj, convention)
+    inverse = jnp.where(jnp.eye(real.shape[0], dtype=bool), 0, 1 / instance.strength)
     num_tasks = comp.shape[0]
     zero = jnp.zeros((), comp.dtype)
 
@@ -143,15 +149,25 @@ def dense_ranks(instance: DenseInstance) -> tuple[jax.Array, jax.Array, jax.Arra
         t = num_tasks - 1 - k
         rank = rank.at[t].set(mean_comp[t] + jnp.where(adj[t], transfer[t] + rank, zero).max())
         after = table + comp  # [T, P]
-        least = jnp.where(real[None, :], after, jnp.inf).min(axis=1, keepdims=True)
-        reach = jnp.minimum(after, least + transfer[t][:, None])
+        if convention == "saga":  # the actual link p - q: [T, P, P] -> [T, P]
+            moved = instance.data[t][:, None, None] * inverse[None, :, :]
+            reach = jnp.where(real[None, None, :], after[:, None, :] + moved, jnp.inf).min(axis=2)
+        else:
+            least = jnp.where(real[None, :], after, jnp.inf).min(axis=1, keepdims=True)
+            reach = jnp.minimum(after, least + transfer[t][:, None])
         table = table.at[t].set(jnp.where(adj[t][:, None] & real[None, :], reach, zero).max(axis=0))
         return rank, table
 
     rank_u, table = jax.lax.fori_loop(0, num_tasks, up, (jnp.zeros(num_tasks, comp.dtype), jnp.zeros_like(comp)))
 
+    if convention == "saga":  # the task's own cost over the mean speed, not its predecessor's mean cost
+        harmonic = instance.weight * instance.num_procs.astype(comp.dtype) / jnp.where(real, instance.speed, 0).sum()
+        added = jnp.broadcast_to(harmonic[None, :], adj.shape)
+    else:
+        added = jnp.broadcast_to(mean_comp[:, None], adj.shape)
+
     def down(t, rank):
-        return rank.at[t].set(jnp.where(adj[:, t], rank + mean_comp + transfer[:, t], zero).max())
+        return rank.at[t].set(jnp.where(adj[:, t], rank + added[:, t] + transfer[:, t], zero).max())
 
     rank_d = jax.lax.fori_loop(0, num_tasks, down, jnp.zeros(num_tasks, comp.dtype))
     return rank_u, rank_d, table
@@ -178,9 +194,12 @@ def _ready_list_order(adj, position) -> jax.Array:
     return order
 
 
-def _critical_path(adj, total, topo_position, real, rtol) -> jax.Array:
+def _critical_path(adj, total, topo_position, real, rtol, convention: str) -> jax.Array:
     """[T] bool CPOP's critical path (`jaxsched.priorities.critical_path`), rank sums equal to `rtol`."""
     num_tasks = adj.shape[0]
+    if convention == "saga":  # every task close to the largest entry rank sum (numpy.isclose)
+        entry_max = jnp.where(real & ~adj.any(axis=0), total, -jnp.inf).max()
+        return real & (jnp.abs(total - entry_max) <= 1e-8 + 1e-5 * jnp.abs(entry_max))
     on_path = (jnp.abs(total - total.max()) <= rtol * total.max()) & real
     entry = ~adj.any(axis=0)
     first = jnp.argmin(jnp.where(on_path & entry, topo_position, num_tasks))
@@ -206,13 +225,14 @@ class DenseFacts(NamedTuple):
     table: jax.Array  # [T, P] optimistic cost table
 
 
-def dense_facts(instance: DenseInstance) -> DenseFacts:
-    """Topological positions, ranks and optimistic cost table of one dense instance."""
+def dense_facts(instance: DenseInstance, convention: str = "topcuoglu") -> DenseFacts:
+    """Topological positions, ranks and optimistic cost table of one dense instance, ranks under
+    `convention` (`jaxsched.priorities.RANK_CONVENTIONS`)."""
     adj = _edges(instance)
     level = _levels(adj)
     num_tasks = adj.shape[0]
     topo_position = _position(-level.astype(instance.weight.dtype), jnp.arange(num_tasks), task_mask(instance))
-    return DenseFacts(topo_position, *dense_ranks(instance))
+    return DenseFacts(topo_position, *dense_ranks(instance, convention))
 
 
 def dense_positions(instance: DenseInstance, facts: DenseFacts, priority: str) -> tuple[jax.Array, jax.Array]:
@@ -239,8 +259,9 @@ def dense_plan(
 ) -> ListPlan:
     """The `ListPlan` of `config` on one dense instance (`make_plan`'s definitions, in JAX); `draws`
     [T] int32 are WBA's random integers. `facts` and `positions` (`dense_facts`, `dense_positions`)
-    may be shared between configs. `rtol` decides which rank sums equal the critical path's."""
-    facts = dense_facts(instance) if facts is None else facts
+    may be shared between configs of one rank convention. `rtol` decides which rank sums equal the
+    critical path's."""
+    facts = dense_facts(instance, config.ranks) if facts is None else facts
     position, order = dense_positions(instance, facts, config.priority) if positions is None else positions
     adj = _edges(instance)
     comp = dense_comp(instance)
@@ -248,7 +269,7 @@ def dense_plan(
     real_tasks, real_procs = task_mask(instance), proc_mask(instance)
     pin = jnp.full(num_tasks, -1, jnp.int32)
     if config.pinning == "critical_path":
-        path = _critical_path(adj, facts.rank_u + facts.rank_d, facts.topo_position, real_tasks, rtol)
+        path = _critical_path(adj, facts.rank_u + facts.rank_d, facts.topo_position, real_tasks, rtol, config.ranks)
         total = jnp.where(path[:, None], comp, 0).sum(axis=0)
         proc = jnp.argmin(jnp.where(real_procs, total, jnp.inf)).astype(jnp.int32)
         pin = jnp.where(path, proc, -1)

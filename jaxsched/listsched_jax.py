@@ -42,7 +42,7 @@ from jaxsched.batch_graph import BatchGraph
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, make_plan, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
 
@@ -374,6 +374,8 @@ def plan_batch(
     computed for the whole batch at once on its `BatchGraph` (equal values); `graph`: that graph at
     `shape`, when already built (padding shares it)."""
     shape = fit_shape(problems, shape, "plan_batch")
+    if config.ranks != "topcuoglu":  # another rank convention: each problem planned by the reference
+        return ListPlan(*map(np.stack, zip(*(pad_plan(make_plan(p, config), shape, dtype) for p in problems))))
     graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs) if graph is None else graph
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"

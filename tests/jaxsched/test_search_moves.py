@@ -10,7 +10,7 @@ import pytest
 from jaxsched.adversarial import (
     SEARCH_PRESETS,
     accept_probability,
-    best_instances,
+    best_chains,
     search,
     search_config,
 )
@@ -122,12 +122,11 @@ def test_pisa_search_from_a_given_start_replays_in_numpy():
     config = search_config("pisa", names=("HEFT", "FastestNode"), chains_per_pair=2, steps=30, num_tasks=4, num_procs=3)
     start = related_instance([0.5] * 4, [0.3, 0.6, 0.9], [0, 1, 2], [1, 2, 3], [0.5] * 3, np.full((3, 3), 0.5))
     chains = search(jax.random.key(0), config, start=start)
-    table, instances = best_instances(chains, config)
-    for k, instance in enumerate(instances):
-        if instance is None:
+    table, index = best_chains(chains, config)
+    for (a, b), c in np.ndenumerate(index):
+        if a == b:
             continue
-        a, b = divmod(k, 2)
-        problem = to_problem(instance)
+        problem = to_problem(jax.tree.map(lambda x, c=c: x[c], chains.best))
         chex.assert_shape(problem.comp, (4, 3))
         ratio = schedule(problem, config.names[a]).makespan / schedule(problem, config.names[b]).makespan
         np.testing.assert_allclose(ratio, table[a, b], rtol=1e-4)
