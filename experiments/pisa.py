@@ -5,10 +5,13 @@ worst makespan ratio found (scheduler / base), replayed through the NumPy refere
     python -m experiments.pisa --preset pisa-2024 --restarts 4
     python -m experiments.pisa --tasks 50 --procs 16 --restarts 2    # where SAGA cannot go
     python -m experiments.pisa --names HEFT FastestNode CPOP --out results/pisa_small
+    python -m experiments.pisa --judge results/deepsched/checkpoints/feedback   # DeepSched on the worst instances
 
 Prints the table and PISA's findings (HEFT / FastestNode, the least worst ratio over schedulers, how many
 schedulers are 5x worse than another), writes `--out`/{instances.npz, heatmap.md, heatmap.png}; the
-chains are split across `--devices` (default all). Bad input: one line, exit 2.
+chains are split across `--devices` (default all). `--judge CHECKPOINT` loads a trained DeepSched
+(`jaxsched.deepsched.NeuralScheduler`) and reports its makespan over the best heuristic's on every cell's
+worst instance. Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 from jaxsched.adversarial import SEARCH_NAMES, SEARCH_PRESETS, search_config
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
-from jaxsched.pisa import heatmap_search, save_heatmap, table_markdown
+from jaxsched.pisa import heatmap_search, judge, save_heatmap, table_markdown
 
 
 def findings(names: tuple[str, ...], table: np.ndarray) -> list[str]:
@@ -46,6 +49,7 @@ def main(argv=None) -> None:
     parser.add_argument("--procs", type=int, default=None, help="processors (default: the preset's range)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/pisa"))
+    parser.add_argument("--judge", type=pathlib.Path, default=None, help="a DeepSched checkpoint directory to judge")
     add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
@@ -53,7 +57,11 @@ def main(argv=None) -> None:
     try:
         config = search_config(args.preset, chains_per_pair=args.restarts, names=tuple(args.names), **sizes)
         mesh = batch_mesh(args.devices)
-    except ValueError as error:
+        if args.judge is not None:
+            from jaxsched.deepsched import NeuralScheduler
+
+            network = NeuralScheduler.load(args.judge)
+    except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(
         f"# {args.preset}: {len(config.names)} schedulers, {len(config.pairs)} chains, "
@@ -71,6 +79,14 @@ def main(argv=None) -> None:
         print(line)
     for path in save_heatmap(heatmap, args.out):
         print(f"wrote {path}")
+    if args.judge is not None:
+        ratios = judge(lambda problem: network.schedule(problem).makespan, heatmap)
+        a, b = np.unravel_index(np.argmax(ratios), ratios.shape)
+        median = np.median(ratios[~np.eye(len(ratios), dtype=bool)])
+        print(
+            f"DeepSched / best heuristic on the worst instances: worst {ratios.max():.2f} (cell "
+            f"{heatmap.names[a]} / {heatmap.names[b]}), median {median:.2f} (goal: worst <= 2)"
+        )
 
 
 if __name__ == "__main__":

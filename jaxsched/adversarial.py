@@ -114,9 +114,10 @@ class SearchConfig:
         MoveConfig(self.moves, self.step, self.value_range, self.speed_range)  # ValueError on bad moves or ranges
         MoveConfig(self.moves, None, self.start_values, self.start_speeds)
         needed = self.memory_bytes
+        chains = len(self.names) * (len(self.names) - 1) * self.chains_per_pair
         if needed > self.memory_limit:
             raise ValueError(
-                f"{len(self.pairs):,} chains ({self.chains_per_pair} restarts per pair) of {self.num_tasks[1]} tasks x "
+                f"{chains:,} chains ({self.chains_per_pair} restarts per pair) of {self.num_tasks[1]} tasks x "
                 f"{self.num_procs[1]} processors need about {needed / 2**30:.1f} GiB, over memory_limit "
                 f"{self.memory_limit / 2**30:.1f} GiB: use fewer restarts or schedulers"
             )
@@ -163,7 +164,8 @@ class SearchConfig:
         """Estimated working memory of one search step over all chains (float32 scheduler state)."""
         tasks, procs = self.shape
         per_schedule = 4 * (6 * tasks * tasks + 12 * tasks * procs + 8 * procs * procs) + 4096
-        return len(self.pairs) * (len(self.names) + 3) * per_schedule
+        chains = len(self.names) * (len(self.names) - 1) * self.chains_per_pair
+        return chains * (len(self.names) + 3) * per_schedule
 
     @property
     def move_masks(self) -> np.ndarray:

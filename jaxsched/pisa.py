@@ -36,6 +36,7 @@ class Heatmap(NamedTuple):
     instances: DenseInstance
     draws: np.ndarray  # [S, S, T] int32
     seconds: float
+    ranks: str = "topcuoglu"  # the search's rank convention, which the replays use
 
 
 def replay(instance: DenseInstance, names: tuple[str, ...], ranks: str = "topcuoglu", draws=None) -> np.ndarray:
@@ -69,7 +70,7 @@ def heatmap_search(config: SearchConfig, seed: int = 0, devices: Devices = None)
             cell = jax.tree.map(lambda leaf, a=a, b=b: leaf[a, b], instances)
             spans = replay(cell, (config.names[a], config.names[b]), config.ranks, draws[a, b])
             replayed[a, b] = spans[0] / spans[1]
-    return Heatmap(tuple(config.names), searched, replayed, instances, draws, seconds)
+    return Heatmap(tuple(config.names), searched, replayed, instances, draws, seconds, config.ranks)
 
 
 def table_markdown(heatmap: Heatmap) -> str:
@@ -125,3 +126,17 @@ def load_instances(path: pathlib.Path) -> tuple[tuple[str, ...], np.ndarray, Den
     with np.load(path) as data:
         instance = DenseInstance(**{field: data[field] for field in DenseInstance._fields})
         return tuple(data["names"].tolist()), data["replayed"], instance
+
+
+def judge(makespan_of, heatmap: Heatmap) -> np.ndarray:
+    """[S, S] on each cell's worst instance, `makespan_of(problem)` (any scheduler, e.g. a trained
+    DeepSched's) over the least makespan of the heatmap's heuristics there (1 on the diagonal): how far
+    the judged scheduler falls behind the best heuristic on instances adversarial to the heuristics."""
+    count = len(heatmap.names)
+    ratios = np.ones((count, count))
+    for (a, b), _ in np.ndenumerate(ratios):
+        if a != b:
+            cell = jax.tree.map(lambda leaf, a=a, b=b: leaf[a, b], heatmap.instances)
+            best = replay(cell, heatmap.names, heatmap.ranks, heatmap.draws[a, b]).min()
+            ratios[a, b] = makespan_of(to_problem(cell)) / best
+    return ratios

@@ -10,7 +10,7 @@ from experiments.pisa import findings, main
 from jaxsched.adversarial import search_config
 from jaxsched.dense import to_problem
 from jaxsched.listsched import schedule
-from jaxsched.pisa import heatmap_search, load_instances, save_heatmap
+from jaxsched.pisa import heatmap_search, judge, load_instances, save_heatmap
 
 
 @pytest.mark.slow
@@ -26,6 +26,13 @@ def test_heatmap_cells_replay_and_round_trip(tmp_path):
     ratio = schedule(problem, "MET", ranks="saga").makespan / schedule(problem, "HEFT", ranks="saga").makespan
     np.testing.assert_allclose(replayed[1, 0], ratio, rtol=1e-12)
     assert (tmp_path / "heatmap.md").read_text().startswith("| scheduler")
+    # judged against the best of {HEFT, MET} on the MET / HEFT cell, where MET is the worse: HEFT is the best
+    # (ratio 1) and MET's ratio is the cell's
+    assert heatmap.replayed[1, 0] >= 1.0
+    ratios = judge(lambda p: schedule(p, "HEFT", ranks="saga").makespan, heatmap)
+    np.testing.assert_allclose(ratios[1, 0], 1.0)  # HEFT beats MET there: it is the best heuristic itself
+    met = judge(lambda p: schedule(p, "MET", ranks="saga").makespan, heatmap)
+    np.testing.assert_allclose(met[1, 0], heatmap.replayed[1, 0], rtol=1e-12)
     with pytest.raises(FileNotFoundError, match="no heatmap"):
         load_instances(tmp_path / "missing.npz")
 
