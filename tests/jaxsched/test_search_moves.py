@@ -17,7 +17,7 @@ from jaxsched.adversarial import (
 from jaxsched.dense import dense_plan, random_instance, related_instance, to_padded, to_problem
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
 from jaxsched.listsched_jax import list_schedule_padded
-from jaxsched.moves import MoveConfig, perturb, topological_relabel
+from jaxsched.moves import MOVES, MoveConfig, perturb, topological_relabel
 
 
 def _edges(instance):
@@ -104,6 +104,18 @@ def test_acceptance_rules_by_hand():
     np.testing.assert_allclose(accept_probability(1.0, 2.0, 10.0, "pisa"), np.exp(-0.05), rtol=1e-6)
     np.testing.assert_allclose(accept_probability(1.0, 1.0, 0.1, "pisa"), np.exp(-10.0), rtol=1e-5)
     np.testing.assert_allclose(accept_probability(1.0, 1.5, 0.5, "metropolis"), np.exp(-1.0), rtol=1e-6)
+
+
+def test_pisa_preset_keeps_links_fixed_for_etf_pairs():
+    """SAGA's script: pairs with ETF start on unit speeds and never move a link; the other pairs use all six
+    of PISA's moves."""
+    config = search_config("pisa", names=("HEFT", "ETF", "MET"), chains_per_pair=1)
+    masks, unit = config.move_masks, config.unit_speed_pairs
+    pairs = [tuple(config.names[i] for i in pair) for pair in config.pairs]
+    for pair, mask, is_unit in zip(pairs, masks, unit):
+        assert is_unit == ("ETF" in pair)
+        assert mask.sum() == (5 if "ETF" in pair else 6)
+        assert not mask[MOVES.index("toggle_edge")]
 
 
 def test_pisa_preset_takes_sagas_steps():
