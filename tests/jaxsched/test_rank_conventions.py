@@ -99,3 +99,16 @@ def test_sagas_makespans_on_the_worst_instances_found():
             for name in (names[a], names[b]):
                 ours = schedule(problem, name, ranks="saga").makespan
                 np.testing.assert_allclose(ours, theirs[name].schedule(network, task_graph).makespan, rtol=1e-6)
+
+
+def test_batched_schedulers_take_the_convention():
+    """`schedule_batch(..., ranks="saga")` plans with SAGA's ranks: its CPOP equals the NumPy reference's."""
+    from jaxsched.generate import random_dag
+    from jaxsched.listsched_jax import schedule_batch
+
+    problems = [random_dag(8, 3, integer=True, seed=s) for s in range(2)]
+    out = schedule_batch(problems, "CPOP", ranks="saga")
+    for b, problem in enumerate(problems):
+        reference = schedule(problem, "CPOP", ranks="saga")
+        np.testing.assert_array_equal(np.asarray(out.proc[b, :8]), reference.proc)
+        np.testing.assert_allclose(np.asarray(out.finish[b, :8]), reference.finish, rtol=1e-6)
