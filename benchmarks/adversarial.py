@@ -2,6 +2,8 @@
 
     python benchmarks/adversarial.py                        # 14 schedulers, 182 pairs x 4 chains, 1,000 steps
     python benchmarks/adversarial.py --steps 100 --chains-per-pair 1 --names HEFT MET OLB
+    python benchmarks/adversarial.py --preset pisa          # PISA as SAGA runs it (3-5 tasks and nodes)
+    python benchmarks/adversarial.py --preset pisa --tasks 50 --procs 16 --chains-per-pair 2
 
 Runs `jaxsched.search` once to compile, then times a second search (another key): annealing steps
 per second across the batch (chains x steps / seconds). Each chain's best instance is replayed
@@ -19,40 +21,48 @@ import time
 import jax
 import numpy as np
 
-from jaxsched.adversarial import SEARCH_NAMES, SearchConfig, search
+from jaxsched.adversarial import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
-from jaxsched.dense import to_problem
-from jaxsched.listsched import schedule
+from jaxsched.pisa import replay
 
 
 def replayed_ratios(chains, config: SearchConfig) -> np.ndarray:
-    """[S, S] worst makespan ratio per pair, each chain's best instance replayed by the NumPy reference."""
+    """[S, S] worst makespan ratio per pair, each chain's best instance replayed by the NumPy reference
+    (WBA with the chain's draws, HEFT, CPOP and PEFT under the search's rank convention)."""
     table = np.ones((len(config.names), len(config.names)))
     for c, (a, b) in enumerate(config.pairs):
-        problem = to_problem(jax.tree.map(lambda x, c=c: x[c], chains.best))
-        ratio = schedule(problem, config.names[a]).makespan / schedule(problem, config.names[b]).makespan
-        table[a, b] = max(table[a, b], ratio)
+        best = jax.tree.map(lambda x, c=c: x[c], chains.best)
+        spans = replay(best, (config.names[a], config.names[b]), config.ranks, chains.draws[c])
+        table[a, b] = max(table[a, b], spans[0] / spans[1])
     return table
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="uniform", help=f"one of {', '.join(SEARCH_PRESETS)}")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--chains-per-pair", type=int, default=4)
-    parser.add_argument("--tasks", type=int, default=6)
-    parser.add_argument("--procs", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=None, help="tasks per instance (default: the preset's)")
+    parser.add_argument("--procs", type=int, default=None, help="processors per instance (default: the preset's)")
     parser.add_argument("--names", nargs="+", default=list(SEARCH_NAMES))
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/adversarial"))
     add_devices_option(parser)
     args = parser.parse_args(argv)
     join_from_environment()
     try:
-        config = SearchConfig(args.tasks, args.procs, args.steps, args.chains_per_pair, names=tuple(args.names))
+        sizes = {k: v for k, v in (("num_tasks", args.tasks), ("num_procs", args.procs)) if v is not None}
+        config = search_config(
+            args.preset, steps=args.steps, chains_per_pair=args.chains_per_pair, names=tuple(args.names), **sizes
+        )
         mesh = batch_mesh(args.devices)
     except ValueError as error:
         parser.exit(2, f"{error}\n")
-    print(f"# {len(config.pairs)} chains, {config.steps} steps, {config.num_tasks} tasks x {config.num_procs} procs")
+    steps = len(config.temperatures)
+    print(
+        f"# {args.preset}: {len(config.pairs)} chains, {steps} steps, "
+        f"{config.num_tasks} tasks x {config.num_procs} procs"
+    )
     print(f"# {machine_description(load=True)}")
     start = time.perf_counter()
     jax.block_until_ready(search(jax.random.key(0), config, mesh))
@@ -60,7 +70,7 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     chains = jax.block_until_ready(search(jax.random.key(1), config, mesh))
     seconds = time.perf_counter() - start
-    rate = len(config.pairs) * config.steps / seconds
+    rate = len(config.pairs) * steps / seconds
     print(f"first call (compile + run) {compile_and_run:.1f} s; timed call {seconds:.2f} s: {rate:,.0f} steps/s")
     table = replayed_ratios(chains, config)
     print("\n| scheduler | worst ratio found | against |")

@@ -186,9 +186,9 @@ def _deepsched(smoke: bool) -> dict:
     import jax
     import numpy as np
 
+    from experiments.deepsched.evaluate import timing  # the study's timing table, one variant at one size
     from jaxsched.deepsched import CONFIGS
     from jaxsched.deepsched.decode import NeuralScheduler
-    from experiments.deepsched.evaluate import timing  # the study's timing table, one variant at one size
     from jaxsched.deepsched.features import bucket_shape, problem_features
     from jaxsched.deepsched.model import DeepSchedNet
     from jaxsched.problem import Problem

@@ -11,14 +11,18 @@ from jaxsched.common.lazy import lazy_face
 __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
 __all__ = lazy_face(__name__, {
-    "jaxsched.adversarial": ("SEARCH_NAMES", "SearchConfig", "search", "worst_ratios"),
+    "jaxsched.adversarial": (
+        "SEARCH_NAMES", "SEARCH_PRESETS", "SearchConfig", "search", "search_config", "worst_ratios",
+    ),
     "jaxsched.batch": (
         "PaddedCosts", "PaddedEdges", "PaddedProblem", "ProblemBatch", "Shape", "pad_costs", "pad_edges",
         "pad_problem", "pad_problems", "stack", "time_bound",
     ),
     "jaxsched.compiled": ("heft_batch_numba", "heft_numba", "population_fitness_numba", "simulate_population_numba"),
     "jaxsched.compiled_listsched": ("list_schedule_numba",),
-    "jaxsched.dense": ("DenseInstance", "dense_plan", "random_instance", "to_padded", "to_problem"),
+    "jaxsched.dense": (
+        "DenseInstance", "dense_plan", "random_instance", "related_instance", "to_padded", "to_problem",
+    ),
     "jaxsched.ga": ("GAConfig", "GAState", "evolve_padded", "ga", "population_fitness"),
     "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
     "jaxsched.heft": ("heft", "upward_rank"),

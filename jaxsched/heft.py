@@ -33,13 +33,14 @@ def mean_communication(problem: Problem) -> np.ndarray:
     return problem.data / mean_bandwidth(problem)
 
 
-def upward_rank(problem: Problem) -> np.ndarray:
+def upward_rank(problem: Problem, edge_value: np.ndarray | None = None) -> np.ndarray:
     """[T] rank_u(t) = mean_p comp[t, p] + max over successors s of (mean comm(t, s) + rank_u(s)).
 
-    Computed level by level from the exit tasks up, one vectorised step per DAG level.
+    Computed level by level from the exit tasks up, one vectorised step per DAG level. `edge_value` [E]
+    replaces `mean_communication` (another averaging convention, `jaxsched.priorities.mean_transfer`).
     """
     mean_comp = problem.comp.mean(axis=1)
-    edge_value = mean_communication(problem)
+    edge_value = mean_communication(problem) if edge_value is None else edge_value
     rank = np.zeros(problem.num_tasks)
     best_successor = np.zeros(problem.num_tasks)
     for edges, tasks in zip(problem.edges_by_src_level[::-1], problem.tasks_by_level[::-1]):

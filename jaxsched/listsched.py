@@ -32,7 +32,13 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxsched.ga import ga
-from jaxsched.priorities import PRIORITIES, critical_path, optimistic_cost_table, priority_position
+from jaxsched.priorities import (
+    PRIORITIES,
+    RANK_CONVENTIONS,
+    critical_path,
+    optimistic_cost_table,
+    priority_position,
+)
 from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.timeline import Timelines
 
@@ -44,8 +50,9 @@ PINNINGS = ("none", "critical_path", "fastest_processor")
 
 @dataclasses.dataclass(frozen=True)
 class ListConfig:
-    """One member of the family: priority, selection, placement, pinning (module docstring), and the
-    seed and threshold of "wba"."""
+    """One member of the family: priority, selection, placement, pinning (module docstring), the
+    seed and threshold of "wba", and the rank convention (`jaxsched.priorities.RANK_CONVENTIONS`:
+    "topcuoglu", or "saga" to reproduce SAGA's HEFT, CPOP and PEFT)."""
 
     priority: str = "upward"
     selection: str = "eft"
@@ -53,12 +60,14 @@ class ListConfig:
     pinning: str = "none"
     seed: int = 0
     alpha: float = 0.5
+    ranks: str = "topcuoglu"
 
     def __post_init__(self):
         for field, value, known in (
             ("priority", self.priority, PRIORITIES),
             ("selection", self.selection, SELECTIONS),
             ("pinning", self.pinning, PINNINGS),
+            ("ranks", self.ranks, RANK_CONVENTIONS),
         ):
             if value not in known:
                 raise ValueError(f"unknown {field} {value!r}; known: {', '.join(known)}")
@@ -119,8 +128,12 @@ def make_plan(problem: Problem, config: ListConfig) -> ListPlan:
     """The positions, pins, cost table and draws of `config` on `problem`."""
     check_problem(problem)
     num_tasks, num_procs = problem.comp.shape
-    oct_table = optimistic_cost_table(problem) if config.selection == "eft_oct" else np.zeros((num_tasks, num_procs))
-    position = priority_position(problem, config.priority)
+    oct_table = (
+        optimistic_cost_table(problem, config.ranks)
+        if config.selection == "eft_oct"
+        else np.zeros((num_tasks, num_procs))
+    )
+    position = priority_position(problem, config.priority, config.ranks)
     return ListPlan(
         position, ready_list_order(problem, position), pins(problem, config), oct_table, draws(problem, config)
     )
@@ -130,7 +143,7 @@ def pins(problem: Problem, config: ListConfig) -> np.ndarray:
     """[T] int the processor each task is pinned to by `config.pinning`, -1 where free."""
     pin = np.full(problem.num_tasks, -1, dtype=np.int64)
     if config.pinning == "critical_path":
-        tasks, proc = critical_path(problem)
+        tasks, proc = critical_path(problem, config.ranks)
         pin[tasks] = proc
     elif config.pinning == "fastest_processor":
         pin[:] = int(problem.comp.sum(axis=0).argmin())

@@ -34,6 +34,7 @@ from jaxsched.batch import (
     PaddedProblem,
     Shape,
     assert_padded,
+    fit_shape,
     fitted_graph,
     pad_costs,
     pad_edges,
@@ -42,7 +43,7 @@ from jaxsched.batch_graph import BatchGraph
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, preset
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, make_plan, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
 
@@ -373,6 +374,9 @@ def plan_batch(
     """The padded plans of `config` for `problems`, stacked: those of `pad_plan(make_plan(...))`,
     computed for the whole batch at once on its `BatchGraph` (equal values); `graph`: that graph at
     `shape`, when already built (padding shares it)."""
+    if config.ranks != "topcuoglu":  # another rank convention: each problem planned by the reference
+        shape = fit_shape(problems, shape, "plan_batch")
+        return ListPlan(*map(np.stack, zip(*(pad_plan(make_plan(p, config), shape, dtype) for p in problems))))
     problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch")
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"

@@ -145,7 +145,7 @@ def to_saga(problem: Problem) -> tuple[object, object, tuple[str, ...], tuple[st
     """(TaskGraph, Network, task names, node names) of `problem` (module docstring); ValueError when
     SAGA's model cannot hold it. Tasks are named "t<i>", nodes "p<i>" (zero-padded)."""
     check_problem(problem)
-    saga = import_saga()
+    import_saga()
     if problem.task_arrival is not None and np.any(problem.task_arrival > 0):
         raise ValueError("SAGA has no release times: the problem's task_arrival must be zero")
     bandwidth = np.ones((problem.num_procs,) * 2) if problem.bandwidth is None else problem.bandwidth
@@ -153,24 +153,48 @@ def to_saga(problem: Problem) -> tuple[object, object, tuple[str, ...], tuple[st
         p, q = np.argwhere(bandwidth != bandwidth.T)[0]
         raise ValueError(f"SAGA's links are undirected: bandwidth[{p}, {q}] = {bandwidth[p, q]} != [{q}, {p}]")
     cost, speed = cost_and_speed(problem)
-    tasks, nodes = _names("t", problem.num_tasks), _names("p", problem.num_procs)
+    return related_to_saga(cost, speed, problem.src, problem.dst, problem.data, bandwidth)
+
+
+def related_to_saga(cost, speed, src, dst, data, strength) -> tuple[object, object, tuple[str, ...], tuple[str, ...]]:
+    """(TaskGraph, Network, task names, node names) of a related-machines problem given as such: task
+    `cost` [T], node `speed` [P], edges `src` -> `dst` with `data`, symmetric link `strength` [P, P]
+    (self links instant). A `DenseInstance` in float32 is exact this way, where its comp would not be."""
+    saga = import_saga()
+    cost, speed, strength = (np.asarray(x, dtype=np.float64) for x in (cost, speed, strength))
+    tasks, nodes = _names("t", cost.shape[0]), _names("p", speed.shape[0])
     task_graph = saga.TaskGraph(
         tasks=frozenset(saga.TaskGraphNode(name=n, cost=float(c)) for n, c in zip(tasks, cost)),
         dependencies=frozenset(
             saga.TaskGraphEdge(source=tasks[s], target=tasks[d], size=float(x))
-            for s, d, x in zip(problem.src.tolist(), problem.dst.tolist(), problem.data.tolist())
+            for s, d, x in zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), np.asarray(data).tolist())
         ),
     )
     links = [
-        saga.NetworkEdge(source=nodes[p], target=nodes[q], speed=float(np.inf if p == q else bandwidth[p, q]))
-        for p in range(problem.num_procs)
-        for q in range(p, problem.num_procs)
+        saga.NetworkEdge(source=nodes[p], target=nodes[q], speed=float(np.inf if p == q else strength[p, q]))
+        for p in range(speed.shape[0])
+        for q in range(p, speed.shape[0])
     ]
     network = saga.Network(
         nodes=frozenset(saga.NetworkNode(name=n, speed=float(s)) for n, s in zip(nodes, speed)),
         edges=frozenset(links),
     )
     return task_graph, network, tasks, nodes
+
+
+def dense_to_saga(instance) -> tuple[object, object, tuple[str, ...], tuple[str, ...]]:
+    """`related_to_saga` of one `jaxsched.dense.DenseInstance` (its real tasks and processors)."""
+    num_tasks, num_procs = int(instance.num_tasks), int(instance.num_procs)
+    adj = np.triu(np.asarray(instance.adj)[:num_tasks, :num_tasks], 1)
+    src, dst = np.nonzero(adj)
+    return related_to_saga(
+        np.asarray(instance.weight)[:num_tasks],
+        np.asarray(instance.speed)[:num_procs],
+        src,
+        dst,
+        np.asarray(instance.data)[src, dst],
+        np.asarray(instance.strength)[:num_procs, :num_procs],
+    )
 
 
 def schedule_from_saga(saga_schedule, tasks: Sequence[str], nodes: Sequence[str]) -> Schedule:
