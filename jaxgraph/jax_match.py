@@ -62,7 +62,8 @@ MATCHERS = ("per-rule", "by-ops", "by-plan")
 
 
 def default_matcher(backend: str | None = None) -> str:
-    """The matcher measured fastest on `backend` (default: `jax.default_backend()`), see docs/benchmarks.md."""
+    """The default matcher of `backend` (default: `jax.default_backend()`): on CPU `by-ops`, measured fastest
+    (docs/benchmarks.md); elsewhere `by-plan`, the fewest and widest kernels (not yet measured on a GPU)."""
     return "by-ops" if (backend or jax.default_backend()) == "cpu" else "by-plan"
 
 
