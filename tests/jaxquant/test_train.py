@@ -35,11 +35,14 @@ def test_whole_run_is_one_vmappable_function_that_learns(whole_run):
 
 def test_fit_equals_the_whole_run_program(whole_run, trained_population):
     _, metrics = whole_run
-    for name in ("delta", "train_loss", "test_accuracy", "sparsity", "entropy"):
-        np.testing.assert_allclose(
-            getattr(trained_population.history, name), np.asarray(getattr(metrics, name)).T, rtol=1e-4, atol=1e-5,
-            err_msg=name,
-        )
+    # Δ follows from the epoch and the regime alone; the learned quantities go through two differently compiled
+    # programs (XLA reassociates sums differently across versions), whose rounding Adam and the thresholds amplify
+    # by the second epoch (1.7e-3 relative on jax 0.11).
+    for name, rtol in (("delta", 1e-6), ("train_loss", 1e-2), ("test_accuracy", 1e-2), ("sparsity", 1e-2),
+                       ("entropy", 1e-2)):
+        ours, theirs = getattr(trained_population.history, name), np.asarray(getattr(metrics, name)).T
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-4, atol=1e-5, err_msg=f"{name}, first epoch")
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=1e-5, err_msg=name)
 
 
 @pytest.mark.slow
