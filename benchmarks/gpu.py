@@ -243,11 +243,10 @@ MARK = "GPU-ROW "
 
 def _child(name: str, smoke: bool, devices: int | None) -> int:
     """Run one row here and print its result (and the device and jax version) as one JSON line."""
-    import jax
-
-    row = ROWS[name]
     start = time.perf_counter()
-    result = _sharded_sweep(smoke, devices) if name == "sharded-sweep" else row.run(smoke)
+    result = _sharded_sweep(smoke, devices) if name == "sharded-sweep" else ROWS[name].run(smoke)
+    import jax  # after the row: the sharded sweep sets its host devices before jax starts
+
     device = jax.devices()[0]
     result |= dict(seconds=time.perf_counter() - start, device=f"{device.platform} ({device.device_kind})",
                    jax=jax.__version__)
