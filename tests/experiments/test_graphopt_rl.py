@@ -51,6 +51,7 @@ def check_research(research: dict, table: str) -> None:
 
 
 def test_research_setting_writes_table_json_plots_resumes_and_refuses_other_configs(tmp_path, capsys):
+    pytest.importorskip("egglog")  # extra `egraph`
     workdir = tmp_path / "graphopt_rl"
     argv = ["--config", "test", "--settings", "research", "--workdir", str(workdir), "--quiet"]
     assert graphopt_rl.main(argv) == 0

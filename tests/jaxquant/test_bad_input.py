@@ -77,6 +77,7 @@ def test_export_rejects_a_delta_outside_the_unit_interval(tmp_path, delta):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
+    pytest.importorskip("constriction")  # the "ans" format's coder (extra `compress`)
     path = tmp_path_factory.mktemp("export") / "m.npz"
     jq.export_model(path, _random_variables(TINY.model), TINY.model, 0.5, fmt="ans")
     return path.read_bytes()

@@ -36,6 +36,7 @@ def test_packing_round_trips_exactly(codes):
 @settings(max_examples=30, deadline=None)
 @given(ternary_arrays)
 def test_ans_round_trips_exactly(codes):
+    pytest.importorskip("constriction")  # the "ans" format's coder (extra `compress`)
     words, counts = jq.ans_encode(codes)
     np.testing.assert_array_equal(jq.ans_decode(words, counts, codes.size), codes)
     for fmt in jq.FORMATS:
@@ -43,6 +44,7 @@ def test_ans_round_trips_exactly(codes):
 
 
 def test_ans_size_approaches_the_entropy():
+    pytest.importorskip("constriction")
     rng = np.random.default_rng(0)
     codes = rng.choice(np.array([-1, 0, 1], np.int8), size=200_000, p=[0.05, 0.9, 0.05])
     words, counts = jq.ans_encode(codes)
@@ -63,6 +65,7 @@ def test_invalid_codes_and_streams_are_rejected():
 
 
 def test_compression_report_against_hand_counts():
+    pytest.importorskip("constriction")  # the report sizes the "ans" format too
     codes = {"a": np.array([0, 0, 0, 0, 0, 0, 1, -1], np.int8), "b": np.array([1, -1] * 4, np.int8)}
     report = jq.compression_report(codes)
     # pooled p = (5/16, 6/16, 5/16); layer entropies: a = 1.061278 (1/8, 6/8, 1/8), b = 1
@@ -78,6 +81,7 @@ def test_exported_model_reproduces_the_trained_accuracy(tmp_path, tiny_digits, t
                                     "batch_stats": trained_population.state.batch_stats}
     )
     delta = float(trained_population.history.delta[-1, member])
+    pytest.importorskip("constriction")  # the "ans" format's coder (extra `compress`)
     report = jq.export_model(tmp_path / "model.npz", variables, TINY.model, delta, fmt="ans")
     model, loaded = jq.load_model(tmp_path / "model.npz")
     mean, std = jnp.asarray(tiny_digits.mean), jnp.asarray(tiny_digits.std)
@@ -100,6 +104,8 @@ QUANTIZED_KERNEL = {
 
 @pytest.mark.parametrize("kind, fmt", [("binary", "2bit"), ("ternary", "base3"), ("twn", "ans"), ("ttq", "2bit")])
 def test_load_model_restores_the_kernels_every_quantizer_computes_with(tmp_path, kind, fmt):
+    if fmt == "ans":
+        pytest.importorskip("constriction")  # the "ans" format's coder (extra `compress`)
     config = dataclasses.replace(TINY.model, quant=jq.QuantConfig(kind, ttq_threshold=0.2))
     images = jnp.zeros((1, 8, 8, 1), jnp.float32)
     shapes = jax.eval_shape(lambda: jq.ResNet(config).init(jax.random.key(0), images, delta=0.5, train=False))

@@ -148,6 +148,7 @@ def test_bad_generator_arguments(make, message):
 
 
 def test_wfcommons_recipes():
+    pytest.importorskip("wfcommons")  # extra `workflows`
     from jaxsched.workflows import wfcommons_problem
 
     problem = wfcommons_problem("epigenomics", 100, 4, seed=0)

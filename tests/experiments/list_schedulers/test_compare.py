@@ -8,6 +8,7 @@ from experiments.list_schedulers import ComparisonConfig, compare, summarise
 
 
 def test_compare_resumes_and_summarises(tmp_path):
+    pytest.importorskip("wfcommons")  # extra `workflows`
     config = ComparisonConfig(instances=1, num_tasks=8, num_procs=2, names=("HEFT", "MET"))
     path = tmp_path / "records.jsonl"
     records = compare(config, path)

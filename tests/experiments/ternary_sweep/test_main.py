@@ -14,6 +14,7 @@ from tests.experiments.outputs import markdown_table, modification_times
 
 
 def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
+    pytest.importorskip("constriction")  # extra `compress`
     workdir = tmp_path / "ternary"
     summary = ternary_sweep.main(["--config", "test", "--workdir", str(workdir)])
     for name in ("config.json", "table.md", "results.json", "fig2_fixed_delta.png", "fig3_regimes.png",
