@@ -1,0 +1,105 @@
+"""Candidate rules from fingerprint groups, and TASO's pruning of redundant ones.
+
+A candidate pairs two graphs of one fingerprint group, outputs matched by fingerprint: the source may not contain
+a split (the pattern format allows split in targets only), the target may read only inputs the source reads, and
+the source must be connected through its ops and inputs (the matcher needs a bounded match). TASO's pruning then
+drops, in order: rules equal to a kept one up to a renaming of the inputs; rules that map an output to the same
+term (the rewrite leaves it unchanged, so the rule is a larger copy of the rule without it); and rules whose two
+sides share a common subterm that can be replaced by a fresh input of the world with the identity still proved,
+so that the rule is a special case of a smaller rule in the table.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from jaxgraph.generate.enumerate import INPUT, SPLIT_PART, Terms, connected, outputs
+from jaxgraph.generate.verify import Prover
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A rule over interned terms: source and target op sets, and (source tensor, target tensor) pairs."""
+
+    src: frozenset[int]
+    dst: frozenset[int]
+    mapped: tuple[tuple[int, int], ...]
+
+
+def _inputs(graph: frozenset[int], terms: Terms) -> frozenset[int]:
+    return frozenset().union(*(terms.inputs_of(t) for t in graph))
+
+
+def candidates(groups: Iterable[Sequence[frozenset[int]]], terms: Terms, key: Callable[[int], object],
+               require_connected: bool = True) -> list[Candidate]:
+    """Every ordered pair of graphs of a group that can be a rule, outputs matched by sorting on `key`."""
+    result = []
+    for group in groups:
+        facts = []
+        for graph in group:
+            outs = sorted(outputs(graph, terms), key=lambda t: (key(t), t))
+            facts.append((graph, outs, any(terms.is_split(t) for t in graph), _inputs(graph, terms),
+                          connected(graph, terms) if require_connected else True))
+        for (src, so, split, ins, joined), (dst, do, _, dins, _) in itertools.permutations(facts, 2):
+            if not split and joined and dins <= ins and len(so) == len(do):
+                result.append(Candidate(src, dst, tuple(zip(so, do))))
+    return result
+
+
+def proved(candidate: Candidate, prover: Prover) -> bool:
+    """Whether every mapped pair has equal exact values (see `verify` for the error bound)."""
+    return all(prover.key(s) == prover.key(d) for s, d in candidate.mapped)
+
+
+def _tree(terms: Terms, tensor: int, names: dict[int, int]) -> tuple:
+    kind, args, size = terms.entries[tensor]
+    if kind == INPUT:
+        return ("in", names[tensor])
+    if kind == SPLIT_PART:
+        return ("part", size, _tree(terms, args[0], names))
+    children = [_tree(terms, a, names) for a in args]
+    spec = terms.kinds[kind]
+    if spec.commutative:
+        children.sort()
+    return (spec.name, size, tuple(children))
+
+
+def canonical(candidate: Candidate, terms: Terms) -> tuple:
+    """The rule as nested terms, minimised over renamings of its inputs: equal keys, equal rules up to renaming."""
+    used = sorted(_inputs(candidate.src, terms))
+    best = None
+    for order in itertools.permutations(range(len(used))):
+        names = dict(zip(used, order))
+        form = tuple(sorted((_tree(terms, s, names), _tree(terms, d, names)) for s, d in candidate.mapped))
+        if best is None or form < best:
+            best = form
+    return best  # type: ignore[return-value]
+
+
+def common_subterms(candidate: Candidate, terms: Terms) -> list[int]:
+    """Op terms computed on both sides that are not outputs of either side (a split's parts never are)."""
+    outs = {t for pair in candidate.mapped for t in pair}
+    return sorted(t for t in candidate.src & candidate.dst if t not in outs and not terms.is_split(t))
+
+
+def special_case(candidate: Candidate, terms: Terms, prover: Prover) -> bool:
+    """Whether a common subterm of the input shape can become a fresh input with the rule still proved, within
+    the world's input count: then the rule is an instance of a smaller rule that the enumeration also finds."""
+    room = len(_inputs(candidate.src, terms)) < terms.world.inputs
+    return room and any(terms.shapes[t] == terms.world.shape and prover.equal_generalised(candidate.mapped, t)
+                        for t in common_subterms(candidate, terms))
+
+
+def prune(rules: Sequence[Candidate], terms: Terms, prover: Prover) -> tuple[list[Candidate], dict[str, int]]:
+    """TASO's pruning; returns the kept rules (in a canonical order) and the count dropped by each stage."""
+    unique: dict[tuple, Candidate] = {}
+    for rule in rules:
+        unique.setdefault(canonical(rule, terms), rule)
+    renamed = len(rules) - len(unique)
+    kept = [(k, r) for k, r in sorted(unique.items()) if all(s != d for s, d in r.mapped)]
+    unchanged = len(unique) - len(kept)
+    general = [(k, r) for k, r in kept if not special_case(r, terms, prover)]
+    counts = {"renaming": renamed, "unchanged output": unchanged, "common subgraph": len(kept) - len(general)}
+    return [r for _, r in general], counts
