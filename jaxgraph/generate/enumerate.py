@@ -148,6 +148,7 @@ class Terms:
     entries: list[tuple[int, tuple[int, ...], int]] = field(default_factory=list)
     shapes: list[SymShape] = field(default_factory=list)
     index: dict[tuple[int, tuple[int, ...], int], int] = field(default_factory=dict)
+    _reads: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for i in range(self.world.inputs):
@@ -181,8 +182,11 @@ class Terms:
 
     def inputs_of(self, tensor: int) -> frozenset[int]:
         """The world inputs a tensor reads."""
-        kind, args, _ = self.entries[tensor]
-        return frozenset({tensor}) if kind == INPUT else frozenset().union(*(self.inputs_of(a) for a in args))
+        if tensor not in self._reads:
+            kind, args, _ = self.entries[tensor]
+            self._reads[tensor] = (frozenset({tensor}) if kind == INPUT
+                                   else frozenset().union(*(self.inputs_of(a) for a in args)))
+        return self._reads[tensor]
 
 
 def outputs(graph: frozenset[int], terms: Terms) -> tuple[int, ...]:

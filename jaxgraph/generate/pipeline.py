@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from jaxgraph.generate.enumerate import TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
 from jaxgraph.generate.fingerprint import fingerprint
-from jaxgraph.generate.prune import Candidate, candidates, canonical, proved, prune
+from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
 from jaxgraph.generate.verify import Prover, relu_axioms_hold
 from jaxgraph.generate.write import FIRST_XFER, entry, loader_accepts, write_rules
 
@@ -92,7 +92,7 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     good = []
     for k, pair in enumerate(pairs):
         if proved(pair, prover):
-            good.append(pair)
+            good.append(k)
         if progress and (k + 1) % 1000 == 0:
             progress(f"verify rank {rank}", 1000, len(pairs))
     result.counts["refuted"] = len(pairs) - len(good)
@@ -100,9 +100,11 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     result.seconds["verify"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    result.stages["candidates"] = {canonical(p, terms) for p in pairs}
-    result.stages["proved"] = {canonical(p, terms) for p in good}
-    kept, counts = prune(good, terms, prover)
+    canon = Canon(terms)
+    keys = [canon(p) for p in pairs]
+    result.stages["candidates"] = set(keys)
+    result.stages["proved"] = {keys[k] for k in good}
+    kept, counts = prune([pairs[k] for k in good], terms, prover, [keys[k] for k in good])
     result.counts.update(counts)
     result.seconds["prune"] = time.perf_counter() - tick
 
@@ -110,7 +112,7 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     for rule in kept:
         raw = entry(rule, terms, 0)
         if loader_accepts(raw):
-            result.keys.append(canonical(rule, terms))
+            result.keys.append(canon(rule))
             result.entries.append(raw)
     result.counts["loader rejected"] = len(kept) - len(result.entries)
     result.counts["rules"] = len(result.entries)

@@ -53,29 +53,49 @@ def proved(candidate: Candidate, prover: Prover) -> bool:
     return all(prover.key(s) == prover.key(d) for s, d in candidate.mapped)
 
 
-def _tree(terms: Terms, tensor: int, names: dict[int, int]) -> tuple:
-    kind, args, size = terms.entries[tensor]
-    if kind == INPUT:
-        return ("in", names[tensor])
-    if kind == SPLIT_PART:
-        return ("part", size, _tree(terms, args[0], names))
-    children = [_tree(terms, a, names) for a in args]
-    spec = terms.kinds[kind]
-    if spec.commutative:
-        children.sort()
-    return (spec.name, size, tuple(children))
+class Canon:
+    """Canonical forms of rules over one term table, with every renamed term tree memoised (a term recurs in
+    many candidates and renamings)."""
+
+    def __init__(self, terms: Terms) -> None:
+        self.terms = terms
+        self.memo: dict[tuple[int, tuple[int, ...]], tuple] = {}
+
+    def tree(self, tensor: int, names: dict[int, int]) -> tuple:
+        """The term as nested tuples, inputs renamed by `names`, add and mul arguments sorted."""
+        terms = self.terms
+        key = (tensor, tuple(names[i] for i in sorted(terms.inputs_of(tensor))))
+        if key not in self.memo:
+            kind, args, size = terms.entries[tensor]
+            if kind == INPUT:
+                form: tuple = ("in", names[tensor])
+            elif kind == SPLIT_PART:
+                form = ("part", size, self.tree(args[0], names))
+            else:
+                children = [self.tree(a, names) for a in args]
+                spec = terms.kinds[kind]
+                if spec.commutative:
+                    children.sort()
+                form = (spec.name, tuple(children))  # a split's size is left out: the pattern file derives it
+            self.memo[key] = form
+        return self.memo[key]
+
+    def __call__(self, candidate: Candidate) -> tuple:
+        """The rule as nested terms, minimised over renamings of its inputs: equal keys, equal rules up to
+        renaming."""
+        used = sorted(_inputs(candidate.src, self.terms))
+        best = None
+        for order in itertools.permutations(range(len(used))):
+            names = dict(zip(used, order))
+            form = tuple(sorted((self.tree(s, names), self.tree(d, names)) for s, d in candidate.mapped))
+            if best is None or form < best:
+                best = form
+        return best  # type: ignore[return-value]
 
 
 def canonical(candidate: Candidate, terms: Terms) -> tuple:
-    """The rule as nested terms, minimised over renamings of its inputs: equal keys, equal rules up to renaming."""
-    used = sorted(_inputs(candidate.src, terms))
-    best = None
-    for order in itertools.permutations(range(len(used))):
-        names = dict(zip(used, order))
-        form = tuple(sorted((_tree(terms, s, names), _tree(terms, d, names)) for s, d in candidate.mapped))
-        if best is None or form < best:
-            best = form
-    return best  # type: ignore[return-value]
+    """The canonical form of one rule (see `Canon`)."""
+    return Canon(terms)(candidate)
 
 
 def common_subterms(candidate: Candidate, terms: Terms) -> list[int]:
@@ -92,11 +112,16 @@ def special_case(candidate: Candidate, terms: Terms, prover: Prover) -> bool:
                         for t in common_subterms(candidate, terms))
 
 
-def prune(rules: Sequence[Candidate], terms: Terms, prover: Prover) -> tuple[list[Candidate], dict[str, int]]:
-    """TASO's pruning; returns the kept rules (in a canonical order) and the count dropped by each stage."""
+def prune(rules: Sequence[Candidate], terms: Terms, prover: Prover, keys: Sequence[tuple] | None = None
+          ) -> tuple[list[Candidate], dict[str, int]]:
+    """TASO's pruning; returns the kept rules (in a canonical order) and the count dropped by each stage.
+    `keys` are the rules' canonical forms if already computed."""
+    if keys is None:
+        canon = Canon(terms)
+        keys = [canon(rule) for rule in rules]
     unique: dict[tuple, Candidate] = {}
-    for rule in rules:
-        unique.setdefault(canonical(rule, terms), rule)
+    for key, rule in zip(keys, rules):
+        unique.setdefault(key, rule)
     renamed = len(rules) - len(unique)
     kept = [(k, r) for k, r in sorted(unique.items()) if all(s != d for s, d in r.mapped)]
     unchanged = len(unique) - len(kept)
