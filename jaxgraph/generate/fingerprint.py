@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxgraph.generate.enumerate import SPLIT_PART, OpKind, Terms, concrete
+from jaxgraph.generate.enumerate import INPUT, SPLIT_PART, OpKind, Terms, concrete
 
 SIZE = 2  # the symbol n at which tensors are fingerprinted
 _TAG, _LOW = np.uint32(0xA5), np.uint32(0xFF)
@@ -103,7 +103,8 @@ def _interpreter(kinds: tuple[OpKind, ...], inputs: int, buffer: tuple[int, ...]
             b = jnp.stack(slots)[arg_b[step]]
             sa = sizes[arg_a[step]]
             outs = jnp.stack([f(a, b, sa, size[step], part[step], seed[1]) for f in branches])
-            slots.append(_mask(outs[jnp.clip(code[step], 0, len(kinds) - 1)], sizes[inputs + step]))
+            value = jnp.where(code[step] < 0, a, outs[jnp.clip(code[step], 0, len(kinds) - 1)])
+            slots.append(_mask(value, sizes[inputs + step]))
         result = slots[-1]
         return jnp.stack([jnp.sum(result * _position_hash(buffer, seed[2])),
                           jnp.sum(result * _position_hash(buffer, seed[3]))])
@@ -113,15 +114,17 @@ def _interpreter(kinds: tuple[OpKind, ...], inputs: int, buffer: tuple[int, ...]
 
 def lower(terms: Terms, tensor: int, steps: int, n: int = SIZE):
     """The program computing `tensor`: per step its op code, argument slots, split size and part (steps padded
-    at the front with copies of input 0), and the concrete size of every slot at symbol `n`."""
+    at the front with copies, code -1, of the tensor itself if it is an input, else of input 0), and the concrete
+    size of every slot at symbol `n`."""
     inputs = terms.world.inputs
     kind, _, index = terms.entries[tensor]
     part = index if kind == SPLIT_PART else 0
     ops = sorted(terms.ops_of(tensor))
     pad = steps - len(ops)
     slot = {i: i for i in range(inputs)}
-    rows = [(-1, 0, 0, 0, 0)] * pad
-    sizes = [concrete(terms.shapes[i], n) for i in range(inputs)] + [concrete(terms.shapes[0], n)] * pad
+    copied = tensor if kind == INPUT else 0
+    rows = [(-1, copied, copied, 0, 0)] * pad
+    sizes = [concrete(terms.shapes[i], n) for i in range(inputs)] + [concrete(terms.shapes[copied], n)] * pad
     for k, op in enumerate(ops):
         op_kind, op_args, split = terms.entries[op]
         a, b = slot[op_args[0]], slot[op_args[-1]]

@@ -22,8 +22,8 @@ from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
 from jaxgraph.generate.verify import Prover, relu_axioms_hold
 from jaxgraph.generate.write import FIRST_XFER, entry, loader_accepts, write_rules
 
-STAGES = ("graphs", "tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
-          "common subgraph", "loader rejected", "rules")
+STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
+          "common subgraph", "common supergraph", "loader rejected", "rules")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,10 @@ class WorldResult:
     stages: dict[str, set] = field(default_factory=dict)  # canonical forms at candidate / proved / kept
 
 
+def _tensors(graph: frozenset[int], terms: Terms) -> list[int]:
+    return [p for t in graph for p in (terms.parts(t) if terms.is_split(t) else (t,))]
+
+
 def run_world(config: Config, rank: int, progress: Callable[[str, int, int], None] | None = None) -> WorldResult:
     """Generate one world's rules. ValueError if no op of the set types on the world's inputs."""
     kinds = op_kinds(config.ops, rank)
@@ -74,12 +78,16 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     result.seconds["enumerate"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    tensors = sorted({t for g in graphs for t in outputs(g, terms)})
+    tensors = sorted(set(range(config.inputs)) | {t for g in graphs for t in _tensors(g, terms)})
     result.counts["tensors"] = len(tensors)
     step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
     prints = fingerprint(terms, tensors, config.max_ops, seed=config.seed, progress=step)
+    world = [prints[i] for i in range(config.inputs)]
+    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)} | set(world))
+                == len(_tensors(g, terms)) + len(world)]
+    result.counts["equal tensors"] = len(graphs) - len(distinct)
     groups: dict[tuple, list[frozenset[int]]] = defaultdict(list)
-    for g in graphs:
+    for g in distinct:
         groups[tuple(sorted(prints[t] for t in outputs(g, terms)))].append(g)
     pairs = candidates([g for g in groups.values() if len(g) > 1], terms, prints.__getitem__)
     result.counts["candidates"] = len(pairs)
@@ -104,7 +112,7 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     keys = [canon(p) for p in pairs]
     result.stages["candidates"] = set(keys)
     result.stages["proved"] = {keys[k] for k in good}
-    kept, counts = prune([pairs[k] for k in good], terms, prover, [keys[k] for k in good])
+    kept, counts = prune([pairs[k] for k in good], terms, [keys[k] for k in good])
     result.counts.update(counts)
     result.seconds["prune"] = time.perf_counter() - tick
 

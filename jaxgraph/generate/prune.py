@@ -4,9 +4,10 @@ A candidate pairs two graphs of one fingerprint group, outputs matched by finger
 a split (the pattern format allows split in targets only), the target may read only inputs the source reads, and
 the source must be connected through its ops and inputs (the matcher needs a bounded match). TASO's pruning then
 drops, in order: rules equal to a kept one up to a renaming of the inputs; rules that map an output to the same
-term (the rewrite leaves it unchanged, so the rule is a larger copy of the rule without it); and rules whose two
-sides share a common subterm that can be replaced by a fresh input of the world with the identity still proved,
-so that the rule is a special case of a smaller rule in the table.
+term (the rewrite leaves it unchanged, so the rule is a larger copy of the rule without it); rules whose sides
+share an op over the same world inputs (a special case of the rule with that op's output as an input); and rules
+whose sides make a mapped output with the same op from the same inputs but one (a smaller rule in a context).
+Graphs in which two tensors are equal were already dropped before pairing (TASO drops them while enumerating).
 """
 
 from __future__ import annotations
@@ -98,21 +99,25 @@ def canonical(candidate: Candidate, terms: Terms) -> tuple:
     return Canon(terms)(candidate)
 
 
-def common_subterms(candidate: Candidate, terms: Terms) -> list[int]:
-    """Op terms computed on both sides that are not outputs of either side (a split's parts never are)."""
-    outs = {t for pair in candidate.mapped for t in pair}
-    return sorted(t for t in candidate.src & candidate.dst if t not in outs and not terms.is_split(t))
+def common_subgraph(candidate: Candidate, terms: Terms) -> bool:
+    """TASO's first pruning rule: both sides compute one op (same kind) from the same inputs of the world, so the
+    rule is a special case of the rule with that op's output as a fresh input."""
+    inputs = range(terms.world.inputs)
+    return any(all(a in inputs for a in terms.entries[t][1]) for t in candidate.src & candidate.dst)
 
 
-def special_case(candidate: Candidate, terms: Terms, prover: Prover) -> bool:
-    """Whether a common subterm of the input shape can become a fresh input with the rule still proved, within
-    the world's input count: then the rule is an instance of a smaller rule that the enumeration also finds."""
-    room = len(_inputs(candidate.src, terms)) < terms.world.inputs
-    return room and any(terms.shapes[t] == terms.world.shape and prover.equal_generalised(candidate.mapped, t)
-                        for t in common_subterms(candidate, terms))
+def common_supergraph(candidate: Candidate, terms: Terms) -> bool:
+    """TASO's second pruning rule: a mapped output is made on both sides by the same op kind whose arguments all
+    but at most one are the same world input, so the rule is a smaller rule under a common context."""
+    inputs = range(terms.world.inputs)
+    for s, d in candidate.mapped:
+        (ks, sargs, _), (kd, dargs, _) = terms.entries[s], terms.entries[d]
+        if ks == kd and ks >= 0 and sum(not (a == b and a in inputs) for a, b in zip(sargs, dargs)) <= 1:
+            return True
+    return False
 
 
-def prune(rules: Sequence[Candidate], terms: Terms, prover: Prover, keys: Sequence[tuple] | None = None
+def prune(rules: Sequence[Candidate], terms: Terms, keys: Sequence[tuple] | None = None
           ) -> tuple[list[Candidate], dict[str, int]]:
     """TASO's pruning; returns the kept rules (in a canonical order) and the count dropped by each stage.
     `keys` are the rules' canonical forms if already computed."""
@@ -123,8 +128,10 @@ def prune(rules: Sequence[Candidate], terms: Terms, prover: Prover, keys: Sequen
     for key, rule in zip(keys, rules):
         unique.setdefault(key, rule)
     renamed = len(rules) - len(unique)
-    kept = [(k, r) for k, r in sorted(unique.items()) if all(s != d for s, d in r.mapped)]
-    unchanged = len(unique) - len(kept)
-    general = [(k, r) for k, r in kept if not special_case(r, terms, prover)]
-    counts = {"renaming": renamed, "unchanged output": unchanged, "common subgraph": len(kept) - len(general)}
-    return [r for _, r in general], counts
+    kept = [r for _, r in sorted(unique.items()) if all(s != d for s, d in r.mapped)]
+    counts = {"renaming": renamed, "unchanged output": len(unique) - len(kept)}
+    below = [r for r in kept if not common_subgraph(r, terms)]
+    counts["common subgraph"] = len(kept) - len(below)
+    above = [r for r in below if not common_supergraph(r, terms)]
+    counts["common supergraph"] = len(below) - len(above)
+    return above, counts

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxgraph.generate.enumerate import INPUT, SPLIT_PART, OpKind, Terms, concrete
+from jaxgraph.generate.enumerate import SPLIT_PART, OpKind, Terms, concrete
 from jaxgraph.pattern_data import same_pads
 
 PRIME = (1 << 61) - 1
@@ -78,23 +78,9 @@ class Evaluator:
         self.values: dict[int, np.ndarray] = {
             i: np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, shape, dtype=np.int64))
             for i in range(terms.world.inputs)}
-        self.extra: list[np.ndarray] = []
 
-    def fresh(self, shape: tuple[int, ...]) -> int:
-        """A new random input of `shape` (a generalised common subterm), as a negative id."""
-        rng = np.random.default_rng(len(self.extra) + 7919 * self.n)
-        self.extra.append(np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, shape, dtype=np.int64)))
-        return -len(self.extra)
-
-    def value(self, tensor: int, replace: dict[int, int] | None = None) -> np.ndarray:
-        """The exact value of a tensor; `replace` maps terms to fresh inputs (ids from `fresh`)."""
-        if replace:
-            if tensor in replace:
-                return self.extra[-replace[tensor] - 1]
-            kind, args, size = self.terms.entries[tensor]
-            if kind == INPUT or not (self.terms.ops_of(tensor) & set(replace)):
-                return self.value(tensor)
-            return self._apply(kind, [self.value(a, replace) for a in args], size)
+    def value(self, tensor: int) -> np.ndarray:
+        """The exact value of a tensor (a split's value is its input; `part` cuts it)."""
         if tensor not in self.values:
             kind, args, size = self.terms.entries[tensor]
             self.values[tensor] = self._apply(kind, [self.value(a) for a in args], size)
@@ -118,13 +104,13 @@ class Evaluator:
         y = np.dot(a, args[1]) % PRIME if kind.op == "matmul" else _conv(kind, a, args[1])
         return self.relu(y) if kind.attr("activation") == "relu" else y
 
-    def part(self, tensor: int, replace: dict[int, int] | None = None) -> np.ndarray:
+    def part(self, tensor: int) -> np.ndarray:
         """The value of any tensor, split parts included."""
         kind, args, index = self.terms.entries[tensor]
         if kind != SPLIT_PART:
-            return self.value(tensor, replace)
+            return self.value(tensor)
         split = self.terms.entries[args[0]]
-        whole = self.value(split[1][0], replace)
+        whole = self.value(split[1][0])
         axis, cut = self.terms.kinds[split[0]].attr("axis"), split[2] * self.n
         return np.split(whole, [cut], axis=axis)[index]
 
@@ -143,16 +129,6 @@ class Prover:
     def key(self, tensor: int) -> tuple[bytes, ...]:
         """A tensor's exact digests; two tensors with equal keys are equal (with the error bound above)."""
         return tuple(digest(e.part(tensor)) for e in self.evaluators)
-
-    def equal_generalised(self, pairs: Sequence[tuple[int, int]], common: int) -> bool:
-        """Whether every pair stays equal with the term `common` replaced by a fresh random input on both sides
-        (the rule is then a special case of the rule over the fresh input)."""
-        for e in self.evaluators:
-            shape = e.value(common).shape
-            replace = {common: e.fresh(shape)}
-            if any(digest(e.part(s, replace)) != digest(e.part(d, replace)) for s, d in pairs):
-                return False
-        return True
 
 
 def relu_axioms_hold() -> bool:

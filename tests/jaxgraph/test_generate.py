@@ -13,7 +13,7 @@ from jaxgraph.generate import pipeline as pipeline_module
 from jaxgraph.generate.__main__ import main
 from jaxgraph.generate.enumerate import SPLIT_PART, Terms, World, enumerate_graphs, infer, op_kinds, split_parts
 from jaxgraph.generate.fingerprint import fingerprint
-from jaxgraph.generate.prune import Candidate, canonical, proved, prune, special_case
+from jaxgraph.generate.prune import Candidate, canonical, proved, prune
 from jaxgraph.generate.verify import Prover
 from jaxgraph.pattern_data import load_patterns, parse_pattern, run_side
 from jaxgraph.patterns import pattern_rules
@@ -112,43 +112,46 @@ def test_prover_rejects_a_planted_wrong_candidate():
 
 
 def test_no_unverified_rule_is_written(tmp_path, monkeypatch):
-    """With every fingerprint of a shape made equal (all candidates planted), the prover refutes the wrong ones
-    and the file holds exactly the rules of an honest run."""
+    """With fingerprints that only see a tensor's shape, inputs and op count (planted collisions: x + y, x * y and
+    relu(x) + relu(y) against relu(x + y) all pair up), the prover refutes the wrong candidates and every written
+    rule is one an honest run writes too."""
     config = Config(ops=("add", "mul", "relu"), max_ops=2, inputs=2, ranks=(2,))
     honest = generate(config, tmp_path / "honest.json")[0]
     real = pipeline_module.fingerprint
 
     def colliding(terms, tensors, steps, **kwargs):
-        return {t: (fp[0], 0, 0) for t, fp in real(terms, tensors, steps, **kwargs).items()}
+        coarse = {t: (fp[0], tuple(sorted(terms.inputs_of(t))), len(terms.ops_of(t)))
+                  for t, fp in real(terms, tensors, steps, **kwargs).items()}
+        return coarse
 
     monkeypatch.setattr(pipeline_module, "fingerprint", colliding)
     planted = generate(config, tmp_path / "planted.json")[0]
     assert planted.counts["refuted"] > 0
-    chex.assert_equal(planted.counts["rules"], honest.counts["rules"])
-    chex.assert_equal(set(planted.keys), set(honest.keys))
+    assert planted.counts["rules"] > 0
+    assert set(planted.keys) <= set(honest.keys)
+    chex.assert_equal(len(load_patterns(tmp_path / "planted.json")), planted.counts["rules"])
 
 
-def test_pruning_renaming_and_common_subgraph():
+def test_pruning_renaming_common_subgraph_and_supergraph():
     terms = _terms(inputs=4)
     x, y, z, w = 0, 1, 2, 3
     # (x + y) + z -> x + (y + z), and the same rule over other names: one survives renaming.
     a = _pair(terms, _t(terms, "add", _t(terms, "add", x, y), z), _t(terms, "add", x, _t(terms, "add", y, z)))
     b = _pair(terms, _t(terms, "add", _t(terms, "add", z, w), x), _t(terms, "add", z, _t(terms, "add", w, x)))
     chex.assert_equal(canonical(a, terms), canonical(b, terms))
-    # relu(x) @ y + relu(x) @ z -> relu(x) @ (y + z) is the rule u @ y + u @ z -> u @ (y + z) with u = relu(x).
+    # relu(x) @ y + relu(x) @ z -> relu(x) @ (y + z): relu(x) on both sides, the rule u @ y + u @ z -> u @ (y + z)
+    # with u = relu(x).
     r = _t(terms, "relu", x)
-    special = _pair(terms, _t(terms, "add", _t(terms, "matmul_none", r, y), _t(terms, "matmul_none", r, z)),
-                    _t(terms, "matmul_none", r, _t(terms, "add", y, z)))
-    # relu(relu(x) + y) -> ... has relu(x) common, but relu(u + y) = relu(relu(u) + y) is false for a fresh u.
-    idem = _pair(terms, _t(terms, "relu", _t(terms, "add", r, y)),
-                 _t(terms, "relu", _t(terms, "add", _t(terms, "relu", r), y)))
+    below = _pair(terms, _t(terms, "add", _t(terms, "matmul_none", r, y), _t(terms, "matmul_none", r, z)),
+                  _t(terms, "matmul_none", r, _t(terms, "add", y, z)))
+    # relu(x @ y) + z -> matmul_relu(x, y) + z: the fusion rule under the context "+ z".
+    above = _pair(terms, _t(terms, "add", _t(terms, "relu", _t(terms, "matmul_none", x, y)), z),
+                  _t(terms, "add", _t(terms, "matmul_relu", x, y), z))
     prover = Prover(terms, seed=1)
-    assert all(proved(c, prover) for c in (a, b, special))
-    assert special_case(special, terms, prover)
-    kept, counts = prune([a, b, special], terms, prover)
-    chex.assert_equal(counts, {"renaming": 1, "unchanged output": 0, "common subgraph": 1})
+    assert all(proved(c, prover) for c in (a, b, below, above))
+    kept, counts = prune([a, b, below, above], terms)
+    chex.assert_equal(counts, {"renaming": 1, "unchanged output": 0, "common subgraph": 1, "common supergraph": 1})
     chex.assert_equal(len(kept), 1)
-    assert not proved(idem, prover) or not special_case(idem, terms, prover)
 
 
 def test_relu_axioms_proved_by_z3():
