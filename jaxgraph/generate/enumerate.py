@@ -251,7 +251,7 @@ def enumerate_graphs(terms: Terms, max_ops: int, progress=None) -> list[list[fro
                     seen.add(graph | {term})
             if progress is not None:
                 progress(1)
-        frontier = sorted(seen, key=sorted)
+        frontier = list(seen)  # sets of ints iterate in insertion-determined order: runs repeat
         levels.append(frontier)
     if not levels[0]:
         raise ValueError(f"no op of {[k.name for k in terms.kinds]} types on the world's inputs "

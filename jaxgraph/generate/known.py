@@ -10,10 +10,13 @@ or a graph has more outputs than the bound), refuted by the prover, or pruned.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
-from jaxgraph.generate.enumerate import SPLIT_PART, Terms, connected, infer, split_parts
+from jaxgraph.generate.enumerate import SPLIT_PART, Terms, World, connected, infer, op_kinds, split_parts
 from jaxgraph.generate.prune import Candidate, canonical
+from jaxgraph.pattern_data import DATA_FILE
 
 
 def kind_name(op: Mapping[str, Any]) -> str:
@@ -83,3 +86,32 @@ def explain(raw: Mapping[str, Any], terms: Terms, max_ops: int, stages: Mapping[
         return "refuted by the prover"
     return "pruned (a special case of a smaller rule, or an unchanged output)"
 
+
+def _rank(raw: dict) -> int:
+    ops = [o for side in ("src", "dst") for o in raw[side]]
+    if any(o["op"] == "conv2d" for o in ops):
+        return 4
+    ranks = [o["attrs"]["rank"] for o in ops if o["op"] == "concat"]
+    return ranks[0] if ranks else 2
+
+
+def known_answers(results: Sequence, config, path: Path | str = DATA_FILE) -> tuple[dict[int, str], int]:
+    """For a generation run (`WorldResult`s of `config`): reference xfer -> 'found' or why not, and the number of
+    generated rules the reference table lacks."""
+    table = json.loads(Path(path).read_text())["rules"]
+    by_rank = {r.rank: r for r in results}
+    verdict, taso_keys = {}, {rank: set() for rank in by_rank}
+    for raw in table:
+        rank = _rank(raw)
+        if rank not in by_rank:
+            verdict[raw["xfer"]] = f"rank {rank} not generated"
+            continue
+        terms = Terms(World(rank, config.inputs), op_kinds(config.ops, rank))
+        verdict[raw["xfer"]] = explain(raw, terms, config.max_ops, by_rank[rank].stages)
+        try:
+            taso_keys[rank].add(canonical(intern_entry(raw, terms), terms))
+        except (ValueError, KeyError):
+            pass
+    kept = set().union(*(r.stages["kept"] for r in results))
+    new = len(kept - set().union(*taso_keys.values()))
+    return verdict, new

@@ -72,8 +72,10 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     terms = Terms(World(rank, config.inputs), kinds)
     result = WorldResult(rank)
     tick = time.perf_counter()
-    levels = enumerate_graphs(terms, config.max_ops)
-    graphs = [g for level in levels for g in level if len(outputs(g, terms)) <= config.max_outputs]
+    levels = enumerate_graphs(terms, config.max_ops, (lambda k: progress(f"enumerate rank {rank}", k, 0))
+                              if progress else None)
+    outs = {g: outputs(g, terms) for level in levels for g in level}
+    graphs = [g for g, o in outs.items() if len(o) <= config.max_outputs]
     result.counts["graphs"] = len(graphs)
     result.seconds["enumerate"] = time.perf_counter() - tick
 
@@ -83,12 +85,12 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
     prints = fingerprint(terms, tensors, config.max_ops, seed=config.seed, progress=step)
     world = [prints[i] for i in range(config.inputs)]
-    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)} | set(world))
+    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)}.union(world))
                 == len(_tensors(g, terms)) + len(world)]
     result.counts["equal tensors"] = len(graphs) - len(distinct)
     groups: dict[tuple, list[frozenset[int]]] = defaultdict(list)
     for g in distinct:
-        groups[tuple(sorted(prints[t] for t in outputs(g, terms)))].append(g)
+        groups[tuple(sorted(prints[t] for t in outs[g]))].append(g)
     pairs = candidates([g for g in groups.values() if len(g) > 1], terms, prints.__getitem__)
     result.counts["candidates"] = len(pairs)
     result.seconds["fingerprint"] = time.perf_counter() - tick
@@ -135,7 +137,8 @@ def _checkpoint(out: Path) -> Path:
 
 def generate(config: Config, out: Path | str, progress: Callable[[str, int, int], None] | None = None,
              resume: bool = True) -> list[WorldResult]:
-    """Run every world of `config`, write the pattern file `out`, and return each world's result. Finished
+    """Run every world of `config`, write the pattern file `out` (a rule found in two worlds once), and return
+    each world's result. Finished
     worlds are checkpointed in `OUT.ckpt/`; ValueError if that checkpoint was made for another configuration."""
     out = Path(out)
     folder = _checkpoint(out)
@@ -156,7 +159,11 @@ def generate(config: Config, out: Path | str, progress: Callable[[str, int, int]
         result = run_world(config, rank, progress)
         saved.write_bytes(pickle.dumps(result))
         results.append(result)
-    entries = [dict(e, xfer=FIRST_XFER + k) for k, e in enumerate(e for r in results for e in r.entries)]
+    unique: dict[tuple, dict[str, Any]] = {}
+    for r in results:  # rules over add, mul and relu alone come out of every world: written once
+        for key, raw in zip(r.keys, r.entries):
+            unique.setdefault(key, raw)
+    entries = [dict(e, xfer=FIRST_XFER + k) for k, e in enumerate(unique.values())]
     write_rules(entries, out, f"jaxgraph.generate: ops {list(config.ops)}, max_ops {config.max_ops}, "
                               f"{config.inputs} inputs per world, ranks {list(config.ranks)}, seed {config.seed}")
     return results

@@ -77,7 +77,7 @@ class Canon:
                 spec = terms.kinds[kind]
                 if spec.commutative:
                     children.sort()
-                form = (spec.name, tuple(children))  # a split's size is left out: the pattern file derives it
+                form = (spec.name, spec.attrs, tuple(children))  # a split's size is left out, as in the file
             self.memo[key] = form
         return self.memo[key]
 

@@ -125,10 +125,13 @@ class Prover:
 
     def __init__(self, terms: Terms, seed: int) -> None:
         self.evaluators = [Evaluator(terms, n, seed * 1000 + n) for n in SIZES]
+        self.keys: dict[int, tuple[bytes, ...]] = {}
 
     def key(self, tensor: int) -> tuple[bytes, ...]:
         """A tensor's exact digests; two tensors with equal keys are equal (with the error bound above)."""
-        return tuple(digest(e.part(tensor)) for e in self.evaluators)
+        if tensor not in self.keys:
+            self.keys[tensor] = tuple(digest(e.part(tensor)) for e in self.evaluators)
+        return self.keys[tensor]
 
 
 def relu_axioms_hold() -> bool:

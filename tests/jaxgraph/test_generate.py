@@ -199,3 +199,19 @@ def test_cli_writes_and_resumes_and_refuses_another_configuration(tmp_path, caps
     chex.assert_equal(json.loads(out.read_text()), first)
     chex.assert_equal(main(argv[:-1] + ["--seed", "5", "--quiet"]), 2)  # another configuration: refused
     assert "another configuration" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_taso_operator_set_rediscovers_taso_table(tmp_path):
+    """The full run on TASO's operator set and size bound: at least 95% of TASO's generated xfers that the worlds
+    can express are found, and the file loads."""
+    from jaxgraph.generate.known import known_answers
+
+    config = Config(max_ops=3, inputs=4)
+    results = generate(config, tmp_path / "rules.json")
+    verdict, _ = known_answers(results, config)
+    expressible = [x for x, v in verdict.items() if not v.startswith(("not expressible", "more than", "disconnected"))]
+    found = [x for x in expressible if verdict[x] == "found"]
+    assert len(found) >= 0.95 * len(expressible), {x: verdict[x] for x in expressible if verdict[x] != "found"}
+    written = set().union(*(set(r.keys) for r in results))  # a rule found in both worlds is written once
+    chex.assert_equal(len(load_patterns(tmp_path / "rules.json", checks=1)), len(written))
