@@ -1,0 +1,13 @@
+"""Generate substitution rules as TASO does: enumerate small graphs, fingerprint them in one batched JAX
+interpreter, prove equal pairs exactly, prune redundant rules and write them in the pattern-file format.
+
+`generate(Config(...), "rules.json")` or `python -m jaxgraph.generate --ops ... --max-ops 3 --out rules.json`;
+the file loads with `jaxgraph.pattern_data.load_patterns` and runs through `pattern_rules` like TASO's table.
+"""
+
+from jaxgraph.generate.enumerate import GENERATE_OPS, TASO_OPS, OpKind, World, op_kinds
+from jaxgraph.generate.pipeline import STAGES, Config, WorldResult, generate, run_world
+from jaxgraph.generate.verify import PRIME, relu_axioms_hold
+
+__all__ = ["GENERATE_OPS", "PRIME", "STAGES", "TASO_OPS", "Config", "OpKind", "World", "WorldResult", "generate",
+           "op_kinds", "relu_axioms_hold", "run_world"]

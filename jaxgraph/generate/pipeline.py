@@ -1,0 +1,172 @@
+"""The generator end to end: enumerate, fingerprint, group, verify, prune, check with the loader, write.
+
+One world per rank (2: matmul, add, mul, relu, concat, split over `(n, n)` tensors; 4: the same with conv2d in
+place of matmul over `(n, n, 3, 3)` tensors, TASO's setup). Each finished world is checkpointed next to the
+output file (`OUT.ckpt/`, with the configuration it was made for); a rerun with the same configuration resumes
+after the last finished world, and a different configuration is refused rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from jaxgraph.generate.enumerate import TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
+from jaxgraph.generate.fingerprint import fingerprint
+from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
+from jaxgraph.generate.verify import Prover, relu_axioms_hold
+from jaxgraph.generate.write import FIRST_XFER, entry, loader_accepts, write_rules
+
+STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
+          "common subgraph", "common supergraph", "loader rejected", "rules")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a generation run enumerates: ops, size bound, input tensors per world, ranks, outputs per graph and
+    the seed of every random draw."""
+
+    ops: tuple[str, ...] = TASO_OPS
+    max_ops: int = 3
+    inputs: int = 4
+    ranks: tuple[int, ...] = (2, 4)
+    max_outputs: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_ops < 1:
+            raise ValueError(f"max_ops must be at least 1, got {self.max_ops}")
+        if self.max_outputs < 1:
+            raise ValueError(f"max_outputs must be at least 1, got {self.max_outputs}")
+        for rank in self.ranks:
+            World(rank, self.inputs)
+            op_kinds(self.ops, rank)
+
+
+@dataclass
+class WorldResult:
+    """One world's rules (canonical forms and pattern entries without xfer ids), stage counts and times."""
+
+    rank: int
+    keys: list[tuple] = field(default_factory=list)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    stages: dict[str, set] = field(default_factory=dict)  # canonical forms at candidate / proved / kept
+
+
+def _tensors(graph: frozenset[int], terms: Terms) -> list[int]:
+    return [p for t in graph for p in (terms.parts(t) if terms.is_split(t) else (t,))]
+
+
+def run_world(config: Config, rank: int, progress: Callable[[str, int, int], None] | None = None) -> WorldResult:
+    """Generate one world's rules. ValueError if no op of the set types on the world's inputs."""
+    kinds = op_kinds(config.ops, rank)
+    if not kinds:
+        raise ValueError(f"none of {list(config.ops)} applies to rank-{rank} tensors")
+    terms = Terms(World(rank, config.inputs), kinds)
+    result = WorldResult(rank)
+    tick = time.perf_counter()
+    levels = enumerate_graphs(terms, config.max_ops, (lambda k: progress(f"enumerate rank {rank}", k, 0))
+                              if progress else None)
+    outs = {g: outputs(g, terms) for level in levels for g in level}
+    graphs = [g for g, o in outs.items() if len(o) <= config.max_outputs]
+    result.counts["graphs"] = len(graphs)
+    result.seconds["enumerate"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    tensors = sorted(set(range(config.inputs)) | {t for g in graphs for t in _tensors(g, terms)})
+    result.counts["tensors"] = len(tensors)
+    step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
+    prints = fingerprint(terms, tensors, config.max_ops, seed=config.seed, progress=step)
+    world = [prints[i] for i in range(config.inputs)]
+    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)}.union(world))
+                == len(_tensors(g, terms)) + len(world)]
+    result.counts["equal tensors"] = len(graphs) - len(distinct)
+    groups: dict[tuple, list[frozenset[int]]] = defaultdict(list)
+    for g in distinct:
+        groups[tuple(sorted(prints[t] for t in outs[g]))].append(g)
+    pairs = candidates([g for g in groups.values() if len(g) > 1], terms, prints.__getitem__)
+    result.counts["candidates"] = len(pairs)
+    result.seconds["fingerprint"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    if "relu" in config.ops and not relu_axioms_hold():
+        raise RuntimeError("z3 refuted the relu axioms the verifier relies on")
+    prover = Prover(terms, config.seed)
+    good = []
+    for k, pair in enumerate(pairs):
+        if proved(pair, prover):
+            good.append(k)
+        if progress and (k + 1) % 1000 == 0:
+            progress(f"verify rank {rank}", 1000, len(pairs))
+    result.counts["refuted"] = len(pairs) - len(good)
+    result.counts["proved"] = len(good)
+    result.seconds["verify"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    canon = Canon(terms)
+    keys = [canon(p) for p in pairs]
+    result.stages["candidates"] = set(keys)
+    result.stages["proved"] = {keys[k] for k in good}
+    kept, counts = prune([pairs[k] for k in good], terms, [keys[k] for k in good])
+    result.counts.update(counts)
+    result.seconds["prune"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    for rule in kept:
+        raw = entry(rule, terms, 0)
+        if loader_accepts(raw):
+            result.keys.append(canon(rule))
+            result.entries.append(raw)
+    result.counts["loader rejected"] = len(kept) - len(result.entries)
+    result.counts["rules"] = len(result.entries)
+    result.stages["kept"] = set(result.keys)
+    result.seconds["loader check"] = time.perf_counter() - tick
+    return result
+
+
+def _checkpoint(out: Path) -> Path:
+    return out.with_name(out.name + ".ckpt")
+
+
+def generate(config: Config, out: Path | str, progress: Callable[[str, int, int], None] | None = None,
+             resume: bool = True) -> list[WorldResult]:
+    """Run every world of `config`, write the pattern file `out` (a rule found in two worlds once), and return
+    each world's result. Finished
+    worlds are checkpointed in `OUT.ckpt/`; ValueError if that checkpoint was made for another configuration."""
+    out = Path(out)
+    folder = _checkpoint(out)
+    stamp = json.dumps(asdict(config), sort_keys=True)
+    if folder.exists() and resume:
+        previous = (folder / "config.json").read_text() if (folder / "config.json").exists() else ""
+        if previous != stamp:
+            raise ValueError(f"checkpoint {folder} was made for another configuration ({previous or 'none'}); "
+                             "remove it or use the same options")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(stamp)
+    results = []
+    for rank in config.ranks:
+        saved = folder / f"rank{rank}.pkl"
+        if resume and saved.exists():
+            results.append(pickle.loads(saved.read_bytes()))
+            continue
+        result = run_world(config, rank, progress)
+        saved.write_bytes(pickle.dumps(result))
+        results.append(result)
+    unique: dict[tuple, dict[str, Any]] = {}
+    for r in results:  # rules over add, mul and relu alone come out of every world: written once
+        for key, raw in zip(r.keys, r.entries):
+            unique.setdefault(key, raw)
+    entries = [dict(e, xfer=FIRST_XFER + k) for k, e in enumerate(unique.values())]
+    write_rules(entries, out, f"jaxgraph.generate: ops {list(config.ops)}, max_ops {config.max_ops}, "
+                              f"{config.inputs} inputs per world, ranks {list(config.ranks)}, seed {config.seed}")
+    return results
+
+
+__all__ = ["Candidate", "Config", "STAGES", "WorldResult", "generate", "run_world"]

@@ -1,0 +1,70 @@
+"""Proved rules as entries of the pattern file (`jaxgraph/data/*.json`), checked again by the loader's own path.
+
+An entry has the loader's keys (`xfer`, `src`, `dst`, `mapped`; see `jaxgraph.pattern_data`): world input `i` is
+external `-(i + 1)`, ops are listed in term order (arguments first), a split is one target op with two outputs.
+Each entry is parsed and run by the loader's float64 NumPy evaluator on two sampled shapes before it is written;
+an entry that fails is dropped and counted (none has in practice: the field proof is stronger).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxgraph.generate.enumerate import INPUT, Terms
+from jaxgraph.generate.prune import Candidate
+from jaxgraph.pattern_data import check_numerics, parse_pattern, sample_shapes
+
+FIRST_XFER = 1000  # generated rules are numbered from here, clear of TASO's ids 0-150
+
+
+def _side(ops: frozenset[int], terms: Terms) -> tuple[list[dict[str, Any]], dict[int, list[int]]]:
+    order = sorted(ops)
+    position = {t: k for k, t in enumerate(order)}
+    tensor: dict[int, list[int]] = {}
+    entries = []
+    for t in order:
+        kind, args, _ = terms.entries[t]
+        spec = terms.kinds[kind]
+        reads = [[-(a + 1), 0] if terms.entries[a][0] == INPUT else tensor[a] for a in args]
+        attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in spec.attrs}
+        entries.append({"op": spec.op, "inputs": reads, "attrs": attrs})
+        if spec.op == "split":
+            for j, part in enumerate(terms.parts(t)):
+                tensor[part] = [position[t], j]
+        else:
+            tensor[t] = [position[t], 0]
+    return entries, tensor
+
+
+def entry(rule: Candidate, terms: Terms, xfer: int) -> dict[str, Any]:
+    """One rule as a pattern-file entry."""
+    src, src_tensor = _side(rule.src, terms)
+    dst, dst_tensor = _side(rule.dst, terms)
+    mapped = [[src_tensor[s], dst_tensor[d]] for s, d in rule.mapped]
+    return {"xfer": xfer, "src": src, "dst": dst, "mapped": mapped}
+
+
+def loader_accepts(raw: dict[str, Any], checks: int = 2) -> bool:
+    """Whether the loader parses the entry and its float64 check passes on `checks` sampled shapes."""
+    try:
+        pattern = parse_pattern(raw)
+        rng = np.random.default_rng(pattern.xfer)
+        for _ in range(checks):
+            shapes = sample_shapes(pattern, rng)
+            if shapes is None:
+                return False
+            check_numerics(pattern, rng, shapes)
+    except ValueError:
+        return False
+    return True
+
+
+def write_rules(entries: Sequence[dict[str, Any]], path: Path | str, source: str) -> None:
+    """Write the pattern file: one entry per line, as the shipped table."""
+    lines = ",\n".join(json.dumps(e, separators=(",", ":")) for e in entries)
+    Path(path).write_text(f'{{"source": {json.dumps(source)},\n"rules": [\n{lines}\n]}}\n')
+
