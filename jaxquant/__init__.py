@@ -17,6 +17,7 @@ from jaxquant.export import (
     FORMATS,
     ans_decode,
     ans_encode,
+    available_formats,
     compression_report,
     export_model,
     load_model,
@@ -54,6 +55,7 @@ from jaxquant.train import (
 __all__ = [
     "DIGITS_MODEL",
     "FORMATS",
+    "available_formats",
     "QUANTIZERS",
     "REGIMES",
     "RESNET20",

@@ -14,6 +14,7 @@ whose kernels are the dequantized weights, bit-identical to what the trained mod
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,12 @@ from jaxquant.resnet import ModelConfig, ResNet
 
 FORMATS = ("2bit", "base3", "ans")
 _VERSION = 1
+
+
+def available_formats() -> tuple[str, ...]:
+    """The formats of `FORMATS` this install can write: "ans" needs `constriction` (extra "compress")."""
+    has_ans = importlib.util.find_spec("constriction") is not None
+    return tuple(fmt for fmt in FORMATS if fmt != "ans" or has_ans)
 
 
 def _symbols(codes) -> np.ndarray:
@@ -159,7 +166,8 @@ def _dequantize(kind: str, codes: np.ndarray, scales: dict[str, jax.Array]) -> j
 
 
 def compression_report(codes: dict[str, Any]) -> dict[str, float]:
-    """Bits per weight of every format for {layer: codes}, against the entropy.
+    """Bits per weight of every format this install can write (`available_formats`) for {layer: codes}, against
+    the entropy.
 
     `entropy` pools all layers (the paper's metric); `layer_entropy` is the weighted mean of the
     per-layer entropies, the bound for a coder with one distribution per layer as ours.
@@ -169,7 +177,7 @@ def compression_report(codes: dict[str, Any]) -> dict[str, float]:
         raise ValueError("no quantized weights to report on")
     layer_bits = sum(float(entropy(layer_codes)) * np.size(layer_codes) for layer_codes in codes.values())
     report = {"weights": weights, "entropy": float(entropy(codes)), "layer_entropy": layer_bits / weights}
-    for fmt in FORMATS:
+    for fmt in available_formats():
         bits = sum(payload_bits(encode_codes(layer_codes, fmt)) for layer_codes in codes.values())
         report[fmt] = bits / weights
     return report

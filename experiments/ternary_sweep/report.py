@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.ternary_sweep.configs import GROWING, Study
-from jaxquant import FORMATS, SweepResult
+from jaxquant import SweepResult
 
 
 def _mean_std(values) -> tuple[float, float]:
@@ -101,13 +101,13 @@ def _compression_lines(compression: dict, seed: int) -> list[str]:
     lines = [f"## Compressed export (log regime, seed {seed})", "",
              "| format | bits/weight | vs pooled entropy | vs per-layer entropy | file (bytes) |",
              "|---|---|---|---|---|"]
-    for fmt in FORMATS:
+    for fmt in compression["files"]:
         bits = compression[fmt]
         lines.append(f"| {fmt} | {bits:.4f} | {bits / compression['entropy']:.3f}x | "
                      f"{bits / compression['layer_entropy']:.3f}x | {compression['files'][fmt]:,} |")
     lines += ["", f"{compression['weights']:,} quantized weights; pooled entropy {compression['entropy']:.4f} "
               f"bits/weight, per-layer entropy {compression['layer_entropy']:.4f}. Accuracy of the model reloaded "
-              f"from the ANS file: {percent(compression['reloaded_accuracy'])}% (trained: "
+              f"from the {compression['reloaded_format']} file: {percent(compression['reloaded_accuracy'])}% (trained: "
               f"{percent(compression['trained_accuracy'])}%)."]
     return lines
 
@@ -175,7 +175,7 @@ def check_targets(table: list[dict], compression: dict | None) -> list[str]:
         if binary:
             verdict(log["final_accuracy"] > binary["final_accuracy"],
                     f"log-regime accuracy above binary {percent(binary['final_accuracy'])}%")
-    if compression:
+    if compression and "ans" in compression:
         pooled = compression["ans"] / compression["entropy"]
         layered = compression["ans"] / compression["layer_entropy"]
         verdict(max(pooled, layered) <= 1.05, f"ANS-coded size {pooled:.3f}x the pooled entropy and {layered:.3f}x "

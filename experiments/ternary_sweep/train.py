@@ -20,13 +20,13 @@ import numpy as np
 from experiments.ternary_sweep.configs import Study, ternary_members
 from experiments.ternary_sweep.report import cap_rows, check_targets, report_markdown, table_rows
 from jaxquant import (
-    FORMATS,
     Dataset,
     ModelConfig,
     QuantConfig,
     ResNet,
     SweepMember,
     SweepResult,
+    available_formats,
     compression_report,
     count_params,
     evaluate_model,
@@ -57,7 +57,8 @@ def parameter_count(model_config: ModelConfig, dataset: Dataset) -> int:
 
 
 def export_log_model(study: Study, result: SweepResult, dataset: Dataset, out: Path) -> dict | None:
-    """Export the first log-regime member at the study's cap in every format; reload and evaluate."""
+    """Export the first log-regime member at the study's cap in every format this install writes; reload the most
+    compact one and evaluate it."""
     index = next((i for i, m in enumerate(result.members)
                   if m.regime == "log" and m.delta_max == study.delta_max and m.seed == study.seeds[0]), None)
     if index is None:
@@ -70,10 +71,12 @@ def export_log_model(study: Study, result: SweepResult, dataset: Dataset, out: P
     report = compression_report(codes)
     (out / "models").mkdir(parents=True, exist_ok=True)
     report["files"] = {}
-    for fmt in FORMATS:
+    formats = available_formats()  # "ans" only with constriction installed
+    for fmt in formats:
         path = out / "models" / f"log_regime_{fmt}.npz"
         report["files"][fmt] = export_model(path, variables, model_config, delta, fmt=fmt)["file_bytes"]
-    model, loaded = load_model(out / "models" / "log_regime_ans.npz")
+    report["reloaded_format"] = formats[-1]
+    model, loaded = load_model(out / "models" / f"log_regime_{formats[-1]}.npz")
     report["reloaded_accuracy"] = evaluate_model(model, loaded, dataset, batch_size=study.train.eval_batch_size)
     report["trained_accuracy"] = float(result.history.test_accuracy[-1, index])
     return report

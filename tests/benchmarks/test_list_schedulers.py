@@ -1,21 +1,9 @@
 """`end_to_end_times` of benchmarks/list_schedulers.py (what `benchmarks.gpu` calls) on a tiny batch: the figures
 it returns add up, its schedules were checked against the NumPy reference, and bad input gets a ValueError."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-
-def _load_script():
-    path = Path(__file__).parents[2] / "benchmarks" / "list_schedulers.py"
-    spec = importlib.util.spec_from_file_location("list_schedulers_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-end_to_end_times = _load_script().end_to_end_times
+from benchmarks.list_schedulers import end_to_end_times
 
 
 def test_end_to_end_times_returns_consistent_figures():

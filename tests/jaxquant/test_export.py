@@ -74,6 +74,18 @@ def test_compression_report_against_hand_counts():
     assert report["weights"] == 16 and report["2bit"] == 2.0 and report["base3"] == 16 * 2 / 16
 
 
+def test_without_constriction_the_report_sizes_the_packed_formats_only(monkeypatch):
+    """A plain install (no extra `compress`): "ans" is left out, the packed formats are still sized by hand."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    hidden = lambda name, *args: None if name == "constriction" else find_spec(name, *args)  # noqa: E731
+    monkeypatch.setattr(importlib.util, "find_spec", hidden)
+    assert jq.available_formats() == ("2bit", "base3")
+    report = jq.compression_report({"a": np.array([1, 0, -1, 0, 0], np.int8)})  # 5 weights: 2 bytes, 1 byte
+    assert "ans" not in report and report["2bit"] == 16 / 5 and report["base3"] == 8 / 5
+
+
 def test_exported_model_reproduces_the_trained_accuracy(tmp_path, tiny_digits, trained_population):
     member = 1
     variables = jax.tree.map(

@@ -35,6 +35,15 @@ def test_mean_costs_equal_numpys_mean_to_the_bit(procs):
         assert (got[b, tasks[b] :] == 0).all()
 
 
+def _assert_positions_of_priority_order(problems, priority, position):
+    """Each problem's positions equal the inverse of the reference's priority order."""
+    for b, problem in enumerate(problems):
+        t = problem.num_tasks
+        expected = np.empty(t, np.int64)
+        expected[priority_order(problem, priority[b, :t])] = np.arange(t)
+        np.testing.assert_array_equal(position[b, :t], expected)
+
+
 def test_priority_positions_follow_the_per_problem_order_with_ties():
     """Integer priorities in a small range: many ties, broken by topological position."""
     problems = [random_problem(seed, max_tasks=12) for seed in range(20)]
@@ -43,12 +52,9 @@ def test_priority_positions_follow_the_per_problem_order_with_ties():
     rng = np.random.default_rng(1)
     priority = rng.integers(0, 3, graph.task_mask.shape).astype(float)
     position = graph.priority_position(priority)
-    for b, problem in enumerate(problems):
-        t = problem.num_tasks
-        expected = np.empty(t, np.int64)
-        expected[priority_order(problem, priority[b, :t])] = np.arange(t)
-        np.testing.assert_array_equal(position[b, :t], expected)
-        np.testing.assert_array_equal(position[b, t:], np.arange(t, shape.num_tasks))
+    _assert_positions_of_priority_order(problems, priority, position)
+    for b, problem in enumerate(problems):  # padding keeps its own positions
+        np.testing.assert_array_equal(position[b, problem.num_tasks:], np.arange(problem.num_tasks, shape.num_tasks))
 
 
 def test_priority_positions_of_reversed_priorities():
@@ -59,11 +65,7 @@ def test_priority_positions_of_reversed_priorities():
     graph = BatchGraph.of(problems, 64, 2)
     priority = np.tile(np.arange(64) // 2, (2, 1)).astype(float)
     position = graph.priority_position(priority)
-    for b, problem in enumerate(problems):
-        t = problem.num_tasks
-        expected = np.empty(t, np.int64)
-        expected[priority_order(problem, priority[b, :t])] = np.arange(t)
-        np.testing.assert_array_equal(position[b, :t], expected)
+    _assert_positions_of_priority_order(problems, priority, position)
 
 
 def test_padded_scatters_mixed_shapes_like_a_loop():
