@@ -1,6 +1,6 @@
 """The rule generator on TASO's operator set and size bound: stage counts and times, and TASO's table rediscovered.
 
-    python -m benchmarks.generate [--max-ops 3] [--inputs 4] [--seed 0] [--out /tmp/generated_rules.json] [--resume]
+    python -m benchmarks.generate [--max-ops 3] [--inputs 4] [--seed 0] [--out results/generated_rules.json] [--resume]
 
 Runs `jaxgraph.generate` (both worlds: matrices with matmul, images with 3x3 stride-1 conv2d; add, mul, relu,
 concat and split in both) from scratch and prints, per world, the count at each stage (graphs, fingerprinted
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--max-ops", type=int, default=3)
     parser.add_argument("--inputs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/generated_rules.json"))
+    parser.add_argument("--out", type=Path, default=Path("results/generated_rules.json"))
     parser.add_argument("--resume", action="store_true", help="reuse worlds checkpointed by an earlier run (their "
                         "stage times are the earlier run's)")
     args = parser.parse_args()

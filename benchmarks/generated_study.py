@@ -1,6 +1,6 @@
 """TASO's table against a generated one (research setting: TASO's cost), greedy and TASO's search per model.
 
-    python -m benchmarks.generated_study --rules /tmp/generated_rules.json [--models resnet18,squeezenet1_1]
+    python -m benchmarks.generated_study --rules results/generated_rules.json [--models resnet18,squeezenet1_1]
         [--budget 100] [--bert-layers 2]
 
 Tables: `taso` is `TASO_RULES` (the hand rules `RULES`, then TASO's data rules); `generated` is `RULES` then the
