@@ -1,38 +1,42 @@
-"""Fingerprint every enumerated tensor in one jitted interpreter, vmapped over padded graphs.
+"""Fingerprint every enumerated tensor once, op by op, in jitted JAX calls vmapped over terms of one op kind.
 
-Each tensor's term is lowered to a fixed-length program (op code, argument slots and split sizes per step) over
-a buffer of slots padded to the largest shape of its bucket (buckets: the power-of-two extent of the symbolic
-axes, so a few compilations serve every graph). The interpreter computes in the ring of integers modulo 2^32
-(uint32 arithmetic wraps), so two terms equal as polynomials get equal fingerprints exactly; relu is a fixed
-pseudo-random idempotent map (`f(f(v)) = f(v)`, the axiom relu obeys), so terms equal by relu's elementwise
-idempotence collide too. A fingerprint is the symbolic output shape and two random linear forms of the output
-(two seeds): equal fingerprints make a candidate, which `verify` then proves or refutes.
+Tensors are interned terms, so each is computed exactly once, from its arguments' stored values: terms are taken
+in order of depth (inputs, then terms over them, ...) and grouped by op kind and concrete argument shapes; each
+group is one jitted, vmapped call of that kind's op alone (on device when there is one), its batch padded to a
+power of two so a few compilations serve every group. Splits and their parts are slices, taken on the host.
+The values are computed in the ring of integers modulo 2^32 (uint32 arithmetic wraps), so two terms equal as
+polynomials get equal fingerprints exactly; relu is a fixed pseudo-random idempotent map (`f(f(v)) = f(v)`, the
+axiom relu obeys), so terms equal by relu's elementwise idempotence collide too. A fingerprint is the symbolic
+shape and two random linear forms of the value (two seeds): equal fingerprints make a candidate, which `verify`
+then proves or refutes.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache, partial
+from collections import defaultdict
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxgraph.generate.enumerate import INPUT, SPLIT_PART, OpKind, Terms, concrete
+from jaxgraph.pattern_data import same_pads
 
 SIZE = 2  # the symbol n at which tensors are fingerprinted
 _TAG, _LOW = np.uint32(0xA5), np.uint32(0xFF)
+_PRIMES = (0x9E3779B1, 0x7FEB352D, 0x846CA68B, 0x27D4EB2F)
 Fingerprint = tuple
 
 
-def _mix(x: jax.Array) -> jax.Array:
-    """A 32-bit avalanche mix (murmur3's finaliser)."""
+def _mix(x):
+    """A 32-bit avalanche mix (murmur3's finaliser), of NumPy or JAX uint32 arrays."""
     x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x85EBCA6B)
+    x = x * np.uint32(0x85EBCA6B)
     x = x ^ (x >> 13)
-    x = x * jnp.uint32(0xC2B2AE35)
+    x = x * np.uint32(0xC2B2AE35)
     return x ^ (x >> 16)
 
 
@@ -42,125 +46,130 @@ def relu_map(v: jax.Array, seed: jax.Array) -> jax.Array:
     return jnp.where((v & _LOW) == _TAG, v, (_mix(v ^ seed) & ~_LOW) | _TAG)
 
 
-def _position_hash(shape: tuple[int, ...], salt: jax.Array) -> jax.Array:
-    """A pseudo-random uint32 per logical position, independent of the buffer it is padded into."""
-    index = jnp.zeros(shape, jnp.uint32)
-    for axis, prime in zip(range(len(shape)), (0x9E3779B1, 0x7FEB352D, 0x846CA68B, 0x27D4EB2F)):
-        index = index + lax.broadcasted_iota(jnp.uint32, shape, axis) * jnp.uint32(prime)
+def position_hash(shape: tuple[int, ...], salt: np.uint32) -> np.ndarray:
+    """A pseudo-random uint32 per position of `shape`."""
+    index = np.zeros(shape, np.uint32)
+    for axis, prime in zip(range(len(shape)), _PRIMES):
+        index = index + np.indices(shape, np.uint32)[axis] * np.uint32(prime)
     return _mix(_mix(index + salt))
 
 
-def _mask(value: jax.Array, size: jax.Array) -> jax.Array:
-    keep = jnp.ones(value.shape, bool)
-    for axis in range(value.ndim):
-        keep &= lax.broadcasted_iota(jnp.int32, value.shape, axis) < size[axis]
-    return jnp.where(keep, value, jnp.uint32(0))
-
-
-def _conv(kind: OpKind, x, w, size_x, seed):
+def _conv(kind: OpKind, x: jax.Array, w: jax.Array) -> jax.Array:
+    """Zero-padded convolution (NCHW, OIHW) as one contraction of patches: integer-exact on any device."""
     k, s = kind.attr("kernel")[0], kind.attr("stride")[0]
-    image = x.shape[2]
-    if kind.attr("padding") == "SAME":
-        pads = [jnp.maximum(((size_x[d] + s - 1) // s - 1) * s + k - size_x[d], 0) // 2 for d in (2, 3)]
-    else:
-        pads = [jnp.int32(0), jnp.int32(0)]
-    padded = jnp.pad(x, ((0, 0), (0, 0), (k, k), (k, k)))
-    window = lax.dynamic_slice(padded, (0, 0, k - pads[0], k - pads[1]), x.shape[:2] + (image + k - 1,) * 2)
-    y = lax.conv_general_dilated(window, w[:, :, :k, :k], (s, s), "VALID",
-                                 dimension_numbers=("NCHW", "OIHW", "NCHW"))
-    y = jnp.pad(y, ((0, 0), (0, 0), (0, image - y.shape[2]), (0, image - y.shape[3])))
-    return relu_map(y, seed) if kind.attr("activation") == "relu" else y
-
-
-def _branch(kind: OpKind) -> Callable:
-    op = kind.op
-    if op == "matmul":
-        return lambda a, b, sa, size, part, seed: (
-            relu_map(a @ b, seed) if kind.attr("activation") == "relu" else a @ b)
-    if op == "conv2d":
-        return lambda a, b, sa, size, part, seed: _conv(kind, a, b, sa, seed)
-    if op == "add":
-        return lambda a, b, sa, size, part, seed: a + b
-    if op == "mul":
-        return lambda a, b, sa, size, part, seed: a * b
-    if op == "relu":
-        return lambda a, b, sa, size, part, seed: relu_map(a, seed)
-    axis = kind.attr("axis")
-    if op == "concat":
-        return lambda a, b, sa, size, part, seed: a + jnp.roll(b, sa[axis], axis=axis)
-    return lambda a, b, sa, size, part, seed: jnp.where(part == 0, a, jnp.roll(a, -size, axis=axis))
+    top, left, bottom, right = (same_pads(x.shape[2:], (k, k), (s, s)) if kind.attr("padding") == "SAME"
+                                else (0, 0, 0, 0))
+    x = jnp.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    oh, ow = (x.shape[2] - k) // s + 1, (x.shape[3] - k) // s + 1
+    patches = jnp.stack([x[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+                         for i in range(k) for j in range(k)], axis=-1)  # [n, c, oh, ow, k * k]
+    return jnp.einsum("ncxyk,ock->noxy", patches, w[:, :, :k, :k].reshape(w.shape[0], w.shape[1], k * k))
 
 
 @lru_cache(maxsize=None)
-def _interpreter(kinds: tuple[OpKind, ...], inputs: int, buffer: tuple[int, ...], steps: int):
-    branches = [_branch(k) for k in kinds]
+def _device_op(kind: OpKind) -> Callable:
+    """The jitted op of one kind, vmapped over a batch of argument values (the relu seed shared)."""
+    def one(a, b, seed):
+        if kind.op == "matmul":
+            y = a @ b
+        elif kind.op == "conv2d":
+            y = _conv(kind, a, b)
+        elif kind.op == "add":
+            return a + b
+        elif kind.op == "mul":
+            return a * b
+        elif kind.op == "relu":
+            return relu_map(a, seed)
+        elif kind.op == "concat":
+            return jnp.concatenate([a, b], axis=kind.attr("axis"))
+        else:
+            raise ValueError(f"no device op for {kind.op!r}")
+        return relu_map(y, seed) if kind.attr("activation") == "relu" else y
 
-    def run(code, arg_a, arg_b, size, part, sizes, seed):
-        slots = [_mask(_mix(_position_hash(buffer, seed[0] + jnp.uint32(i * 0x3C6EF372))), sizes[i])
-                 for i in range(inputs)]
-        for step in range(steps):
-            a = jnp.stack(slots)[arg_a[step]]
-            b = jnp.stack(slots)[arg_b[step]]
-            sa = sizes[arg_a[step]]
-            outs = jnp.stack([f(a, b, sa, size[step], part[step], seed[1]) for f in branches])
-            value = jnp.where(code[step] < 0, a, outs[jnp.clip(code[step], 0, len(kinds) - 1)])
-            slots.append(_mask(value, sizes[inputs + step]))
-        result = slots[-1]
-        return jnp.stack([jnp.sum(result * _position_hash(buffer, seed[2])),
-                          jnp.sum(result * _position_hash(buffer, seed[3]))])
-
-    return jax.jit(jax.vmap(partial(run), in_axes=(0, 0, 0, 0, 0, 0, None)))
-
-
-def lower(terms: Terms, tensor: int, steps: int, n: int = SIZE):
-    """The program computing `tensor`: per step its op code, argument slots, split size and part (steps padded
-    at the front with copies, code -1, of the tensor itself if it is an input, else of input 0), and the concrete
-    size of every slot at symbol `n`."""
-    inputs = terms.world.inputs
-    kind, _, index = terms.entries[tensor]
-    part = index if kind == SPLIT_PART else 0
-    ops = sorted(terms.ops_of(tensor))
-    pad = steps - len(ops)
-    slot = {i: i for i in range(inputs)}
-    copied = tensor if kind == INPUT else 0
-    rows = [(-1, copied, copied, 0, 0)] * pad
-    sizes = [concrete(terms.shapes[i], n) for i in range(inputs)] + [concrete(terms.shapes[copied], n)] * pad
-    for k, op in enumerate(ops):
-        op_kind, op_args, split = terms.entries[op]
-        a, b = slot[op_args[0]], slot[op_args[-1]]
-        rows.append((op_kind, a, b, split * n, part))
-        slot[op] = inputs + pad + k
-        sizes.append(concrete(terms.shapes[tensor] if k == len(ops) - 1 else terms.shapes[op], n))
-    return np.array(rows, np.int32), np.array(sizes, np.int32)
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
 
 
-def _bucket(sizes: np.ndarray, rank: int) -> tuple[int, ...]:
-    extent = 1 << max(1, math.ceil(math.log2(max(int(sizes[:, :2].max()), 1))))
-    return (extent, extent) + tuple(int(d) for d in sizes[0, 2:]) if rank == 4 else (extent, extent)
+def _depths(terms: Terms, tensors: Sequence[int]) -> dict[int, int]:
+    """Every term the tensors need (op terms, their arguments, a part's split), with its depth (inputs 0)."""
+    depth: dict[int, int] = {}
+
+    def visit(t: int) -> int:
+        if t not in depth:
+            kind, args, _ = terms.entries[t]
+            depth[t] = 0 if kind == INPUT else max(visit(a) for a in args) + (kind != SPLIT_PART)
+        return depth[t]
+
+    for t in tensors:
+        visit(t)
+    return depth
 
 
-def fingerprint(terms: Terms, tensors: Sequence[int], steps: int, seed: int = 0, chunk: int = 2048,
+class _Forms:
+    """Two random linear forms (mod 2^32) of stacked values, position weights cached per shape."""
+
+    def __init__(self, seeds: np.ndarray) -> None:
+        self.seeds = seeds
+        self.weights: dict[tuple[int, ...], np.ndarray] = {}
+
+    def __call__(self, stacked: np.ndarray) -> np.ndarray:
+        shape = stacked.shape[1:]
+        if shape not in self.weights:
+            self.weights[shape] = np.stack([position_hash(shape, s).ravel() for s in self.seeds[2:]], axis=1)
+        return stacked.reshape(len(stacked), -1) @ self.weights[shape]  # uint32 matmul wraps: mod 2^32
+
+
+def fingerprint(terms: Terms, tensors: Sequence[int], seed: int = 0, chunk: int = 4096,
                 progress: Callable[[int], None] | None = None) -> dict[int, Fingerprint]:
-    """Fingerprint of every tensor in `tensors`: (symbolic shape, two uint32 random linear forms of its value),
-    computed by one jitted, vmapped interpreter per bucket of padded programs."""
+    """Fingerprint of every tensor in `tensors`: (symbolic shape, two uint32 random linear forms of its value at
+    symbol size `SIZE`), every needed term computed once, by one jitted vmapped call per group of one op kind."""
     rng = np.random.default_rng(seed)
-    seeds = jnp.asarray(rng.integers(0, 2**32, 4, dtype=np.uint64).astype(np.uint32))
-    buckets: dict[tuple[int, ...], list[tuple[int, np.ndarray, np.ndarray]]] = {}
-    for tensor in tensors:
-        rows, sizes = lower(terms, tensor, steps)
-        buckets.setdefault(_bucket(sizes, terms.world.rank), []).append((tensor, rows, sizes))
+    seeds = rng.integers(0, 2**32, 4, dtype=np.uint64).astype(np.uint32)
+    forms = _Forms(seeds)
+    depth = _depths(terms, tensors)
+    wanted = set(tensors)
+    values: dict[int, np.ndarray] = {}
     result: dict[int, Fingerprint] = {}
-    for buffer, programs in sorted(buckets.items()):
-        run = _interpreter(terms.kinds, terms.world.inputs, buffer, steps)
-        width = min(chunk, 1 << math.ceil(math.log2(len(programs))))
-        for start in range(0, len(programs), width):
-            batch = programs[start:start + width]
-            batch = batch + [batch[-1]] * (width - len(batch))
-            rows = np.stack([r for _, r, _ in batch])
-            sizes = np.stack([s for _, _, s in batch])
-            values = np.asarray(run(*(jnp.asarray(rows[:, :, c]) for c in range(5)), jnp.asarray(sizes), seeds))
-            for (tensor, _, _), value in zip(batch, values):
-                result[tensor] = (terms.shapes[tensor], int(value[0]), int(value[1]))
-            if progress is not None:
-                progress(min(width, len(programs) - start))
+
+    def store(group: Sequence[int], stacked: np.ndarray) -> None:
+        for t, v in zip(group, stacked):
+            values[t] = v
+        marked = [k for k, t in enumerate(group) if t in wanted]
+        if marked:
+            linear = forms(stacked[marked])
+            for k, pair in zip(marked, linear):
+                result[group[k]] = (terms.shapes[group[k]], int(pair[0]), int(pair[1]))
+
+    inputs = [t for t in depth if depth[t] == 0]
+    salts = [np.uint32((int(seeds[0]) + i * 0x3C6EF372) % 2**32) for i in inputs]
+    store(inputs, np.stack([_mix(position_hash(concrete(terms.shapes[i], SIZE), salt))
+                            for i, salt in zip(inputs, salts)]))
+    for level in range(1, max(depth.values(), default=0) + 1):
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for t in sorted(t for t, d in depth.items() if d == level and terms.entries[t][0] != SPLIT_PART):
+            kind, args, size = terms.entries[t]
+            groups[(kind, tuple(values[a].shape for a in args), size)].append(t)
+        for (kind, _, size), group in sorted(groups.items()):
+            spec = terms.kinds[kind]
+            for start in range(0, len(group), chunk):
+                part = group[start:start + chunk]
+                args = [np.stack([values[terms.entries[t][1][j]] for t in part]) for j in range(spec.arity)]
+                if spec.op == "split":
+                    _split(terms, spec, part, args[0], size, store)
+                else:
+                    width = 1 << math.ceil(math.log2(len(part)))
+                    padded = [np.concatenate([a, np.repeat(a[-1:], width - len(a), 0)]) for a in args]
+                    out = _device_op(spec)(padded[0], padded[-1], jnp.uint32(seeds[1]))
+                    store(part, np.asarray(out)[:len(part)])
+                if progress is not None:
+                    progress(len(part))
     return result
+
+
+def _split(terms: Terms, spec: OpKind, group: Sequence[int], whole: np.ndarray, size: int,
+           store: Callable[[Sequence[int], np.ndarray], None]) -> None:
+    """A group of splits (one kind, input shape and size): each split's value is its input, its parts the two
+    slices of it."""
+    store(group, whole)
+    pieces = np.split(whole, [size * SIZE], axis=spec.attr("axis") + 1)
+    for j, piece in enumerate(pieces):
+        store([terms.parts(t)[j] for t in group], piece)

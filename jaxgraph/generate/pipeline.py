@@ -83,7 +83,7 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     tensors = sorted(set(range(config.inputs)) | {t for g in graphs for t in _tensors(g, terms)})
     result.counts["tensors"] = len(tensors)
     step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
-    prints = fingerprint(terms, tensors, config.max_ops, seed=config.seed, progress=step)
+    prints = fingerprint(terms, tensors, seed=config.seed, progress=step)
     world = [prints[i] for i in range(config.inputs)]
     distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)}.union(world))
                 == len(_tensors(g, terms)) + len(world)]
