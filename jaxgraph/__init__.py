@@ -1,8 +1,10 @@
 """jaxgraph: computation graphs, verified TASO-style substitutions, cost model, search and an RL environment.
 
 ONNX import/export (`load_onnx`, `save_onnx`, `to_onnx`) and the real models (`zoo_path`,
-`with_random_weights`) need the `onnx` extra.
+`with_random_weights`) need the `onnx` extra. `jaxgraph.generate` (the rule generator) loads on first use.
 """
+
+import importlib
 
 __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
@@ -105,6 +107,7 @@ __all__ = [
     "exhaustive_search",
     "fitting_env",
     "fold_constants",
+    "generate",
     "graph_list",
     "greedy",
     "inception_v3",
@@ -140,7 +143,9 @@ __all__ = [
 
 def __getattr__(name: str):
     """`TASO_RULES` (the full table, see `jaxgraph.patterns`) is loaded on first use: the load checks every
-    data rule numerically."""
+    data rule numerically. So is the `generate` subpackage (rule generation, see `jaxgraph.generate`)."""
     if name == "TASO_RULES":
         return taso_rules()
+    if name == "generate":
+        return importlib.import_module("jaxgraph.generate")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

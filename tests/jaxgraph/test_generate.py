@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import chex
 import numpy as np
@@ -83,6 +86,27 @@ def test_fingerprint_of_convolutions_and_splits():
         chex.assert_equal(prints[two], prints[one])
         chex.assert_equal(prints[parts[0]], prints[alone])
         assert prints[parts[1]] != prints[alone]
+
+
+def test_fingerprint_of_a_tensor_does_not_depend_on_its_batch():
+    """Each term is computed once in a group of its kind, padded to a power of two: fingerprinting every tensor of
+    a world together gives each the fingerprint it gets alone."""
+    terms = _terms(inputs=2)
+    levels = enumerate_graphs(terms, 2)
+    tensors = sorted({t for level in levels for g in level for t in g if not terms.is_split(t)})
+    together = fingerprint(terms, tensors)
+    for t in tensors[::max(1, len(tensors) // 12)]:
+        chex.assert_equal(fingerprint(terms, [t])[t], together[t])
+    assert len(set(together.values())) > len(tensors) // 2
+
+
+def test_the_package_face_loads_the_generator_on_use():
+    code = ("import sys, jaxgraph; print('jaxgraph.generate' in sys.modules); "
+            "print(jaxgraph.generate.generate.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    chex.assert_equal(done.stdout.split(), ["False", "jaxgraph.generate.pipeline"])
 
 
 def _pair(terms, src, dst):
