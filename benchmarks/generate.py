@@ -4,10 +4,11 @@
 
 Runs `jaxgraph.generate` (both worlds: matrices with matmul, images with 3x3 stride-1 conv2d; add, mul, relu,
 concat and split in both) from scratch and prints, per world, the count at each stage (graphs, fingerprinted
-tensors, candidates, refuted, proved, dropped by each pruning stage, rejected by the loader, rules) and the
-seconds per stage. Then, for each of TASO's generated xfers in `jaxgraph/data/taso_rules.json` (and the ones
-that file excludes, with its reasons), whether the generated table contains it up to renaming of inputs and
-commutativity of add and mul, or the first stage that loses it; and how many generated rules TASO's table lacks.
+tensors, candidates, refuted, proved, dropped by each pruning stage, wrong at generic shapes, rejected by the
+loader, rules), the seconds per stage and each dropped rule with its reason. Then, for each of TASO's generated
+xfers in `jaxgraph/data/taso_rules.json` (and the ones that file excludes, with its reasons), whether the
+generated table contains it up to renaming of inputs and commutativity of add and mul, or the first stage that
+loses it; and how many generated rules TASO's table lacks.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from jaxgraph.generate import Config, generate
 from jaxgraph.generate.known import known_answers
 from jaxgraph.generate.pipeline import STAGES
+from jaxgraph.generate.write import describe
 from jaxgraph.pattern_data import excluded_xfers
 
 
@@ -46,6 +48,9 @@ def main() -> None:
     for r in results:
         print(f"| {r.rank} | " + " | ".join(f"{v:.1f}" for v in r.seconds.values())
               + f" | {sum(r.seconds.values()):.1f} |")
+    for r in results:
+        for raw, reason in r.rejected:
+            print(f"rank {r.rank} dropped: {describe(raw)}: {reason.split(' on input shapes')[0]}")
     written = len(set().union(*(set(r.keys) for r in results)))
     print(f"\nboth worlds: wall {total:.1f} s, CPU time of this process {cpu:.1f} s (all threads; on a shared "
           f"machine the CPU time, not the wall time, is what 2 free cores would need at most); rules written: "

@@ -19,11 +19,12 @@ from typing import Any, Callable
 from jaxgraph.generate.enumerate import TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
 from jaxgraph.generate.fingerprint import fingerprint
 from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
+from jaxgraph.generate.shapes import shape_error
 from jaxgraph.generate.verify import Prover, relu_axioms_hold
-from jaxgraph.generate.write import FIRST_XFER, entry, loader_accepts, write_rules
+from jaxgraph.generate.write import FIRST_XFER, entry, loader_error, write_rules
 
 STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
-          "common subgraph", "common supergraph", "loader rejected", "rules")
+          "common subgraph", "common supergraph", "shape-specific", "loader rejected", "rules")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class Config:
 
 @dataclass
 class WorldResult:
-    """One world's rules (canonical forms and pattern entries without xfer ids), stage counts and times."""
+    """One world's rules (canonical forms and pattern entries without xfer ids), stage counts and times, and the
+    proved rules the loader refused with its reasons."""
 
     rank: int
     keys: list[tuple] = field(default_factory=list)
@@ -58,6 +60,7 @@ class WorldResult:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     stages: dict[str, set] = field(default_factory=dict)  # canonical forms at candidate / proved / kept
+    rejected: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # entries the loader refused, why
 
 
 def _tensors(graph: frozenset[int], terms: Terms) -> list[int]:
@@ -119,12 +122,22 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     result.seconds["prune"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    for rule in kept:
-        raw = entry(rule, terms, 0)
-        if loader_accepts(raw):
-            result.keys.append(canon(rule))
-            result.entries.append(raw)
-    result.counts["loader rejected"] = len(kept) - len(result.entries)
+    raws = [entry(rule, terms, 0) for rule in kept]
+    specific = [shape_error(raw, rank, config.seed) for raw in raws]
+    result.rejected += [(raw, error) for raw, error in zip(raws, specific) if error is not None]
+    result.counts["shape-specific"] = len(result.rejected)
+    result.seconds["shape check"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    for rule, raw, error in zip(kept, raws, specific):
+        if error is None:
+            error = loader_error(raw)
+            if error is None:
+                result.keys.append(canon(rule))
+                result.entries.append(raw)
+            else:
+                result.rejected.append((raw, error))
+    result.counts["loader rejected"] = len(kept) - len(result.entries) - result.counts["shape-specific"]
     result.counts["rules"] = len(result.entries)
     result.stages["kept"] = set(result.keys)
     result.seconds["loader check"] = time.perf_counter() - tick

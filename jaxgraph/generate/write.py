@@ -3,7 +3,9 @@
 An entry has the loader's keys (`xfer`, `src`, `dst`, `mapped`; see `jaxgraph.pattern_data`): world input `i` is
 external `-(i + 1)`, ops are listed in term order (arguments first), a split is one target op with two outputs.
 Each entry is parsed and run by the loader's float64 NumPy evaluator on two sampled shapes before it is written;
-an entry that fails is dropped and counted (none has in practice: the field proof is stronger).
+an entry that fails is dropped, counted and kept with the loader's reason. The proof is exact in the world, whose
+tensors all have sides `n`; the loader samples each input's sides independently, so it refuses a rule true only
+when sides the source leaves free are equal (a matmul of concats whose blocks line up only on square inputs).
 """
 
 from __future__ import annotations
@@ -48,19 +50,38 @@ def entry(rule: Candidate, terms: Terms, xfer: int) -> dict[str, Any]:
     return {"xfer": xfer, "src": src, "dst": dst, "mapped": mapped}
 
 
-def loader_accepts(raw: dict[str, Any], checks: int = 2) -> bool:
-    """Whether the loader parses the entry and its float64 check passes on `checks` sampled shapes."""
+def loader_error(raw: dict[str, Any], checks: int = 2) -> str | None:
+    """Why the loader refuses the entry (its parser, or its float64 check on `checks` sampled shapes), or None
+    if it accepts it."""
     try:
         pattern = parse_pattern(raw)
         rng = np.random.default_rng(pattern.xfer)
         for _ in range(checks):
             shapes = sample_shapes(pattern, rng)
             if shapes is None:
-                return False
+                return "no sampled input shapes make both sides well typed"
             check_numerics(pattern, rng, shapes)
-    except ValueError:
-        return False
-    return True
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def describe(raw: dict[str, Any]) -> str:
+    """A pattern-file entry as one line, each mapped source tensor `->` its target (`x1` is external -1, a split
+    part `split0(...)[j]`): for reports."""
+    def term(side: list[dict[str, Any]], tensor: list[int]) -> str:
+        k, j = tensor
+        if k < 0:
+            return f"x{-k}"
+        op = side[k]
+        name = op["op"] + (str(op["attrs"]["axis"]) if op["op"] in ("concat", "split") else "")
+        name += "_relu" if op["attrs"].get("activation") == "relu" else ""
+        if op["op"] == "conv2d":
+            name = f"conv{op['attrs']['kernel'][0]}_{op['attrs']['padding'].lower()}" + name[6:]
+        text = f"{name}({', '.join(term(side, t) for t in op['inputs'])})"
+        return f"{text}[{j}]" if op["op"] == "split" else text
+
+    return "; ".join(f"{term(raw['src'], s)} -> {term(raw['dst'], d)}" for s, d in raw["mapped"])
 
 
 def write_rules(entries: Sequence[dict[str, Any]], path: Path | str, source: str) -> None:
