@@ -43,11 +43,13 @@ def main() -> None:
     print("|---" * (len(STAGES) + 1) + "|")
     for r in results:
         print(f"| {r.rank} | " + " | ".join(str(r.counts[s]) for s in STAGES) + " |")
-    print("\n| rank | " + " | ".join(results[0].seconds) + " | total s |")
-    print("|---" * (len(results[0].seconds) + 2) + "|")
-    for r in results:
-        print(f"| {r.rank} | " + " | ".join(f"{v:.1f}" for v in r.seconds.values())
-              + f" | {sum(r.seconds.values()):.1f} |")
+    for title, field in (("wall", "seconds"), ("CPU", "cpu_seconds")):
+        stages = list(getattr(results[0], field))
+        print(f"\n| rank ({title} s) | " + " | ".join(stages) + " | total |")
+        print("|---" * (len(stages) + 2) + "|")
+        for r in results:
+            times = getattr(r, field)
+            print(f"| {r.rank} | " + " | ".join(f"{times[s]:.1f}" for s in stages) + f" | {sum(times.values()):.1f} |")
     for r in results:
         for raw, reason in r.rejected:
             print(f"rank {r.rank} dropped: {describe(raw)}: {reason.split(' on input shapes')[0]}")

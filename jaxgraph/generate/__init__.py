@@ -1,5 +1,6 @@
-"""Generate substitution rules as TASO does: enumerate small graphs, fingerprint them in one batched JAX
-interpreter, prove equal pairs exactly, prune redundant rules and write them in the pattern-file format.
+"""Generate substitution rules as TASO does: enumerate small graphs, fingerprint them in batched, jitted JAX calls
+(one per op kind), prove equal pairs exactly, prune redundant rules, drop the ones true only at square shapes and
+write them in the pattern-file format.
 
 `generate(Config(...), "rules.json")` or `python -m jaxgraph.generate --ops ... --max-ops 3 --out rules.json`;
 the file loads with `jaxgraph.pattern_data.load_patterns` and runs through `pattern_rules` like TASO's table.

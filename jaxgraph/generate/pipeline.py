@@ -1,4 +1,4 @@
-"""The generator end to end: enumerate, fingerprint, group, verify, prune, check with the loader, write.
+"""The generator end to end: enumerate, fingerprint, group, verify, prune, check shapes and the loader, write.
 
 One world per rank (2: matmul, add, mul, relu, concat, split over `(n, n)` tensors; 4: the same with conv2d in
 place of matmul over `(n, n, 3, 3)` tensors, TASO's setup). Each finished world is checkpointed next to the
@@ -58,13 +58,28 @@ class WorldResult:
     keys: list[tuple] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # this process's CPU seconds (all threads)
     stages: dict[str, set] = field(default_factory=dict)  # canonical forms at candidate / proved / kept
     rejected: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # entries the loader refused, why
 
 
 def _tensors(graph: frozenset[int], terms: Terms) -> list[int]:
     return [p for t in graph for p in (terms.parts(t) if terms.is_split(t) else (t,))]
+
+
+class _Clock:
+    """Wall and process CPU seconds of consecutive stages, recorded on a `WorldResult`."""
+
+    def __init__(self, result: WorldResult) -> None:
+        self.result = result
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, stage: str) -> None:
+        """Record the stage that ends now; the next starts."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.result.seconds[stage], self.result.cpu_seconds[stage] = wall - self.wall, cpu - self.cpu
+        self.wall, self.cpu = wall, cpu
 
 
 def run_world(config: Config, rank: int, progress: Callable[[str, int, int], None] | None = None) -> WorldResult:
@@ -74,15 +89,14 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
         raise ValueError(f"none of {list(config.ops)} applies to rank-{rank} tensors")
     terms = Terms(World(rank, config.inputs), kinds)
     result = WorldResult(rank)
-    tick = time.perf_counter()
+    clock = _Clock(result)
     levels = enumerate_graphs(terms, config.max_ops, (lambda k: progress(f"enumerate rank {rank}", k, 0))
                               if progress else None)
     outs = {g: outputs(g, terms) for level in levels for g in level}
     graphs = [g for g, o in outs.items() if len(o) <= config.max_outputs]
     result.counts["graphs"] = len(graphs)
-    result.seconds["enumerate"] = time.perf_counter() - tick
+    clock.lap("enumerate")
 
-    tick = time.perf_counter()
     tensors = sorted(set(range(config.inputs)) | {t for g in graphs for t in _tensors(g, terms)})
     result.counts["tensors"] = len(tensors)
     step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
@@ -96,9 +110,8 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
         groups[tuple(sorted(prints[t] for t in outs[g]))].append(g)
     pairs = candidates([g for g in groups.values() if len(g) > 1], terms, prints.__getitem__)
     result.counts["candidates"] = len(pairs)
-    result.seconds["fingerprint"] = time.perf_counter() - tick
+    clock.lap("fingerprint")
 
-    tick = time.perf_counter()
     if "relu" in config.ops and not relu_axioms_hold():
         raise RuntimeError("z3 refuted the relu axioms the verifier relies on")
     prover = Prover(terms, config.seed)
@@ -110,25 +123,22 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
             progress(f"verify rank {rank}", 1000, len(pairs))
     result.counts["refuted"] = len(pairs) - len(good)
     result.counts["proved"] = len(good)
-    result.seconds["verify"] = time.perf_counter() - tick
+    clock.lap("verify")
 
-    tick = time.perf_counter()
     canon = Canon(terms)
     keys = [canon(p) for p in pairs]
     result.stages["candidates"] = set(keys)
     result.stages["proved"] = {keys[k] for k in good}
     kept, counts = prune([pairs[k] for k in good], terms, [keys[k] for k in good])
     result.counts.update(counts)
-    result.seconds["prune"] = time.perf_counter() - tick
+    clock.lap("prune")
 
-    tick = time.perf_counter()
     raws = [entry(rule, terms, 0) for rule in kept]
     specific = [shape_error(raw, rank, config.seed) for raw in raws]
     result.rejected += [(raw, error) for raw, error in zip(raws, specific) if error is not None]
     result.counts["shape-specific"] = len(result.rejected)
-    result.seconds["shape check"] = time.perf_counter() - tick
+    clock.lap("shape check")
 
-    tick = time.perf_counter()
     for rule, raw, error in zip(kept, raws, specific):
         if error is None:
             error = loader_error(raw)
@@ -140,7 +150,7 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     result.counts["loader rejected"] = len(kept) - len(result.entries) - result.counts["shape-specific"]
     result.counts["rules"] = len(result.entries)
     result.stages["kept"] = set(result.keys)
-    result.seconds["loader check"] = time.perf_counter() - tick
+    clock.lap("loader check")
     return result
 
 
