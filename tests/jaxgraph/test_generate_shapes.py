@@ -6,10 +6,12 @@ import json
 
 import chex
 import numpy as np
+import pytest
 
+from jaxgraph.generate import Config, run_world
 from jaxgraph.generate.shapes import generic_shapes, shape_error
 from jaxgraph.generate.write import describe
-from jaxgraph.pattern_data import DATA_FILE, parse_pattern
+from jaxgraph.pattern_data import DATA_FILE, check_numerics, parse_pattern, sample_shapes
 
 
 def _op(op, inputs, **attrs):
@@ -55,3 +57,18 @@ def test_no_rule_of_tasos_table_is_flagged():
         ranks = [o["attrs"]["rank"] for o in raw["src"] + raw["dst"] if o["op"] == "concat"]
         rank = ranks[0] if ranks else (4 if any(o["op"] == "conv2d" for o in raw["src"]) else 2)
         chex.assert_equal(shape_error(raw, rank), None)
+
+
+@pytest.mark.slow
+def test_a_run_drops_the_block_products_and_writes_rules_true_at_sampled_shapes():
+    """Matmul and concat over 3 inputs: the run drops shape-specific block products, and every written rule holds
+    on 8 shapes the loader samples (each input's sides drawn independently from {2, 3})."""
+    result = run_world(Config(ops=("matmul", "concat"), max_ops=3, inputs=3, ranks=(2,)), 2)
+    assert result.counts["shape-specific"] > 0
+    assert all(reason.startswith("wrong at generic shapes") for _, reason in result.rejected)
+    assert all("concat" in describe(raw) for raw, _ in result.rejected)
+    rng = np.random.default_rng(0)
+    for raw in result.entries:
+        pattern = parse_pattern(dict(raw, xfer=1))
+        for _ in range(8):
+            check_numerics(pattern, rng, sample_shapes(pattern, rng))
