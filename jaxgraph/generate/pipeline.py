@@ -25,6 +25,9 @@ from jaxgraph.generate.write import FIRST_XFER, entry, loader_error, write_rules
 
 STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
           "common subgraph", "common supergraph", "shape-specific", "loader rejected", "rules")
+# Bumped when a world's result changes meaning (2: the shape check; rejected rules and CPU seconds recorded), so a
+# checkpoint of an older generator is refused rather than mixed in.
+CHECKPOINT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -161,15 +164,16 @@ def _checkpoint(out: Path) -> Path:
 def generate(config: Config, out: Path | str, progress: Callable[[str, int, int], None] | None = None,
              resume: bool = True) -> list[WorldResult]:
     """Run every world of `config`, write the pattern file `out` (a rule found in two worlds once), and return
-    each world's result. Finished
-    worlds are checkpointed in `OUT.ckpt/`; ValueError if that checkpoint was made for another configuration."""
+    each world's result. Finished worlds are checkpointed in `OUT.ckpt/`; ValueError if that checkpoint was made
+    for another configuration or by another checkpoint format (`CHECKPOINT_FORMAT`)."""
     out = Path(out)
     folder = _checkpoint(out)
-    stamp = json.dumps(asdict(config), sort_keys=True)
+    stamp = json.dumps(dict(asdict(config), checkpoint_format=CHECKPOINT_FORMAT), sort_keys=True)
     if folder.exists() and resume:
         previous = (folder / "config.json").read_text() if (folder / "config.json").exists() else ""
         if previous != stamp:
-            raise ValueError(f"checkpoint {folder} was made for another configuration ({previous or 'none'}); "
+            raise ValueError(f"checkpoint {folder} was made for another configuration or checkpoint format "
+                             f"({previous or 'none'}); "
                              "remove it or use the same options")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(stamp)
