@@ -78,9 +78,10 @@ def main(argv=None) -> None:
             raise ValueError("--no-heatmap leaves nothing to do without --deepsched")
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
+    shown = versus if args.no_heatmap else config
     print(
-        f"# {args.preset}: {len(config.names)} schedulers, {len(config.pairs)} chains, "
-        f"{len(config.temperatures)} steps, {config.num_tasks} tasks x {config.num_procs} processors, "
+        f"# {args.preset}: {len(shown.names)} schedulers, {len(shown.pairs)} chains, "
+        f"{len(shown.temperatures)} steps, {shown.num_tasks} tasks x {shown.num_procs} processors, "
         f"{mesh.devices.size} device(s)"
     )
     print(f"# {machine_description(load=True)}")
