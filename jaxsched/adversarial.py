@@ -14,6 +14,9 @@ is makespan(a) / makespan(b). Everything PISA fixes is a parameter of `SearchCon
 * the cooling: T falls geometrically from `temperature_start`, by `cooling_rate` per step until it
   reaches `temperature_end` (PISA), or over exactly `steps` steps when `cooling_rate` is None;
 * the restarts: `chains_per_pair` independent chains per ordered pair; a cell is the best of them;
+* the pairs: every ordered pair of `names`, or only those whose judged scheduler is one of `targets`;
+  `LEARNED` ("DeepSched") among the names is a trained network passed as `search(learned=...)` (a pytree
+  with `makespan(instance)`, `jaxsched.deepsched.NeuralScheduler.dense()`), scheduled in the same program;
 * the rank convention of HEFT, CPOP and PEFT (`ranks`: "topcuoglu" or "saga", `jaxsched.priorities`).
 
 `SEARCH_PRESETS` / `search_config(name, **overrides)`: "pisa" is SAGA's current PISA (values in
