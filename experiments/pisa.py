@@ -32,6 +32,11 @@ from jaxsched.common import add_devices_option, batch_mesh, join_from_environmen
 from jaxsched.common.machine import machine_description
 from jaxsched.pisa import against_best, heatmap_search, judge, save_heatmap, table_markdown
 
+TRAIN_COMMAND = (
+    "python -m experiments.deepsched --variants feedback --main feedback --no-ablation --no-ga --timing-sizes "
+    "(then <workdir>/checkpoints/feedback)"
+)
+
 
 def findings(names: tuple[str, ...], table: np.ndarray) -> list[str]:
     """PISA's headline findings read off a replayed table."""
@@ -71,6 +76,8 @@ def main(argv=None) -> None:
             from jaxsched.deepsched import NeuralScheduler
         network = None if args.judge is None else NeuralScheduler.load(args.judge)
         if args.deepsched is not None:
+            if not args.deepsched.is_dir():
+                raise FileNotFoundError(f"no checkpoint directory at {args.deepsched}; make one with {TRAIN_COMMAND}")
             learned = NeuralScheduler.load(args.deepsched)
             names = tuple(args.names) + (LEARNED,)
             versus = search_config(args.preset, chains_per_pair=args.restarts, names=names, targets=(LEARNED,), **sizes)
