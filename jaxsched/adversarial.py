@@ -14,6 +14,9 @@ is makespan(a) / makespan(b). Everything PISA fixes is a parameter of `SearchCon
 * the cooling: T falls geometrically from `temperature_start`, by `cooling_rate` per step until it
   reaches `temperature_end` (PISA), or over exactly `steps` steps when `cooling_rate` is None;
 * the restarts: `chains_per_pair` independent chains per ordered pair; a cell is the best of them;
+* the pairs: every ordered pair of `names`, or only those whose judged scheduler is one of `targets`;
+  `LEARNED` ("DeepSched") among the names is a trained network passed as `search(learned=...)` (a pytree
+  with `makespan(instance)`, `jaxsched.deepsched.NeuralScheduler.dense()`), scheduled in the same program;
 * the rank convention of HEFT, CPOP and PEFT (`ranks`: "topcuoglu" or "saga", `jaxsched.priorities`).
 
 `SEARCH_PRESETS` / `search_config(name, **overrides)`: "pisa" is SAGA's current PISA (values in
@@ -45,6 +48,7 @@ from jaxsched.moves import MOVES, MoveConfig, perturb
 from jaxsched.priorities import RANK_CONVENTIONS
 
 SEARCH_NAMES = tuple(PRESETS) + ("Duplex",)
+LEARNED = "DeepSched"  # a trained network passed to `search(learned=...)`, e.g. `jaxsched.deepsched.DenseScheduler`
 STARTS = ("random", "chain")
 ACCEPTANCES = ("metropolis", "pisa")
 PISA_MOVES = ("add_edge", "remove_edge", "edge_data", "task_weight", "link_strength", "node_speed")
@@ -81,16 +85,21 @@ class SearchConfig:
     cooling_rate: float | None = None
     unit_speed_names: tuple[str, ...] = ()
     ranks: str = "topcuoglu"  # rank convention of every scheduler (`jaxsched.priorities.RANK_CONVENTIONS`)
+    targets: tuple[str, ...] = ()  # the schedulers judged (first of a pair); () every one of `names`
     memory_limit: int = 16 * 2**30
 
     def __post_init__(self):
         object.__setattr__(self, "num_tasks", _count_range("num_tasks", self.num_tasks))
         object.__setattr__(self, "num_procs", _count_range("num_procs", self.num_procs))
-        for field in ("names", "moves", "unit_speed_names", "value_range", "speed_range"):
+        for field in ("names", "moves", "unit_speed_names", "value_range", "speed_range", "targets"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
-        unknown = [n for n in self.names + self.unit_speed_names if n not in SEARCH_NAMES]
+        unknown = [n for n in self.names + self.unit_speed_names if n not in SEARCH_NAMES + (LEARNED,)]
         if unknown:
-            raise ValueError(f"unknown scheduler(s) {', '.join(unknown)}; known: {', '.join(SEARCH_NAMES)}")
+            raise ValueError(
+                f"unknown scheduler(s) {', '.join(unknown)}; known: {', '.join(SEARCH_NAMES)} (and {LEARNED})"
+            )
+        if not set(self.targets) <= set(self.names):
+            raise ValueError(f"targets {', '.join(self.targets)} must be among the names {', '.join(self.names)}")
         if len(self.names) < 2:
             raise ValueError("the search needs at least two schedulers")
         if self.num_tasks[0] < 2 or self.steps < 1 or self.chains_per_pair < 1:
@@ -114,7 +123,7 @@ class SearchConfig:
         MoveConfig(self.moves, self.step, self.value_range, self.speed_range)  # ValueError on bad moves or ranges
         MoveConfig(self.moves, None, self.start_values, self.start_speeds)
         needed = self.memory_bytes
-        chains = len(self.names) * (len(self.names) - 1) * self.chains_per_pair
+        chains = len(self.pairs)
         if needed > self.memory_limit:
             raise ValueError(
                 f"{chains:,} chains ({self.chains_per_pair} restarts per pair) of {self.num_tasks[1]} tasks x "
@@ -144,9 +153,11 @@ class SearchConfig:
 
     @property
     def pairs(self) -> np.ndarray:
-        """[C, 2] scheduler indices (worse candidate a, reference b) of every chain."""
+        """[C, 2] scheduler indices (worse candidate a, reference b) of every chain: every ordered pair whose
+        a is one of `targets` (default all)."""
         count = len(self.names)
-        pairs = [(a, b) for a in range(count) for b in range(count) if a != b]
+        judged = [a for a in range(count) if not self.targets or self.names[a] in self.targets]
+        pairs = [(a, b) for a in judged for b in range(count) if a != b]
         return np.repeat(np.array(pairs, dtype=np.int32), self.chains_per_pair, axis=0)
 
     @property
@@ -164,8 +175,7 @@ class SearchConfig:
         """Estimated working memory of one search step over all chains (float32 scheduler state)."""
         tasks, procs = self.shape
         per_schedule = 4 * (6 * tasks * tasks + 12 * tasks * procs + 8 * procs * procs) + 4096
-        chains = len(self.names) * (len(self.names) - 1) * self.chains_per_pair
-        return chains * (len(self.names) + 3) * per_schedule
+        return len(self.pairs) * (len(self.names) + 3) * per_schedule
 
     @property
     def move_masks(self) -> np.ndarray:
@@ -223,12 +233,15 @@ def search_config(preset: str = "uniform", **overrides) -> SearchConfig:
     return SearchConfig(**{**SEARCH_PRESETS[preset], **overrides})
 
 
-def makespans(instance: DenseInstance, draws: jax.Array, names: tuple[str, ...], ranks: str = "topcuoglu") -> jax.Array:
+def makespans(
+    instance: DenseInstance, draws: jax.Array, names: tuple[str, ...], ranks: str = "topcuoglu", learned=None
+) -> jax.Array:
     """[S] makespan of one dense instance under each scheduler of `names` (WBA uses `draws`), ranks under
-    the convention `ranks`."""
+    the convention `ranks`; `LEARNED` is `learned.makespan(instance)` (e.g. a `jaxsched.deepsched.DenseScheduler`)."""
     facts = dense_facts(instance, ranks)
     problem = to_padded(instance, facts)
-    needed = sorted({n for n in names if n != "Duplex"} | ({"MinMin", "MaxMin"} if "Duplex" in names else set()))
+    combined = {"Duplex", LEARNED}
+    needed = sorted({n for n in names if n not in combined} | ({"MinMin", "MaxMin"} if "Duplex" in names else set()))
     positions = {kind: dense_positions(instance, facts, kind) for kind in {PRESETS[n].priority for n in needed}}
     spans = {}
     for name in needed:
@@ -237,6 +250,8 @@ def makespans(instance: DenseInstance, draws: jax.Array, names: tuple[str, ...],
         spans[name] = list_schedule_padded(problem, plan, config).finish.max()
     if "Duplex" in names:
         spans["Duplex"] = jnp.where(spans["MaxMin"] < spans["MinMin"], spans["MaxMin"], spans["MinMin"])
+    if LEARNED in names:
+        spans[LEARNED] = learned.makespan(instance).astype(instance.weight.dtype)
     return jnp.stack([spans[n] for n in names])
 
 
@@ -290,13 +305,13 @@ def accept_probability(new, old, temperature, rule: str) -> jax.Array:
     return jnp.minimum(jnp.exp((new - old) / temperature), 1.0)
 
 
-def _anneal_step(chain: Chain, key, pair, allowed, temperature, first, config: SearchConfig) -> Chain:
+def _anneal_step(chain: Chain, key, pair, allowed, temperature, first, config: SearchConfig, learned) -> Chain:
     """One move and its acceptance; the `first` step keeps the start instance and scores it (the
     schedulers are traced once, here, not also at the start)."""
     k_move, k_accept = jax.random.split(key)
     moved = perturb(k_move, chain.instance, config.move_config, allowed)
     candidate = jax.tree.map(functools.partial(jnp.where, first), chain.instance, moved)
-    ratio = _ratio(makespans(candidate, chain.draws, config.names, config.ranks), pair)
+    ratio = _ratio(makespans(candidate, chain.draws, config.names, config.ranks, learned), pair)
     probability = accept_probability(ratio, chain.ratio, temperature, config.acceptance)
     accept = first | (jax.random.uniform(k_accept, (), ratio.dtype) < probability)
     keep = functools.partial(jnp.where, accept)
@@ -307,11 +322,17 @@ def _anneal_step(chain: Chain, key, pair, allowed, temperature, first, config: S
     return Chain(instance, ratio, best, jnp.where(better, ratio, chain.best_ratio), chain.draws)
 
 
-def search(key: jax.Array, config: SearchConfig, devices: Devices = None, start: DenseInstance | None = None) -> Chain:
+def search(
+    key: jax.Array, config: SearchConfig, devices: Devices = None, start: DenseInstance | None = None, learned=None
+) -> Chain:
     """Runs every chain (`config.pairs`) for `len(config.temperatures)` annealing steps, the chains split
     across `devices` (`jaxsched.common.batch_mesh`: default all devices), each from `config.start` or
     from the one instance `start` (of `config.shape`); returns the final chains, whose `best` and
-    `best_ratio` hold the worst instance found for each chain's pair."""
+    `best_ratio` hold the worst instance found for each chain's pair. `learned`: the scheduler named
+    `LEARNED` in `config.names`, a pytree with `makespan(instance)` (`jaxsched.deepsched.DenseScheduler`),
+    passed traced: new weights reuse the compiled search."""
+    if (LEARNED in config.names) != (learned is not None):
+        raise ValueError(f"pass learned=<scheduler> exactly when {LEARNED} is one of the search's names")
     if start is not None:
         start = jax.tree.map(jnp.asarray, start)
         if (start.weight.shape[0], start.speed.shape[0]) != config.shape:
@@ -319,11 +340,11 @@ def search(key: jax.Array, config: SearchConfig, devices: Devices = None, start:
                 f"the start instance has shape {start.weight.shape[0]} x {start.speed.shape[0]}, "
                 f"the search {config.shape[0]} x {config.shape[1]}"
             )
-    return _search(key, config, batch_mesh(devices), start)
+    return _search(key, config, batch_mesh(devices), start, learned)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))
-def _search(key: jax.Array, config: SearchConfig, mesh: Mesh, start) -> Chain:
+def _search(key: jax.Array, config: SearchConfig, mesh: Mesh, start, learned) -> Chain:
     pairs = jnp.asarray(config.pairs)
     count = pairs.shape[0]
     # chains padded to a multiple of the device count with copies of the last one (dropped at the end); every
@@ -343,8 +364,8 @@ def _search(key: jax.Array, config: SearchConfig, mesh: Mesh, start) -> Chain:
     def step(chains, x):
         step_key, temperature, first = x
         keys = jax.random.split(step_key, count)[rows]
-        advance = jax.vmap(_anneal_step, in_axes=(0, 0, 0, 0, None, None, None))
-        chains = advance(chains, keys, chain_pairs, allowed, temperature, first, config)
+        advance = jax.vmap(_anneal_step, in_axes=(0, 0, 0, 0, None, None, None, None))
+        chains = advance(chains, keys, chain_pairs, allowed, temperature, first, config, learned)
         return constrain_batch(chains, mesh), None
 
     steps = temperatures.shape[0]

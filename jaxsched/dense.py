@@ -46,7 +46,7 @@ def proc_mask(instance: DenseInstance) -> jax.Array:
     return jnp.arange(instance.speed.shape[-1], dtype=jnp.int32) < instance.num_procs[..., None]
 
 
-def _edges(instance: DenseInstance) -> jax.Array:
+def dense_edges(instance: DenseInstance) -> jax.Array:
     """[T, T] bool: the dependencies actually read (strict upper triangle, real tasks)."""
     real = task_mask(instance)
     return jnp.triu(instance.adj, 1) & real[:, None] & real[None, :]
@@ -106,7 +106,7 @@ def related_instance(cost, speed, src, dst, data, strength=None, max_tasks=None,
     )
 
 
-def _levels(adj) -> jax.Array:
+def dense_levels(adj) -> jax.Array:
     """[T] topological level (index order is topological: edges only go from i to j > i)."""
     num_tasks = adj.shape[0]
 
@@ -116,7 +116,7 @@ def _levels(adj) -> jax.Array:
     return jax.lax.fori_loop(0, num_tasks, body, jnp.zeros(num_tasks, jnp.int32))
 
 
-def _mean_transfer(instance: DenseInstance, adj, convention: str) -> jax.Array:
+def dense_mean_transfer(instance: DenseInstance, adj, convention: str) -> jax.Array:
     """[T, T] mean transfer time of each edge (`jaxsched.priorities.mean_transfer`), real processors only."""
     real = proc_mask(instance)
     off = ~jnp.eye(real.shape[0], dtype=bool) & real[:, None] & real[None, :]
@@ -135,11 +135,11 @@ def dense_ranks(instance: DenseInstance, convention: str = "topcuoglu") -> tuple
     """(upward rank [T], downward rank [T], optimistic cost table [T, P]), as in `jaxsched.heft` and
     `jaxsched.priorities` under `convention` (means and minima over the real processors), one task per
     loop step in (reverse) index order."""
-    adj = _edges(instance)
+    adj = dense_edges(instance)
     real = proc_mask(instance)
     comp = dense_comp(instance)
     mean_comp = jnp.where(real[None, :], comp, 0).sum(axis=1) / instance.num_procs.astype(comp.dtype)
-    transfer = _mean_transfer(instance, adj, convention)
+    transfer = dense_mean_transfer(instance, adj, convention)
     inverse = jnp.where(jnp.eye(real.shape[0], dtype=bool), 0, 1 / instance.strength)
     num_tasks = comp.shape[0]
     zero = jnp.zeros((), comp.dtype)
@@ -228,8 +228,8 @@ class DenseFacts(NamedTuple):
 def dense_facts(instance: DenseInstance, convention: str = "topcuoglu") -> DenseFacts:
     """Topological positions, ranks and optimistic cost table of one dense instance, ranks under
     `convention` (`jaxsched.priorities.RANK_CONVENTIONS`)."""
-    adj = _edges(instance)
-    level = _levels(adj)
+    adj = dense_edges(instance)
+    level = dense_levels(adj)
     num_tasks = adj.shape[0]
     topo_position = _position(-level.astype(instance.weight.dtype), jnp.arange(num_tasks), task_mask(instance))
     return DenseFacts(topo_position, *dense_ranks(instance, convention))
@@ -246,7 +246,7 @@ def dense_positions(instance: DenseInstance, facts: DenseFacts, priority: str) -
         "topological": lambda: jnp.zeros(num_tasks, facts.rank_u.dtype),
     }[priority]()
     position = _position(value, facts.topo_position, task_mask(instance)).astype(jnp.int32)
-    return position, _ready_list_order(_edges(instance), position)
+    return position, _ready_list_order(dense_edges(instance), position)
 
 
 def dense_plan(
@@ -263,7 +263,7 @@ def dense_plan(
     critical path's."""
     facts = dense_facts(instance, config.ranks) if facts is None else facts
     position, order = dense_positions(instance, facts, config.priority) if positions is None else positions
-    adj = _edges(instance)
+    adj = dense_edges(instance)
     comp = dense_comp(instance)
     num_tasks = comp.shape[0]
     real_tasks, real_procs = task_mask(instance), proc_mask(instance)
@@ -283,7 +283,7 @@ def dense_plan(
 def to_padded(instance: DenseInstance, facts: DenseFacts | None = None) -> PaddedProblem:
     """The padded problem of one dense instance (no padded tasks or processors; K = T, E = all pairs)."""
     facts = dense_facts(instance) if facts is None else facts
-    adj = _edges(instance)
+    adj = dense_edges(instance)
     comp = jnp.where(task_mask(instance)[:, None], dense_comp(instance), 0)
     num_tasks, num_procs = comp.shape
     index = jnp.arange(num_tasks, dtype=jnp.int32)

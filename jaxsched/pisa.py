@@ -8,6 +8,12 @@ the search's rank convention), which is what the table and the figure show. `sav
 instances (`instances.npz`, loadable by `load_instances`), the table (`heatmap.md`) and, with the
 `plots` extra, the figure (`heatmap.png`: rows the base scheduler, columns the scheduler judged, as
 PISA draws it).
+
+A trained network joins as one more scheduler (`heatmap_search(..., learned=NeuralScheduler)`: the name
+`jaxsched.adversarial.LEARNED` in the config's names, usually with `targets=(LEARNED,)` so that only its
+pairs are searched): the search runs it in JAX (`NeuralScheduler.dense`), the replay through
+`NeuralScheduler.schedule`; `against_best` reads its worst ratio against the best heuristic off the
+instances found for it. Cells not searched (a scheduler not among `targets`) are NaN.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from jaxsched.adversarial import SearchConfig, best_chains, search
+from jaxsched.adversarial import LEARNED, SearchConfig, best_chains, search
 from jaxsched.common.sharding import Devices
 from jaxsched.dense import DenseInstance, to_problem
 from jaxsched.listsched import list_schedule, make_plan, preset, schedule
@@ -39,13 +45,17 @@ class Heatmap(NamedTuple):
     ranks: str = "topcuoglu"  # the search's rank convention, which the replays use
 
 
-def replay(instance: DenseInstance, names: tuple[str, ...], ranks: str = "topcuoglu", draws=None) -> np.ndarray:
+def replay(
+    instance: DenseInstance, names: tuple[str, ...], ranks: str = "topcuoglu", draws=None, learned=None
+) -> np.ndarray:
     """[S] makespans of one instance by the NumPy reference schedulers `names` (float64); WBA takes the
-    search chain's `draws` [T] when given (else its seeded ones)."""
+    search chain's `draws` [T] when given (else its seeded ones); `LEARNED` is `learned.schedule`'s."""
     problem = to_problem(instance)
     spans = []
     for name in names:
-        if name == "WBA" and draws is not None:
+        if name == LEARNED:
+            spans.append(learned.schedule(problem).makespan)
+        elif name == "WBA" and draws is not None:
             config = preset(name, ranks=ranks)
             plan = make_plan(problem, config)._replace(draws=np.asarray(draws)[: problem.num_tasks])
             spans.append(list_schedule(problem, config, plan).makespan)
@@ -54,32 +64,41 @@ def replay(instance: DenseInstance, names: tuple[str, ...], ranks: str = "topcuo
     return np.array(spans)
 
 
-def heatmap_search(config: SearchConfig, seed: int = 0, devices: Devices = None) -> Heatmap:
+def heatmap_search(config: SearchConfig, seed: int = 0, devices: Devices = None, learned=None) -> Heatmap:
     """Runs the search of `config` from `jax.random.key(seed)` across `devices` and replays every cell's
-    worst instance through the NumPy reference."""
+    worst instance through the NumPy reference; `learned` is the `NeuralScheduler` named `LEARNED`."""
     start = time.perf_counter()
-    chains = jax.block_until_ready(search(jax.random.key(seed), config, devices))
+    network = None if learned is None else learned.dense()
+    chains = jax.block_until_ready(search(jax.random.key(seed), config, devices, learned=network))
     seconds = time.perf_counter() - start
     searched, index = best_chains(chains, config)
-    index = np.where(index < 0, index[0, 1], index)
+    cells = index >= 0
+    searched[~cells & ~np.eye(len(searched), dtype=bool)] = np.nan
+    index = np.where(cells, index, index[cells][0])
     instances = jax.tree.map(lambda leaf: np.asarray(leaf)[index], chains.best)
     draws = np.asarray(chains.draws)[index]
-    replayed = np.ones_like(searched)
-    for (a, b), _ in np.ndenumerate(searched):
-        if a != b:
-            cell = jax.tree.map(lambda leaf, a=a, b=b: leaf[a, b], instances)
-            spans = replay(cell, (config.names[a], config.names[b]), config.ranks, draws[a, b])
-            replayed[a, b] = spans[0] / spans[1]
+    replayed = np.where(np.isnan(searched), np.nan, 1.0)
+    for a, b in zip(*np.nonzero(cells)):
+        cell = jax.tree.map(lambda leaf, a=a, b=b: leaf[a, b], instances)
+        spans = replay(cell, (config.names[a], config.names[b]), config.ranks, draws[a, b], learned)
+        replayed[a, b] = spans[0] / spans[1]
     return Heatmap(tuple(config.names), searched, replayed, instances, draws, seconds, config.ranks)
+
+
+def searched_rows(heatmap: Heatmap) -> np.ndarray:
+    """[R] indices of the schedulers whose pairs were searched (all of them but without `targets`)."""
+    off = ~np.eye(len(heatmap.names), dtype=bool)
+    return np.flatnonzero((~np.isnan(heatmap.replayed) & off).any(axis=1))
 
 
 def table_markdown(heatmap: Heatmap) -> str:
     """The replayed ratios as a markdown table (rows: the scheduler judged, columns: the base)."""
     names = heatmap.names
     lines = ["| scheduler \\ base | " + " | ".join(names) + " | worst |", "|---" * (len(names) + 2) + "|"]
-    for a, name in enumerate(names):
+    for a in searched_rows(heatmap):
+        name = names[a]
         cells = [f"{heatmap.replayed[a, b]:.2f}" if a != b else "" for b in range(len(names))]
-        worst = np.delete(heatmap.replayed[a], a).max()
+        worst = np.nanmax(np.delete(heatmap.replayed[a], a))
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {worst:.2f} |")
     return "\n".join(lines)
 
@@ -101,10 +120,11 @@ def save_heatmap(heatmap: Heatmap, out: pathlib.Path) -> list[pathlib.Path]:
     try:
         from jaxsched.plot import heatmap as draw
 
+        rows = searched_rows(heatmap)
         ax = draw(
-            heatmap.replayed.T,
+            np.nan_to_num(heatmap.replayed[rows].T, nan=1.0),
             heatmap.names,
-            heatmap.names,
+            [heatmap.names[a] for a in rows],
             title="worst makespan ratio: scheduler (column) / base scheduler (row)",
             label="ratio",
         )
@@ -139,4 +159,18 @@ def judge(makespan_of, heatmap: Heatmap) -> np.ndarray:
             cell = jax.tree.map(lambda leaf, a=a, b=b: leaf[a, b], heatmap.instances)
             best = replay(cell, heatmap.names, heatmap.ranks, heatmap.draws[a, b]).min()
             ratios[a, b] = makespan_of(to_problem(cell)) / best
+    return ratios
+
+
+def against_best(heatmap: Heatmap, judged: str = LEARNED, learned=None) -> np.ndarray:
+    """[S] on the worst instance found for each pair (`judged`, b): the makespan of `judged` over the least
+    makespan of the other schedulers of the heatmap there (NaN for b = `judged`): how far it falls behind
+    the best of them on instances adversarial to it. `learned`: the `NeuralScheduler` named `LEARNED`."""
+    a = heatmap.names.index(judged)
+    others = np.arange(len(heatmap.names)) != a
+    ratios = np.full(len(heatmap.names), np.nan)
+    for b in np.flatnonzero(others):
+        cell = jax.tree.map(lambda leaf, b=b: leaf[a, b], heatmap.instances)
+        spans = replay(cell, heatmap.names, heatmap.ranks, heatmap.draws[a, b], learned)
+        ratios[b] = spans[a] / spans[others].min()
     return ratios

@@ -18,6 +18,13 @@ Tasks and nodes are matched to indices by name lists: `to_saga` names them by ze
 or by names (numbers by value) by default. `schedule_from_saga` / `schedule_to_saga` convert schedules
 the same way, so SAGA's schedules can be checked with `jaxsched.problem.validate`.
 
+SAGA's tie rules: its schedulers take the first task of `task_graph.topological_sort()` and the first node
+of `network.nodes` among equals, and SAGA 2.0.2 keeps both in frozensets of pydantic models hashed by
+their name strings, so both orders change with Python's string hashing (`PYTHONHASHSEED`) from one
+process to the next: no fixed rule reproduces them. `schedule_in_sagas_order` reads them off the SAGA
+objects in this process and hands them to our topological-order presets (MCT, MST, OLB, MET,
+FastestNode), whose makespans then equal SAGA's in the same process.
+
 SAGA's licence forbids commercial use; this module only calls it, imported on first use.
 """
 
@@ -28,6 +35,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from jaxsched.listsched import list_schedule, make_plan, preset
 from jaxsched.problem import Problem, Schedule, check_problem
 
 SELF_LINKS = ("exact", "instant")
@@ -180,6 +188,25 @@ def related_to_saga(cost, speed, src, dst, data, strength) -> tuple[object, obje
         edges=frozenset(links),
     )
     return task_graph, network, tasks, nodes
+
+
+def schedule_in_sagas_order(task_graph, network, name: str) -> tuple[Schedule, SagaProblem]:
+    """Our preset `name` (one that visits tasks in topological order: MCT, MST, OLB, MET, FastestNode) on a
+    SAGA instance, with SAGA's tie rules as they stand in this process (module docstring): processors
+    indexed in `network.nodes` order (our ties go to the lowest index) and tasks visited in
+    `task_graph.topological_sort()` order. Returns the schedule and the converted instance (self links
+    instant)."""
+    config = preset(name)
+    if config.priority != "topological" or config.dynamic:
+        raise ValueError(
+            f"{name} does not visit tasks in topological order: SAGA's order applies to MCT, MST, OLB, ..."
+        )
+    ours = from_saga(task_graph, network, node_order=[n.name for n in network.nodes], self_links="instant")
+    order = np.array([ours.tasks.index(t.name) for t in task_graph.topological_sort()], dtype=np.int64)
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    plan = make_plan(ours.problem, config)._replace(position=position, order=order)
+    return list_schedule(ours.problem, config, plan), ours
 
 
 def dense_to_saga(instance) -> tuple[object, object, tuple[str, ...], tuple[str, ...]]:

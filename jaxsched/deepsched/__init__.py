@@ -4,6 +4,8 @@
     scheduler = NeuralScheduler.load("results/deepsched/checkpoints/feedback")
     schedule = scheduler.schedule(problem)                      # greedy, always valid
     schedule = scheduler.schedule(problem, decoder="sampling")  # best of 64 sampled assignments
+    network = scheduler.dense()     # the same greedy scheduler on jaxsched.dense instances, inside jit
+                                    # (the adversarial search's `learned`: experiments.pisa --deepsched)
 
 Training: `data.load_or_build` (HEFT-labelled datasets), `train.fit` (seeds vmapped, orbax
 checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The whole experiment lives in
@@ -13,6 +15,7 @@ checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The 
 from jaxsched.deepsched.configs import CONFIGS, DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
 from jaxsched.deepsched.decode import NeuralScheduler
+from jaxsched.deepsched.dense import DenseScheduler, dense_features
 from jaxsched.deepsched.features import (
     PROC_FEATURES,
     TASK_FEATURES,
@@ -33,6 +36,7 @@ __all__ = [
     "DataConfig",
     "DeepSchedConfig",
     "DeepSchedNet",
+    "DenseScheduler",
     "Encoding",
     "EvalConfig",
     "Features",
@@ -47,6 +51,7 @@ __all__ = [
     "TrainConfig",
     "TrainState",
     "bucket_shape",
+    "dense_features",
     "eft_rule_params",
     "fit",
     "label",

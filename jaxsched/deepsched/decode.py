@@ -23,6 +23,7 @@ from jaxsched.batch import PaddedProblem, Shape, pad_problem
 from jaxsched.common.arguments import integer, number
 from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.deepsched.configs import DeepSchedConfig
+from jaxsched.deepsched.dense import DenseScheduler
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params
 from jaxsched.kernels import ScheduleArrays, row_capacity, simulate_padded
@@ -106,6 +107,11 @@ class NeuralScheduler:
             init = jax.jit(DeepSchedNet(config.model).init, compiler_options=UNOPTIMISED)
             like = init(jax.random.key(0), features)
         return cls(config, eft_rule_params(like, config.model.eft_prior))
+
+    def dense(self) -> DenseScheduler:
+        """This network as a scheduler of `jaxsched.dense` instances inside jitted code (the adversarial
+        search's `learned`): the greedy decoder of `schedule`, in JAX."""
+        return DenseScheduler(self.model, self.params)
 
     def check(self, problem: Problem) -> None:
         """Raises ValueError when `problem` is not a Problem or is larger than the network's configured

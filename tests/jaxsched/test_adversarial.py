@@ -1,10 +1,12 @@
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsched.adversarial import SearchConfig, search, worst_ratios
-from jaxsched.dense import dense_plan, random_instance, to_padded, to_problem
+from jaxsched.adversarial import LEARNED, SearchConfig, search, worst_ratios
+from jaxsched.dense import dense_plan, proc_mask, random_instance, task_mask, to_padded, to_problem
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
 from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.moves import perturb
@@ -72,6 +74,38 @@ def test_search_finds_ratios_that_the_numpy_reference_confirms():
         problem = to_problem(best)
         ratio = schedule(problem, config.names[a]).makespan / schedule(problem, config.names[b]).makespan
         np.testing.assert_allclose(ratio, float(chains.best_ratio[c]), rtol=1e-4)
+
+
+class Serial(NamedTuple):
+    """A stand-in learned scheduler (a pytree with `makespan`): every task one after another on the fastest
+    processor, stretched by `slowdown`."""
+
+    slowdown: jax.Array
+
+    def makespan(self, instance):
+        work = jnp.where(task_mask(instance), instance.weight, 0).sum()
+        return self.slowdown * work / jnp.where(proc_mask(instance), instance.speed, 0).max()
+
+
+def test_a_learned_scheduler_joins_the_search_as_a_pytree():
+    """Only the pairs of `targets` are searched, and the learned scheduler's makespan is its own, for two
+    values of the pytree (checked by hand against the NumPy MET)."""
+    config = SearchConfig(
+        num_tasks=4, num_procs=2, steps=10, chains_per_pair=2, names=("MET", LEARNED), targets=(LEARNED,)
+    )
+    np.testing.assert_array_equal(config.pairs, [[1, 0], [1, 0]])
+    for slowdown in (1.0, 3.0):
+        chains = search(jax.random.key(0), config, learned=Serial(jnp.float32(slowdown)))
+        for c in range(2):
+            problem = to_problem(jax.tree.map(lambda x, c=c: x[c], chains.best))
+            serial = slowdown * problem.comp.min(axis=1).sum()  # comp = weight / speed: the fastest is one processor
+            np.testing.assert_allclose(chains.best_ratio[c], serial / schedule(problem, "MET").makespan, rtol=1e-5)
+    with pytest.raises(ValueError, match="learned"):
+        search(jax.random.key(0), config)
+    with pytest.raises(ValueError, match="learned"):
+        search(jax.random.key(0), SearchConfig(names=("MET", "HEFT")), learned=Serial(jnp.float32(1)))
+    with pytest.raises(ValueError, match="targets"):
+        SearchConfig(names=("MET", "HEFT"), targets=("OLB",))
 
 
 def test_bad_search_configs():

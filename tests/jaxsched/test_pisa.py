@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from experiments.pisa import findings, main
-from jaxsched.adversarial import search_config
-from jaxsched.dense import to_problem
+from jaxsched.adversarial import LEARNED, search_config
+from jaxsched.dense import random_instance, to_problem
 from jaxsched.listsched import schedule
-from jaxsched.pisa import heatmap_search, judge, load_instances, save_heatmap
+from jaxsched.pisa import against_best, heatmap_search, judge, load_instances, save_heatmap
 
 
 @pytest.mark.slow
@@ -37,6 +37,36 @@ def test_heatmap_cells_replay_and_round_trip(tmp_path):
         load_instances(tmp_path / "missing.npz")
 
 
+@pytest.mark.slow
+def test_a_network_searched_against_is_replayed_by_its_host_scheduler(tmp_path):
+    """DeepSched (untrained, random weights) as the judged scheduler: only its pairs are searched, each
+    cell replays through `NeuralScheduler.schedule`, and `against_best` divides by the best other scheduler
+    (recomputed here)."""
+    from jaxsched.deepsched import CONFIGS, DeepSchedNet, NeuralScheduler, dense_features
+
+    config = search_config("pisa", names=("HEFT", "MET", LEARNED), targets=(LEARNED,), chains_per_pair=2, steps=20)
+    model = CONFIGS["test"].replace(model={"recurrence": "mingru"})
+    features = jax.eval_shape(dense_features, random_instance(jax.random.key(0), 5, 5))
+    shapes = jax.eval_shape(DeepSchedNet(model.model).init, jax.random.key(1), features)
+    rng = np.random.default_rng(2)
+    params = jax.tree.map(lambda s: np.asarray(rng.normal(0.0, 0.5, s.shape), s.dtype), shapes)
+    network = NeuralScheduler(model, params)
+    heatmap = heatmap_search(config, seed=1, learned=network)
+    assert np.isnan(heatmap.replayed[:2, :2][~np.eye(2, dtype=bool)]).all()
+    np.testing.assert_allclose(heatmap.searched[2, :2], heatmap.replayed[2, :2], rtol=1e-4)
+    best = against_best(heatmap, LEARNED, network)
+    for b in range(2):
+        problem = to_problem(jax.tree.map(lambda x, b=b: x[2, b], heatmap.instances))
+        mine = network.schedule(problem).makespan
+        np.testing.assert_allclose(
+            heatmap.replayed[2, b], mine / schedule(problem, config.names[b], ranks="saga").makespan
+        )
+        others = min(schedule(problem, n, ranks="saga").makespan for n in ("HEFT", "MET"))
+        np.testing.assert_allclose(best[b], mine / others, rtol=1e-12)
+    rows = save_heatmap(heatmap, tmp_path)[1].read_text().splitlines()[2:]  # under the header: DeepSched's row only
+    assert len(rows) == 1 and rows[0].startswith("| DeepSched |")
+
+
 def test_findings_read_the_table():
     table = np.array([[1.0, 4.5, 2.0], [1.5, 1.0, 6.0], [1.2, 1.1, 1.0]])
     lines = findings(("HEFT", "FastestNode", "MET"), table)
@@ -44,7 +74,16 @@ def test_findings_read_the_table():
     assert "1.20 (MET" in lines[1] and "1 of 3" in lines[2]
 
 
-@pytest.mark.parametrize("argv", [["--preset", "pisa-1999"], ["--restarts", "0"], ["--names", "HEFT", "GA"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--preset", "pisa-1999"],
+        ["--restarts", "0"],
+        ["--names", "HEFT", "GA"],
+        ["--no-heatmap"],
+        ["--deepsched", "no/such/checkpoint"],
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

@@ -71,13 +71,15 @@ def test_topcuoglus_convention_stays_the_default():
 @pytest.mark.slow
 def test_sagas_makespans_on_the_worst_instances_found():
     """A short PISA search (SAGA's convention); on every cell's worst instance, SAGA's HEFT, CPOP,
-    FastestNode, MET and Sufferage give our makespans (float64 replay; SAGA's self links are instant)."""
+    FastestNode, MET and Sufferage give our makespans (float64 replay; SAGA's self links are instant), and
+    so do its MCT, MST and OLB once ours take SAGA's task and node orders of this process
+    (`schedule_in_sagas_order`: SAGA's orders follow string hashing, see `jaxsched.saga_adapter`)."""
     pytest.importorskip("saga")
     from saga import schedulers
 
     from jaxsched.adversarial import search_config
     from jaxsched.pisa import heatmap_search
-    from jaxsched.saga_adapter import dense_to_saga
+    from jaxsched.saga_adapter import dense_to_saga, schedule_in_sagas_order
 
     theirs = {
         "HEFT": schedulers.HeftScheduler(),
@@ -85,7 +87,11 @@ def test_sagas_makespans_on_the_worst_instances_found():
         "FastestNode": schedulers.FastestNodeScheduler(),
         "MET": schedulers.METScheduler(),
         "Sufferage": schedulers.SufferageScheduler(),
+        "MCT": schedulers.MCTScheduler(),
+        "MST": schedulers.MSTScheduler(),
+        "OLB": schedulers.OLBScheduler(),
     }
+    in_sagas_order = ("MCT", "MST", "OLB")
     names = tuple(theirs)
     config = search_config("pisa", names=names, chains_per_pair=1, steps=40)
     heatmap = heatmap_search(config, seed=3)
@@ -97,7 +103,10 @@ def test_sagas_makespans_on_the_worst_instances_found():
             task_graph, network, _, _ = dense_to_saga(instance)
             problem = to_problem(instance)
             for name in (names[a], names[b]):
-                ours = schedule(problem, name, ranks="saga").makespan
+                if name in in_sagas_order:
+                    ours = schedule_in_sagas_order(task_graph, network, name)[0].makespan
+                else:
+                    ours = schedule(problem, name, ranks="saga").makespan
                 np.testing.assert_allclose(ours, theirs[name].schedule(network, task_graph).makespan, rtol=1e-6)
 
 

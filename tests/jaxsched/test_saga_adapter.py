@@ -19,7 +19,14 @@ import pytest
 
 from jaxsched.listsched import list_schedule, make_plan, preset, schedule
 from jaxsched.problem import Problem, validate
-from jaxsched.saga_adapter import cost_and_speed, from_saga, import_saga, schedule_from_saga, to_saga
+from jaxsched.saga_adapter import (
+    cost_and_speed,
+    from_saga,
+    import_saga,
+    schedule_from_saga,
+    schedule_in_sagas_order,
+    to_saga,
+)
 
 FAMILIES = ("out_trees", "in_trees", "parallel_chains")
 RTOL = 1e-6  # SAGA's random networks have self links of speed 1e9, taken as instant
@@ -177,3 +184,9 @@ def test_missing_saga_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "saga", None)
     with pytest.raises(ImportError, match="extra `saga`"):
         import_saga()
+
+
+@pytest.mark.parametrize("name", ["HEFT", "MinMin"])
+def test_sagas_order_is_only_for_topological_presets(name):
+    with pytest.raises(ValueError, match="topological order"):
+        schedule_in_sagas_order(None, None, name)  # refused before SAGA's objects are read
