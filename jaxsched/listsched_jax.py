@@ -377,7 +377,7 @@ def plan_batch(
     if config.ranks != "topcuoglu":  # another rank convention: each problem planned by the reference
         shape = fit_shape(problems, shape, "plan_batch")
         return ListPlan(*map(np.stack, zip(*(pad_plan(make_plan(p, config), shape, dtype) for p in problems))))
-    problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch", dtype)
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
     rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
@@ -392,13 +392,13 @@ def plan_batch(
         }[config.priority]()
         position = graph.priority_position(priority)
         order = graph.ready_list_order(position)
-    pin = np.full(graph.task_mask.shape, -1, np.int64)
+    pin = np.full(graph.task_mask.shape, -1, np.int32)
     if config.pinning == "critical_path":
         pin = graph.critical_path_pins(rank_sum)
     elif config.pinning == "fastest_processor":
-        fastest = np.where(graph.proc_mask, graph.comp.sum(axis=1), np.inf).argmin(axis=1)
+        fastest = np.where(graph.proc_mask, graph.comp64().sum(axis=1), np.inf).argmin(axis=1)
         pin = np.where(graph.task_mask, fastest[:, None], -1)
-    draw = np.zeros(graph.task_mask.shape, np.int64)
+    draw = np.zeros(graph.task_mask.shape, np.int32)
     if config.selection == "wba":
         # one seed for every problem, and a Generator draws in sequence: each problem's draws are the
         # first of the longest problem's
@@ -407,11 +407,11 @@ def plan_batch(
         sequence[: longest.num_tasks] = draws(longest, config)
         draw = np.where(graph.task_mask, sequence, 0)
     return ListPlan(
-        position.astype(np.int32),
-        order.astype(np.int32),
-        pin.astype(np.int32),
+        position.astype(np.int32, copy=False),
+        order.astype(np.int32, copy=False),
+        pin.astype(np.int32, copy=False),
         oct_table.astype(dtype) if config.selection == "eft_oct" else np.zeros(graph.comp.shape, dtype),
-        draw.astype(np.int32),
+        draw.astype(np.int32, copy=False),
     )
 
 
@@ -477,7 +477,7 @@ def schedule_batch(
     again with twice the room. The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
-    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch")
+    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
     mesh = batch_mesh(devices)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
