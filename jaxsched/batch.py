@@ -23,7 +23,7 @@ from typing import NamedTuple, Sequence, TypeVar
 import chex
 import numpy as np
 
-from jaxsched.batch_graph import BatchGraph, check_fit, padded
+from jaxsched.batch_graph import BatchGraph, HostBuffers, check_fit, padded, take
 from jaxsched.common.arguments import integer
 from jaxsched.problem import Problem, check_problem
 
@@ -175,25 +175,34 @@ def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: s
     return shape
 
 
+def checked_batch(problems, shape, caller: str) -> tuple[list[Problem], Shape | None]:
+    """`problems` as a list and `shape` as a `Shape` (None stays None): ValueError, naming `caller`, for an
+    empty batch, something not a `Problem` or a size of `shape` that is not a positive integer."""
+    problems = list(problems)
+    if not problems:
+        raise ValueError(f"{caller} needs at least one problem")
+    if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
+        for problem in problems:
+            check_problem(problem)
+    if shape is not None:
+        shape = Shape(*shape)
+        for name, size in shape._asdict().items():
+            integer(f"Shape.{name}", size, 1)
+    return problems, shape
+
+
 def fitted_graph(problems, shape, graph, caller: str, dtype=np.float64) -> tuple[list[Problem], Shape, BatchGraph]:
     """`problems` as a list, the shape they pad to (`shape`; by default the smallest that fits them all, as
     `Shape.of`) and their `BatchGraph` at it (`graph` when given, built for them at `shape` and shared by
     padding and planning; else built with its costs in `dtype`). The fit is checked on the graph's arrays:
     ValueError, naming `caller`, for an empty batch, something not a `Problem`, a problem that does not fit or
     a graph built for other problems."""
-    problems = list(problems)
-    if shape is not None:
-        shape = Shape(*shape)
-        for name, size in shape._asdict().items():
-            integer(f"Shape.{name}", size, 1)
-    elif graph is not None:
-        shape = fit_shape(problems, None, caller)
     if graph is None:
-        if not problems:
-            raise ValueError(f"{caller} needs at least one problem")
-        if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
-            for problem in problems:
-                check_problem(problem)
+        problems, shape = checked_batch(problems, shape, caller)
+    else:
+        problems = list(problems)
+        shape = fit_shape(problems, None, caller) if shape is None else checked_batch(problems, shape, caller)[1]
+    if graph is None:
         if shape is None:
             num_tasks = max(len(p.topological_order) for p in problems)
             graph = BatchGraph.of(problems, num_tasks, max(p.comp.shape[1] for p in problems), dtype)
@@ -212,20 +221,20 @@ def fitted_graph(problems, shape, graph, caller: str, dtype=np.float64) -> tuple
     return problems, shape, graph
 
 
-def _arrivals(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+def _arrivals(problems: list[Problem], task_mask: np.ndarray) -> np.ndarray:
     """[B, T] float64 release times, 0 where padded or not given (one pass over the problems that give them)."""
-    out = np.zeros(graph.task_mask.shape)
+    out = np.zeros(task_mask.shape)
     given = [b for b, p in enumerate(problems) if p.task_arrival is not None]
     if given:
         out[given] = padded([problems[b].task_arrival for b in given], out.shape[1:])
     return out
 
 
-def _links(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+def _links(problems: list[Problem], proc_mask: np.ndarray) -> np.ndarray:
     """[B, P, P] float64 inverse bandwidths (`Problem.inverse_bandwidth`), 0 where padded: 1 between distinct
     real processors of the problems without bandwidths, padded from the others."""
-    num_procs = graph.proc_mask.shape[1]
-    real = graph.proc_mask[:, :, None] & graph.proc_mask[:, None, :]
+    num_procs = proc_mask.shape[1]
+    real = proc_mask[:, :, None] & proc_mask[:, None, :]
     out = np.where(real, 1.0 - np.eye(num_procs), 0.0)
     given = [b for b, p in enumerate(problems) if p.bandwidth is not None]
     if given:
@@ -249,17 +258,34 @@ def pad_costs(
 ) -> PaddedCosts:
     """The `PaddedCosts` of `problems` (those of `pad_problems`, with its checks and errors)."""
     problems, shape, graph = fitted_graph(problems, shape, graph, "pad_costs", dtype)
-    arrival, links = _arrivals(problems, graph), _links(problems, graph)
-    _, largest_sum, data_sum, least_comp, least_data = graph.sizes.T
-    arrays = {"task_arrival": arrival, "inverse bandwidth": links}
+    comp = graph.comp if graph.comp.dtype == dtype else graph.comp64().astype(dtype)
+    return checked_costs(problems, comp, graph.task_mask, graph.proc_mask, graph.sizes, graph.comp64)
+
+
+def checked_costs(problems: list[Problem], comp: np.ndarray, task_mask: np.ndarray, proc_mask: np.ndarray,
+                  sizes: np.ndarray, comp64, buffers: HostBuffers | None = None) -> PaddedCosts:
+    """The `PaddedCosts` of `problems` from their costs `comp` [B, T, P], already padded in the dtype the costs
+    take, their masks and `sizes` (`BatchGraph.sizes`): release times and inverse bandwidths padded (in
+    `buffers` when given), every time checked to fit that dtype (ValueError, as `pad_problems`; `comp64()`:
+    the costs in float64, for the message)."""
+    dtype = comp.dtype
+    links = _links(problems, proc_mask)
+    _, largest_sum, data_sum, least_comp, least_data = sizes.T
+    bounds = largest_sum + data_sum * links.max(axis=(1, 2))
+    arrays = {"inverse bandwidth": links}
+    if all(p.task_arrival is None for p in problems):  # zeros: nothing to check, nothing to convert
+        arrival = take(buffers, "arrival", task_mask.shape, dtype, 0)
+    else:
+        arrival = _arrivals(problems, task_mask)
+        bounds = arrival.max(axis=1) + bounds
+        arrays = {"task_arrival": arrival, **arrays}
     tiny = float(np.finfo(dtype).tiny)
     if (least_data < tiny).any():  # the arrays that hold a value too small, for the message
-        arrays = {"data": padded([p.data for p in problems], (int(graph.counts.max()),)), **arrays}
+        arrays = {"data": padded([p.data for p in problems], (max(len(p.data) for p in problems),)), **arrays}
     if (least_comp < tiny).any():
-        arrays = {"comp": graph.comp64(), **arrays}
-    _check_range(arrays, arrival.max(axis=1) + largest_sum + data_sum * links.max(axis=(1, 2)), dtype)
-    comp = graph.comp if graph.comp.dtype == dtype else graph.comp64().astype(dtype)
-    return PaddedCosts(comp, graph.task_mask, graph.proc_mask, arrival.astype(dtype), links.astype(dtype))
+        arrays = {"comp": comp64(), **arrays}
+    _check_range(arrays, bounds, dtype)
+    return PaddedCosts(comp, task_mask, proc_mask, arrival.astype(dtype, copy=False), links.astype(dtype))
 
 
 class PaddedEdges(NamedTuple):

@@ -217,7 +217,7 @@ def graph_of(comp, row, width, tasks, topo, src, dst, data, base, first, in_ptr,
             if comp[p] != 0.0:
                 least = min(least, comp[p])
         if width <= 128:
-            mean[base + t] = _pairwise_sum(comp, row, width) / width
+            mean[base + t] = pairwise_sum(comp, row, width) / width
         largest_sum += largest
         row += width
     for i in range(num_tasks):
@@ -274,7 +274,7 @@ def build_graph(task_off, procs, edge_off, comp, src, dst, data, topo, in_ptr, i
 
 
 @_jit
-def _pairwise_sum(values, start, count):
+def pairwise_sum(values, start, count):
     """The sum of values[start:start + count] (count <= 128) in the order of NumPy's pairwise summation (its
     add reduction over a contiguous axis): a plain loop below 8 terms, else 8 running sums combined as a tree,
     then the rest one by one. (Longer rows NumPy splits in halves: `mean_costs` leaves those to NumPy.)"""
@@ -303,7 +303,7 @@ def _mean_costs(comp, num_tasks, num_procs):
     out = np.zeros(size * padded_tasks)
     for b in range(size):
         for t in range(num_tasks[b]):
-            out[b * padded_tasks + t] = _pairwise_sum(flat, (b * padded_tasks + t) * width, num_procs[b]) / num_procs[b]
+            out[b * padded_tasks + t] = pairwise_sum(flat, (b * padded_tasks + t) * width, num_procs[b]) / num_procs[b]
     return out
 
 
@@ -326,14 +326,15 @@ def _stable_argsort(key, index, scratch):
     gives way to a bottom-up merge sort (taking the left run's key on ties)."""
     count = len(key)
     budget = 16 * count
+    ordered = np.empty(count)  # the keys of index[:i], moved with them (no indirect load per comparison)
     for i in range(count):
         value = key[i]
         j = i
-        while j > 0 and key[index[j - 1]] > value and budget > 0:
-            index[j] = index[j - 1]
+        while j > 0 and ordered[j - 1] > value and budget > 0:
+            index[j], ordered[j] = index[j - 1], ordered[j - 1]
             j -= 1
             budget -= 1
-        index[j] = i
+        index[j], ordered[j] = i, value
         if budget == 0:
             break
     if budget > 0:
@@ -405,13 +406,13 @@ def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pr
             task[step] = visited
             place[step] = chunk == chunks - 1
             lo = first + chunk * width
-            for w in range(width):
-                if lo + w < end:
-                    pred[step, w] = in_src[lo + w] - base
-                    pred_data[step, w] = in_data[lo + w]
-                else:
-                    pred[step, w] = num_tasks
-                    pred_data[step, w] = 0
+            filled = min(width, end - lo)
+            for w in range(filled):
+                pred[step, w] = in_src[lo + w] - base
+                pred_data[step, w] = in_data[lo + w]
+            for w in range(max(filled, 0), width):
+                pred[step, w] = num_tasks
+                pred_data[step, w] = 0
             step += 1
     for rest in range(step, steps):
         task[rest] = 0

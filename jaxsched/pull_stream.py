@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from jaxsched.batch import PaddedProblem
-from jaxsched.batch_graph import BatchGraph
+from jaxsched.batch_graph import BatchGraph, HostBuffers, take
 from jaxsched.batch_sweeps import stream_of
 
 
@@ -51,14 +51,21 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
         raise ValueError(f"width must be at least 1, got {width}")
     size, num_tasks = order.shape
     tasks = np.diff(graph.task_offsets)
+    stream = empty_streams(size, _stream_lengths(graph.in_ptr, tasks, num_tasks, width), num_tasks, width, dtype)
+    _fill_streams(order, tasks, graph.in_ptr, graph.in_src, graph.in_data, *stream)
+    return stream
+
+
+def empty_streams(size: int, lengths: np.ndarray, num_tasks: int, width: int, dtype,
+                  buffers: HostBuffers | None = None) -> PullStream:
+    """Room for `size` streams of `width` predecessors per micro-step, as long as the longest of `lengths`
+    rounded up to a multiple of ceil(T / 8) (`compact_streams`), in `buffers` when given; every entry left
+    to be written."""
     quantum = -(-num_tasks // 8)
-    steps = max(quantum, -(-int(_stream_lengths(graph.in_ptr, tasks, num_tasks, width).max()) // quantum) * quantum)
-    task = np.empty((size, steps), np.int32)  # every entry written by `_fill_streams`
-    place = np.empty((size, steps), bool)
-    pred = np.empty((size, steps, width), np.int32)
-    pred_data = np.empty((size, steps, width), dtype)
-    _fill_streams(order, tasks, graph.in_ptr, graph.in_src, graph.in_data, task, place, pred, pred_data)
-    return PullStream(task, pred, pred_data, place)
+    steps = max(quantum, -(-int(lengths.max(initial=0)) // quantum) * quantum)
+    return PullStream(*(take(buffers, f"stream {name}", shape, kind) for name, shape, kind in (
+        ("task", (size, steps), np.int32), ("pred", (size, steps, width), np.int32),
+        ("pred_data", (size, steps, width), dtype), ("place", (size, steps), bool))))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -72,7 +79,7 @@ def _stream_lengths(in_ptr, tasks, num_tasks, width):
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill_streams(order, tasks, in_ptr, in_src, in_data, task, place, pred, pred_data):
+def _fill_streams(order, tasks, in_ptr, in_src, in_data, task, pred, pred_data, place):
     """Writes the micro-steps of every problem visiting its tasks in `order` [B, T] (`batch_sweeps.stream_of`),
     tasks[b] real tasks each, over the batch graph's edges by destination."""
     size, num_tasks = order.shape
