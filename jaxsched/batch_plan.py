@@ -25,7 +25,6 @@ from jaxsched.batch_sweeps import (
     pad_rows,
     pairwise_sum,
     priority_position_of,
-    ready_list_order_of,
     stream_of,
 )
 from jaxsched.listsched import ListConfig, ListPlan, draws
@@ -139,19 +138,19 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, diviso
     bandwidth `divisor`; every entry of the outputs written. Only the edges by destination are grouped (the
     stream reads them): the upward rank is taken over them, each task's rank final when the reverse
     topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
-    `upward_rank_of`); and since upward ranks never increase along an edge and ties go to the topological
-    position, the positions increase along every edge, so the visit order is the positions sorted (checked:
-    `ready_list_order_of` otherwise)."""
+    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
+    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum
+    that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding
+    keeps that), and ties go to the topological position, where u comes first."""
     size, num_tasks, num_procs = costs.shape
     most = 1
     for b in range(size):
         most = max(most, edge_off[b + 1] - edge_off[b])
     in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
-    out_ptr, out_dst = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
-    scratch = np.empty((7, num_tasks), np.int64)  # per-task rows of integers, one per use
-    inputs, fill, index, spare, waiting, ready, task_at = scratch
+    scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
+    inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
     row = 0
     for b in range(size):
@@ -203,23 +202,8 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, diviso
                 for k in range(in_ptr[now], in_ptr[now + 1]):
                     best[in_src[k]] = max(best[in_src[k]], in_data[k] / divisor[b] + rank[now])
             priority_position_of(rank, tasks, topo_order, key, index, spare, position[b])
-            forward = True
-            for e in range(e0, e1):
-                forward &= position[b, src[e]] < position[b, dst[e]]
-            if forward:
-                for t in range(num_tasks):
-                    order[b, position[b, t]] = t
-            else:
-                out_ptr[:] = 0  # the edges by source, which `ready_list_order_of` walks
-                for e in range(e0, e1):
-                    out_ptr[src[e] + 1] += 1
-                for t in range(num_tasks):
-                    out_ptr[t + 1] += out_ptr[t]
-                    fill[t] = out_ptr[t]
-                for e in range(e0, e1):
-                    out_dst[fill[src[e]]] = dst[e]
-                    fill[src[e]] += 1
-                ready_list_order_of(position[b], 0, out_ptr, out_dst, inputs, waiting, ready, task_at, order[b])
+            for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
+                order[b, position[b, t]] = t
         else:
             for t in range(num_tasks):
                 position[b, t], order[b, t] = topo_position[t], topo_order[t]
