@@ -196,11 +196,13 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, diviso
         sizes[b, 3], sizes[b, 4] = least, least_data
         if upward:
             best[:] = 0.0
+            linked = divisor[b] != 1.0  # data / 1.0 is the data: no division
             for i in range(num_tasks - 1, -1, -1):
                 now = topo_order[i]
                 rank[now] = mean[now] + best[now]
                 for k in range(in_ptr[now], in_ptr[now + 1]):
-                    best[in_src[k]] = max(best[in_src[k]], in_data[k] / divisor[b] + rank[now])
+                    value = in_data[k] / divisor[b] if linked else in_data[k]
+                    best[in_src[k]] = max(best[in_src[k]], value + rank[now])
             priority_position_of(rank, tasks, topo_order, key, index, spare, position[b])
             for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
                 order[b, position[b, t]] = t
