@@ -19,7 +19,7 @@ from typing import Sequence
 import numba
 import numpy as np
 
-from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_costs
+from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
 from jaxsched.batch_graph import FlatBatch, HostBuffers, check_fit, mean_bandwidths, take
 from jaxsched.batch_sweeps import (
     pad_rows,
@@ -66,6 +66,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
     None for the other; every array in `buffers` when given (valid until they are taken again). ValueError as
     `pad_problems` for a problem that does not fit or times beyond `dtype`."""
+    problems, shape = checked_batch(problems, shape, "plan_flat")
     flat = FlatBatch.read(problems, buffers)
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
@@ -103,7 +104,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
                         out=take(buffers, "task_mask", (size, num_tasks), bool))
     proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
-    costs = checked_costs(list(problems), comp, task_mask, proc_mask, sizes, comp64, buffers)
+    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers)
     oct_table = take(buffers, "oct", comp.shape, dtype, 0)
     draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
     plans = ListPlan(position, order, pin, oct_table, draw)

@@ -497,7 +497,9 @@ def schedule_batch(
     `devices` (`jaxsched.common.batch_mesh`: default all devices; the schedules do not depend on it);
     `options` override the preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per
     processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
-    again with twice the room. The GA batches differently: `jaxsched.evolve_padded`."""
+    again with twice the room. On one device the host arrays are built in buffers kept for the next call
+    of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors).
+    The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     mesh = batch_mesh(devices)

@@ -57,6 +57,8 @@ def test_a_shape_given_is_kept_and_checked():
         plan_flat(problems, PRESETS["HEFT"], shape._replace(max_in_degree=1))
     with pytest.raises(ValueError, match="more than the padded capacity 3"):
         plan_flat(problems, PRESETS["MinMin"], shape._replace(num_tasks=3))
+    with pytest.raises(ValueError, match="plan_flat needs at least one problem"):
+        plan_flat([], PRESETS["HEFT"], None)
 
 
 def test_buffers_are_reused_and_grow():
