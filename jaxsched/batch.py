@@ -23,7 +23,7 @@ from typing import NamedTuple, Sequence, TypeVar
 import chex
 import numpy as np
 
-from jaxsched.batch_graph import BatchGraph, padded
+from jaxsched.batch_graph import BatchGraph, HostBuffers, check_fit, padded, take
 from jaxsched.common.arguments import integer
 from jaxsched.problem import Problem, check_problem
 
@@ -175,62 +175,66 @@ def fit_shape(problems: Sequence[Problem], shape: Shape | None = None, caller: s
     return shape
 
 
-def fitted_graph(problems, shape, graph, caller: str) -> tuple[list[Problem], Shape, BatchGraph]:
-    """`problems` as a list, the shape they pad to (`fit_shape`; `shape` when given) and their `BatchGraph` at
-    it (`graph` when given, built for them at `shape` and shared by padding and planning). With a `shape`, the
-    fit is checked on the graph's arrays (one pass over the problems for their sizes, none with a `graph`):
-    ValueError, naming `caller`, for an empty batch, something not a `Problem`, a problem that does not fit
-    or a graph built for other problems."""
+def checked_batch(problems, shape, caller: str) -> tuple[list[Problem], Shape | None]:
+    """`problems` as a list and `shape` as a `Shape` (None stays None): ValueError, naming `caller`, for an
+    empty batch, something not a `Problem` or a size of `shape` that is not a positive integer."""
     problems = list(problems)
-    if shape is None:
-        shape = fit_shape(problems, None, caller)
-    else:
+    if not problems:
+        raise ValueError(f"{caller} needs at least one problem")
+    if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
+        for problem in problems:
+            check_problem(problem)
+    if shape is not None:
         shape = Shape(*shape)
         for name, size in shape._asdict().items():
             integer(f"Shape.{name}", size, 1)
+    return problems, shape
+
+
+def fitted_graph(problems, shape, graph, caller: str, dtype=np.float64) -> tuple[list[Problem], Shape, BatchGraph]:
+    """`problems` as a list, the shape they pad to (`shape`; by default the smallest that fits them all, as
+    `Shape.of`) and their `BatchGraph` at it (`graph` when given, built for them at `shape` and shared by
+    padding and planning; else built with its costs in `dtype`). The fit is checked on the graph's arrays:
+    ValueError, naming `caller`, for an empty batch, something not a `Problem`, a problem that does not fit or
+    a graph built for other problems."""
     if graph is None:
-        if not problems:
-            raise ValueError(f"{caller} needs at least one problem")
-        if set(map(type, problems)) != {Problem}:  # one pass in C; the loop names the first that is not one
-            for problem in problems:
-                check_problem(problem)
-        sizes = np.array([p.comp.shape for p in problems], np.int64)
-        _check_fit((("tasks", sizes[:, 0], shape.num_tasks), ("processors", sizes[:, 1], shape.num_procs)))
-        graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+        problems, shape = checked_batch(problems, shape, caller)
+    else:
+        problems = list(problems)
+        shape = fit_shape(problems, None, caller) if shape is None else checked_batch(problems, shape, caller)[1]
+    if graph is None:
+        if shape is None:
+            num_tasks = max(len(p.topological_order) for p in problems)
+            graph = BatchGraph.of(problems, num_tasks, max(p.comp.shape[1] for p in problems), dtype)
+            shape = Shape(num_tasks, graph.comp.shape[2], max(1, int(graph.counts.max())),
+                          max(1, int(graph.sizes[:, 0].max())))
+        else:
+            graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs, dtype)
     built = (len(graph.task_mask), *graph.comp.shape[1:])
     if built != (len(problems), shape.num_tasks, shape.num_procs):
         raise ValueError(
             f"{caller}: the graph holds {built[0]} problems padded to {built[1]} tasks and {built[2]} processors, "
             f"not {len(problems)} at {shape.num_tasks} and {shape.num_procs}"
         )
-    in_degree = np.diff(graph.in_ptr).reshape(len(problems), -1).max(axis=1)
-    _check_fit((("edges", graph.counts, shape.num_edges), ("incoming edges of a task", in_degree, shape.max_in_degree)))
+    in_degree = graph.sizes[:, 0].astype(np.int64)
+    check_fit((("edges", graph.counts, shape.num_edges), ("incoming edges of a task", in_degree, shape.max_in_degree)))
     return problems, shape, graph
 
 
-def _check_fit(sizes) -> None:
-    """Raises ValueError naming the first problem whose size exceeds its capacity, for (what, [B] sizes, capacity)."""
-    for what, per_problem, capacity in sizes:
-        over = np.flatnonzero(per_problem > capacity)
-        if over.size:
-            b = int(over[0])
-            raise ValueError(f"problem {b} has {per_problem[b]} {what}, more than the padded capacity {capacity}")
-
-
-def _arrivals(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+def _arrivals(problems: list[Problem], task_mask: np.ndarray) -> np.ndarray:
     """[B, T] float64 release times, 0 where padded or not given (one pass over the problems that give them)."""
-    out = np.zeros(graph.task_mask.shape)
+    out = np.zeros(task_mask.shape)
     given = [b for b, p in enumerate(problems) if p.task_arrival is not None]
     if given:
         out[given] = padded([problems[b].task_arrival for b in given], out.shape[1:])
     return out
 
 
-def _links(problems: list[Problem], graph: BatchGraph) -> np.ndarray:
+def _links(problems: list[Problem], proc_mask: np.ndarray) -> np.ndarray:
     """[B, P, P] float64 inverse bandwidths (`Problem.inverse_bandwidth`), 0 where padded: 1 between distinct
     real processors of the problems without bandwidths, padded from the others."""
-    num_procs = graph.proc_mask.shape[1]
-    real = graph.proc_mask[:, :, None] & graph.proc_mask[:, None, :]
+    num_procs = proc_mask.shape[1]
+    real = proc_mask[:, :, None] & proc_mask[:, None, :]
     out = np.where(real, 1.0 - np.eye(num_procs), 0.0)
     given = [b for b, p in enumerate(problems) if p.bandwidth is not None]
     if given:
@@ -253,15 +257,35 @@ def pad_costs(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedCosts:
     """The `PaddedCosts` of `problems` (those of `pad_problems`, with its checks and errors)."""
-    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_costs")
-    comp, data = graph.comp, graph.data
-    arrival, links = _arrivals(problems, graph), _links(problems, graph)
-    _check_range(
-        {"comp": comp, "data": data[:, None], "task_arrival": arrival, "inverse bandwidth": links},
-        _time_bounds(comp, arrival, np.bincount(graph.batch, data, minlength=len(problems)), links),
-        dtype,
-    )
-    return PaddedCosts(comp.astype(dtype), graph.task_mask, graph.proc_mask, arrival.astype(dtype), links.astype(dtype))
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_costs", dtype)
+    comp = graph.comp if graph.comp.dtype == dtype else graph.comp64().astype(dtype)
+    return checked_costs(problems, comp, graph.task_mask, graph.proc_mask, graph.sizes, graph.comp64)
+
+
+def checked_costs(problems: list[Problem], comp: np.ndarray, task_mask: np.ndarray, proc_mask: np.ndarray,
+                  sizes: np.ndarray, comp64, buffers: HostBuffers | None = None) -> PaddedCosts:
+    """The `PaddedCosts` of `problems` from their costs `comp` [B, T, P], already padded in the dtype the costs
+    take, their masks and `sizes` (`BatchGraph.sizes`): release times and inverse bandwidths padded (in
+    `buffers` when given), every time checked to fit that dtype (ValueError, as `pad_problems`; `comp64()`:
+    the costs in float64, for the message)."""
+    dtype = comp.dtype
+    links = _links(problems, proc_mask)
+    _, largest_sum, data_sum, least_comp, least_data = sizes.T
+    bounds = largest_sum + data_sum * links.max(axis=(1, 2))
+    arrays = {"inverse bandwidth": links}
+    if all(p.task_arrival is None for p in problems):  # zeros: nothing to check, nothing to convert
+        arrival = take(buffers, "arrival", task_mask.shape, dtype, 0)
+    else:
+        arrival = _arrivals(problems, task_mask)
+        bounds = arrival.max(axis=1) + bounds
+        arrays = {"task_arrival": arrival, **arrays}
+    tiny = float(np.finfo(dtype).tiny)
+    if (least_data < tiny).any():  # the arrays that hold a value too small, for the message
+        arrays = {"data": padded([p.data for p in problems], (max(len(p.data) for p in problems),)), **arrays}
+    if (least_comp < tiny).any():
+        arrays = {"comp": comp64(), **arrays}
+    _check_range(arrays, bounds, dtype)
+    return PaddedCosts(comp, task_mask, proc_mask, arrival.astype(dtype, copy=False), links.astype(dtype))
 
 
 class PaddedEdges(NamedTuple):
@@ -278,10 +302,10 @@ def pad_edges(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
 ) -> PaddedEdges:
     """The `PaddedEdges` of `problems` (those of `pad_problems`; its times are checked by `pad_costs`)."""
-    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_edges")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_edges", dtype)
     size, num_edges, counts = len(problems), shape.num_edges, graph.counts
-    index = np.arange(len(graph.batch)) - np.repeat(np.cumsum(counts) - counts, counts)  # edge index in its problem
-    flat = graph.batch * num_edges + index  # into [B, E] flattened
+    # edge e of problem b lands at b * E + e - edge_offsets[b] of [B, E] flattened
+    flat = np.arange(len(graph.src)) + np.repeat(np.arange(size) * num_edges - graph.edge_offsets[:-1], counts)
     edge_src, edge_dst = np.zeros(size * num_edges, np.int32), np.zeros(size * num_edges, np.int32)
     edge_data = np.zeros(size * num_edges, dtype)
     edge_src[flat], edge_dst[flat], edge_data[flat] = graph.src, graph.dst, graph.data
@@ -300,16 +324,16 @@ def pad_problems(
     `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
     docstring). Vectorised over the batch: the edges of every problem are handled as one array.
     `graph`: the problems' `BatchGraph` at `shape`, when already built (planning shares it)."""
-    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_problems")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "pad_problems", dtype)
     num_tasks, _, _, max_in_degree = shape
     size = len(problems)
     costs = pad_costs(problems, shape, dtype, graph)
     edges = pad_edges(problems, shape, dtype, graph)
-    grouped, slot, _ = graph.input_slots()  # incoming edges grouped by task, their place among its inputs
-    flat = grouped * max_in_degree + slot  # into [B, T, K] flattened
+    owner, slot = graph.input_slots()  # incoming edges grouped by task, their place among its inputs
+    flat = owner * max_in_degree + slot  # into [B, T, K] flattened
     pred = np.full(size * num_tasks * max_in_degree, num_tasks, np.int32)
     pred_data = np.zeros(size * num_tasks * max_in_degree, dtype)
-    pred[flat], pred_data[flat] = graph.src[graph.in_order], graph.data[graph.in_order]
+    pred[flat], pred_data[flat] = graph.in_src % num_tasks, graph.in_data
     rank = graph.upward_rank()
     heft_order = np.argsort(graph.priority_position(rank), axis=1)
     return PaddedProblem(

@@ -8,10 +8,11 @@ ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list v
 (`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.batch_sweeps`, priority
 positions by one stable sort per problem.
 
-Building it touches each problem once per array it reads (costs, edges, topological order), with no
-other per-problem Python: the edges are grouped by task over the whole batch (`batch_sweeps.group_by`),
-not read from each problem's `in_edges` / `out_edges`, and problems of unequal sizes are padded by one
-scatter of their concatenated arrays.
+Building it reads each problem's arrays once (costs, edges, topological order: one list and one
+concatenation per array over the batch), then one compiled pass (`batch_sweeps.build_graph`) pads the
+costs, groups the edges by task (in place of each problem's `in_edges` / `out_edges`), pads the
+topological orders and takes the mean costs and the sizes the padding checks, problem by problem while
+its arrays are in cache.
 """
 
 from __future__ import annotations
@@ -49,61 +50,172 @@ def padded(arrays: Sequence[np.ndarray], shape: tuple[int, ...], fill=0, dtype=n
     return out
 
 
+def check_fit(sizes) -> None:
+    """Raises ValueError naming the first problem whose size exceeds its capacity, for (what, [B] sizes, capacity)."""
+    for what, per_problem, capacity in sizes:
+        over = np.flatnonzero(per_problem > capacity)
+        if over.size:
+            b = int(over[0])
+            raise ValueError(f"problem {b} has {per_problem[b]} {what}, more than the padded capacity {capacity}")
+
+
+def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
+    """[N + 1] where each of `arrays` starts in their concatenation, and its end."""
+    offsets = np.zeros(len(arrays) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
+    return offsets
+
+
+class HostBuffers:
+    """Host arrays reused from one call to the next, by name: fresh memory costs a page fault per 4 KiB page
+    the first time it is written (on the KVM guest measured, allocating and writing the 15 KB per 100-task
+    problem that the batch graph holds took 7.3 us of CPU per problem, 0.35 on reused memory), so a caller that
+    plans batch after batch and lets no array outlive its call (`schedule_batch`, whose arrays reach the device
+    as copies) passes the same buffers. Each name keeps the largest array asked for; an array taken is valid
+    until the same name is taken again."""
+
+    def __init__(self):
+        self._bytes: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype, fill=None) -> np.ndarray:
+        """An array of `shape` and `dtype` in the buffer `name` (its old contents, or `fill` everywhere)."""
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape)) * dtype.itemsize
+        held = self._bytes.get(name)
+        if held is None or held.size < size:
+            held = self._bytes[name] = np.empty(max(size, 1), np.uint8)
+        array = held[:size].view(dtype).reshape(shape)
+        if fill is not None:
+            array.fill(fill)
+        return array
+
+
+def take(buffers: HostBuffers | None, name: str, shape: tuple[int, ...], dtype, fill=None) -> np.ndarray:
+    """`buffers.take(...)`, or a new array when `buffers` is None."""
+    if buffers is not None:
+        return buffers.take(name, shape, dtype, fill)
+    return np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
+
+
+class FlatBatch(NamedTuple):
+    """A batch's arrays, each concatenated over its problems: what the compiled passes read."""
+
+    task_offsets: np.ndarray  # [B + 1] where each problem's tasks start in `topo` (and its rows in `comp`)
+    procs: np.ndarray  # [B] processors of each problem
+    edge_offsets: np.ndarray  # [B + 1] where each problem's edges start in `src`, `dst`, `data`
+    comp: np.ndarray  # every problem's comp [T_b, P_b] raveled, concatenated (float64)
+    src: np.ndarray  # [E] source task within its problem
+    dst: np.ndarray  # [E] destination task within its problem
+    data: np.ndarray  # [E]
+    topo: np.ndarray  # every problem's canonical topological order, concatenated
+
+    @classmethod
+    def read(cls, problems: Sequence[Problem], buffers: HostBuffers | None = None) -> "FlatBatch":
+        """The arrays of `problems`: one list and one concatenation per array over the batch (into `buffers`)."""
+        orders, comps = [p.topological_order for p in problems], [p.comp for p in problems]
+        srcs = [p.src for p in problems]
+        task_offsets, edge_offsets = _offsets(orders), _offsets(srcs)
+        procs = np.fromiter((c.shape[1] for c in comps), np.int64, len(comps))
+        tasks, edges = int(task_offsets[-1]), int(edge_offsets[-1])
+
+        def joined(name, arrays, size, dtype):
+            return np.concatenate(arrays, axis=None, out=take(buffers, name, (size,), dtype))
+
+        return cls(
+            task_offsets=task_offsets,
+            procs=procs,
+            edge_offsets=edge_offsets,
+            comp=joined("comp", comps, int(np.dot(np.diff(task_offsets), procs)), np.float64),
+            src=joined("src", srcs, edges, np.int64),
+            dst=joined("dst", [p.dst for p in problems], edges, np.int64),
+            data=joined("data", [p.data for p in problems], edges, np.float64),
+            topo=joined("topo", orders, tasks, np.int64),
+        )
+
+    def check_fit(self, num_tasks: int, num_procs: int, num_edges: int | None = None) -> None:
+        """Raises ValueError naming the first problem with more tasks, processors or edges than given."""
+        sizes = [("tasks", np.diff(self.task_offsets), num_tasks), ("processors", self.procs, num_procs)]
+        if num_edges is not None:
+            sizes.append(("edges", np.diff(self.edge_offsets), num_edges))
+        check_fit(sizes)
+
+
+def mean_bandwidths(problems: Sequence[Problem]) -> np.ndarray:
+    """[B] each problem's mean bandwidth between distinct processors (`jaxsched.heft.mean_bandwidth`), 1 for
+    those without bandwidths or with one processor (data / 1.0 is data: their mean transfer is the data)."""
+    divisor = np.ones(len(problems))
+    linked = [b for b, p in enumerate(problems) if p.bandwidth is not None and p.num_procs > 1]
+    divisor[linked] = [mean_bandwidth(problems[b]) for b in linked]
+    return divisor
+
+
 class BatchGraph(NamedTuple):
     """Every problem of a batch as one graph of B * T tasks (module docstring)."""
 
     problems: Sequence[Problem]
-    comp: np.ndarray  # [B, T, P] float64, 0 where padded
+    comp: np.ndarray  # [B, T, P] in the dtype `of` was given (default float64), 0 where padded
     task_mask: np.ndarray  # [B, T] bool
     proc_mask: np.ndarray  # [B, P] bool
+    task_offsets: np.ndarray  # [B + 1] where each problem's tasks start in the concatenation of their rows
+    flat_comp: np.ndarray  # every problem's comp [T_b, P_b] raveled, concatenated (float64)
     counts: np.ndarray  # [B] edges of each problem
-    batch: np.ndarray  # [E] problem of each edge (edges of problem 0 first, in its order)
-    src: np.ndarray  # [E] source task within its problem
+    edge_offsets: np.ndarray  # [B + 1] where each problem's edges start in `src`, `dst`, `data`
+    src: np.ndarray  # [E] source task within its problem (edges of problem 0 first, in its order)
     dst: np.ndarray  # [E] destination task within its problem
     data: np.ndarray  # [E]
-    in_ptr: np.ndarray  # [B * T + 1] where each global task's incoming edges start in `in_order`
-    in_order: np.ndarray  # [E] edges sorted by global destination (each problem's `in_edges` order)
-    out_ptr: np.ndarray  # [B * T + 1] where each global task's outgoing edges start in `out_order`
-    out_order: np.ndarray  # [E] edges sorted by global source (each problem's `out_edges` order)
-    topo_order: np.ndarray  # [B, T] canonical topological order, padded tasks last in index order
-    position: np.ndarray  # [B, T] place of each task in `topo_order`
+    in_ptr: np.ndarray  # [B * T + 1] where each global task's incoming edges start in `in_src`, `in_data`
+    in_src: np.ndarray  # [E] the edges' global sources (b * T + t), by destination (each problem's `in_edges` order)
+    in_data: np.ndarray  # [E] their data
+    out_ptr: np.ndarray  # [B * T + 1] where each global task's outgoing edges start in `out_dst`, `out_data`
+    out_dst: np.ndarray  # [E] the edges' global destinations, by source (each problem's `out_edges` order)
+    out_data: np.ndarray  # [E] their data
+    topo_order: np.ndarray  # [B, T] int32 canonical topological order, padded tasks last in index order
+    position: np.ndarray  # [B, T] int32 place of each task in `topo_order`
+    sizes: np.ndarray  # [B, 5] per problem: most incoming edges of a task, sum of each task's largest cost,
+    # sum of the data, least non-zero cost and least non-zero datum (`batch_sweeps.build_graph`)
     memo: dict  # quantities computed so far (read-only arrays), shared by padding and planning
 
     @classmethod
-    def of(cls, problems: Sequence[Problem], num_tasks: int, num_procs: int) -> "BatchGraph":
-        """The batch graph of `problems`, padded to `num_tasks` tasks and `num_procs` processors."""
-        size = len(problems)
-        sizes = np.array([(*p.comp.shape, p.src.shape[0]) for p in problems], np.int64).reshape(size, 3)
-        tasks, procs, counts = sizes[:, 0], sizes[:, 1], sizes[:, 2]
-        batch = np.repeat(np.arange(size), counts)
-        src = np.concatenate([p.src for p in problems])
-        dst = np.concatenate([p.dst for p in problems])
-        in_ptr, in_order = batch_sweeps.group_by(batch * num_tasks + dst, size * num_tasks)
-        out_ptr, out_order = batch_sweeps.group_by(batch * num_tasks + src, size * num_tasks)
-        topo_order = padded([p.topological_order for p in problems], (num_tasks,), -1, np.int64, tasks)
-        unused = topo_order < 0
-        if unused.any():
-            topo_order[unused] = np.broadcast_to(np.arange(num_tasks), topo_order.shape)[unused]
-        position = np.empty_like(topo_order)
-        position[np.arange(size)[:, None], topo_order] = np.arange(num_tasks)
-        return cls(
+    def of(cls, problems: Sequence[Problem], num_tasks: int, num_procs: int, dtype=np.float64) -> "BatchGraph":
+        """The batch graph of `problems`, padded to `num_tasks` tasks and `num_procs` processors (ValueError,
+        naming the first problem, when one has more), its costs `comp` in `dtype` (`comp64` gives them in
+        float64 for the DAG quantities)."""
+        size, flat = len(problems), FlatBatch.read(problems)
+        flat.check_fit(num_tasks, num_procs)
+        task_off, procs, edge_off, flat_comp, src, dst, data, topo = flat
+        tasks = np.diff(task_off)
+        slots, total = size * num_tasks, len(src)
+        index = np.int32 if max(slots, total) < 2**31 else np.int64
+        comp = np.zeros((size, num_tasks, num_procs), dtype)
+        batch_sweeps.pad_rows(task_off, procs, flat_comp, comp)
+        arrays = dict(
+            in_ptr=np.empty(slots + 1, index), in_src=np.empty(total, index), in_data=np.empty(total),
+            out_ptr=np.empty(slots + 1, index), out_dst=np.empty(total, index), out_data=np.empty(total),
+            topo_order=np.empty((size, num_tasks), np.int32), position=np.empty((size, num_tasks), np.int32),
+        )
+        mean, sizes = np.empty(slots), np.empty((size, 5))
+        batch_sweeps.build_graph(task_off, procs, edge_off, flat_comp, src, dst, data, topo, *arrays.values(), mean,
+                                 sizes)
+        graph = cls(
             problems=problems,
-            comp=padded([p.comp for p in problems], (num_tasks, num_procs), sizes=sizes[:, :2]),
+            comp=comp,
             task_mask=np.arange(num_tasks)[None, :] < tasks[:, None],
             proc_mask=np.arange(num_procs)[None, :] < procs[:, None],
-            counts=counts,
-            batch=batch,
+            task_offsets=task_off,
+            flat_comp=flat_comp,
+            counts=np.diff(edge_off),
+            edge_offsets=edge_off,
             src=src,
             dst=dst,
-            data=np.concatenate([p.data for p in problems]),
-            in_ptr=in_ptr,
-            in_order=in_order,
-            out_ptr=out_ptr,
-            out_order=out_order,
-            topo_order=topo_order,
-            position=position,
+            data=data,
+            **arrays,
+            sizes=sizes,
             memo={},
         )
+        if num_procs <= 128:
+            graph._cached("_mean_comp", lambda: mean)
+        return graph
+
 
     def _cached(self, name: str, compute):
         """`compute()`, once per graph (made read-only: callers share it)."""
@@ -115,57 +227,55 @@ class BatchGraph(NamedTuple):
             self.memo[name] = value
         return self.memo[name]
 
+    def comp64(self) -> np.ndarray:
+        """[B, T, P] float64 the costs, 0 where padded (`comp` itself when it is float64)."""
+        if self.comp.dtype == np.float64:
+            return self.comp
+        return self._cached("comp64", self._compute_comp64)
+
+    def _compute_comp64(self) -> np.ndarray:
+        comp = np.zeros(self.comp.shape)
+        batch_sweeps.pad_rows(self.task_offsets, self.proc_mask.sum(axis=1), self.flat_comp, comp)
+        return comp
+
     @property
     def num_tasks(self) -> int:
         """T, the padded task count."""
         return self.task_mask.shape[1]
 
-    def global_src(self) -> np.ndarray:
-        """[E] edge sources numbered over the batch (b * T + t)."""
-        return self.batch * self.num_tasks + self.src
-
-    def global_dst(self) -> np.ndarray:
-        """[E] edge destinations numbered over the batch."""
-        return self.batch * self.num_tasks + self.dst
-
-    def input_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(owner, slot, inputs): for the edges in `in_order`, the global destination task and the edge's
-        place among that task's inputs (`Problem.in_edges` order); and [B * T] each task's in-degree."""
+    def input_slots(self) -> tuple[np.ndarray, np.ndarray]:
+        """(owner, slot): for the edges by destination (`in_src`), the global destination task and the edge's
+        place among that task's inputs (`Problem.in_edges` order)."""
         return self._cached("input_slots", self._compute_input_slots)
 
     def _compute_input_slots(self):
-        owner = self.global_dst()[self.in_order]
-        return owner, np.arange(len(owner)) - self.in_ptr[owner], np.diff(self.in_ptr)
+        owner = np.repeat(np.arange(len(self.in_ptr) - 1), np.diff(self.in_ptr))
+        return owner, np.arange(len(owner)) - self.in_ptr[owner]
+
+    def in_degree(self) -> np.ndarray:
+        """[B * T] each global task's incoming edges."""
+        return self._cached("in_degree", lambda: np.diff(self.in_ptr))
 
     def _mean_comp(self) -> np.ndarray:
         """[B * T] mean execution time over each problem's processors (`comp.mean(axis=1)`); 0 padded."""
         return self._cached("_mean_comp", self._compute_mean_comp)
 
-    def _compute_mean_comp(self) -> np.ndarray:
-        return batch_sweeps.mean_costs(self.comp, self.task_mask.sum(axis=1), self.proc_mask.sum(axis=1))
+    def _compute_mean_comp(self) -> np.ndarray:  # more than 128 processors (`BatchGraph.of` computes the rest)
+        return batch_sweeps.mean_costs(self.comp64(), self.task_mask.sum(axis=1), self.proc_mask.sum(axis=1))
 
     def _rows(self, by_source: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The edges in compressed rows by global source (`by_source`, each problem's `out_edges` order) or
         destination (`in_edges` order): ([B * T + 1] row starts, [E] the task at the other end, [E] the
-        edge's mean transfer time)."""
+        edge's mean transfer time, `jaxsched.heft.mean_communication`)."""
         return self._cached(f"rows {by_source}", lambda: self._compute_rows(by_source))
 
     def _compute_rows(self, by_source: bool):
-        ptr, order = (self.out_ptr, self.out_order) if by_source else (self.in_ptr, self.in_order)
-        other = self.global_dst() if by_source else self.global_src()
-        return ptr, other[order], self._edge_value()[order]
-
-    def _edge_value(self) -> np.ndarray:
-        """[E] mean transfer time of each edge (`jaxsched.heft.mean_communication`)."""
-        return self._cached("_edge_value", self._compute_edge_value)
-
-    def _compute_edge_value(self) -> np.ndarray:
-        linked = [b for b, p in enumerate(self.problems) if p.bandwidth is not None and p.num_procs > 1]
-        if not linked:
-            return self.data
-        divisor = np.ones(len(self.problems))  # data / 1.0 is data: the problems without bandwidths
-        divisor[linked] = [mean_bandwidth(self.problems[b]) for b in linked]
-        return self.data / divisor[self.batch]
+        ptr, other, data = (self.out_ptr, self.out_dst, self.out_data) if by_source else (
+            self.in_ptr, self.in_src, self.in_data)
+        divisor = mean_bandwidths(self.problems)
+        if (divisor == 1.0).all():
+            return ptr, other, data
+        return ptr, other, data / divisor[other // self.num_tasks]
 
     def upward_rank(self) -> np.ndarray:
         """[B, T] `jaxsched.heft.upward_rank` of every problem; 0 padded."""
@@ -188,7 +298,7 @@ class BatchGraph(NamedTuple):
         return self._cached("optimistic_cost_table", self._compute_optimistic_cost_table)
 
     def _compute_optimistic_cost_table(self) -> np.ndarray:
-        comp = self.comp.reshape(-1, self.comp.shape[2])
+        comp = self.comp64().reshape(-1, self.comp.shape[2])
         table = batch_sweeps.optimistic_cost_tables(
             self.topo_order, *self._rows(by_source=True), comp, self.proc_mask
         )
@@ -202,7 +312,8 @@ class BatchGraph(NamedTuple):
     def priority_position(self, priority: np.ndarray) -> np.ndarray:
         """[B, T] `jaxsched.priorities.priority_position` from priorities [B, T]: decreasing priority,
         ties by topological position (a stable sort of the topological order); padded tasks last."""
-        return batch_sweeps.priority_positions(np.asarray(priority, np.float64), self.task_mask, self.topo_order)
+        priority = np.asarray(priority, np.float64)
+        return batch_sweeps.priority_positions(priority, np.diff(self.task_offsets), self.topo_order)
 
     def critical_path_pins(self, total: np.ndarray) -> np.ndarray:
         """[B, T] CPOP's pins (`jaxsched.priorities.critical_path`) from the rank sums `total` [B, T]
@@ -211,7 +322,7 @@ class BatchGraph(NamedTuple):
         on_path = self.task_mask & np.isclose(total, length, rtol=1e-9, atol=0.0)
         ptr, successor, _ = self._rows(by_source=True)
         return batch_sweeps.critical_path_pins(
-            on_path, self.position, ptr, successor, np.diff(self.in_ptr), self.comp, self.proc_mask
+            on_path, self.position, ptr, successor, self.in_degree(), self.comp64(), self.proc_mask
         )
 
     def ready_list_order(self, position: np.ndarray) -> np.ndarray:
@@ -219,4 +330,4 @@ class BatchGraph(NamedTuple):
         scheduler that always takes the ready task of lowest `position` visits them; padded tasks last
         (their positions are the largest)."""
         ptr, successor, _ = self._rows(by_source=True)
-        return batch_sweeps.ready_list_orders(position, ptr, successor, np.diff(self.in_ptr))
+        return batch_sweeps.ready_list_orders(position, ptr, successor, self.in_degree())

@@ -8,12 +8,13 @@ replaces a level-by-level vectorised NumPy sweep, whose Python loop over levels 
 cost more than the arithmetic on batches of small DAGs (1,024 problems of 100 tasks: CPOP's planning
 58 -> 19 ms, PEFT's 71 -> 18 ms). Compiled code is cached on disk (`cache=True`).
 
-The glue around the walks is compiled too, each step one pass over the batch's arrays: grouping the edges
-by task (`group_by`, a stable counting sort in place of per-problem `in_edges` / `out_edges`), mean costs
-(`mean_costs`, NumPy's own summation order) and priority positions (`priority_positions`, one stable
-sort per problem); NumPy's reductions over a short last axis and its sort along rows cost more per
-problem than the walks themselves (4,096 problems of 100 tasks on 4 processors: 2.6 us each for the
-mean, 4.6 us for the sort).
+The glue around the walks is compiled too, each step one pass over the batch's arrays: building the batch
+graph from the problems' concatenated arrays (`build_graph`: padding, grouping the edges by task with a
+stable counting sort in place of per-problem `in_edges` / `out_edges`, mean costs in NumPy's own summation
+order, the sizes the padding checks), mean costs of other tables (`mean_costs`) and priority positions
+(`priority_positions`, one stable sort per problem); NumPy's reductions over a short last axis and its sort
+along rows cost more per problem than the walks themselves (4,096 problems of 100 tasks on 4 processors:
+2.6 us each for the mean, 4.6 us for the sort).
 """
 
 from __future__ import annotations
@@ -25,18 +26,26 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
+def upward_rank_of(topo, base, out_ptr, out_dst, edge_value, mean_comp, rank):
+    """Writes rank_u of one problem's tasks (`jaxsched.heft.upward_rank`) into `rank`: `topo` [T] its
+    topological order, its task t numbered base + t in `out_ptr`, `out_dst` and `edge_value` (the edges by
+    source), `mean_comp` and `rank`."""
+    for i in range(len(topo) - 1, -1, -1):
+        task = base + topo[i]
+        best = 0.0
+        for k in range(out_ptr[task], out_ptr[task + 1]):
+            best = max(best, edge_value[k] + rank[out_dst[k]])
+        rank[task] = mean_comp[task] + best
+
+
+@_jit
 def upward_ranks(topo, out_ptr, out_dst, edge_value, mean_comp):
     """[B * T] rank_u of every task (`jaxsched.heft.upward_rank`): `topo` [B, T] each problem's
     topological order; `out_ptr` [B * T + 1], `out_dst` and `edge_value` [E] the edges by source."""
     size, num_tasks = topo.shape
     rank = np.zeros(size * num_tasks)
     for b in range(size):
-        for i in range(num_tasks - 1, -1, -1):
-            task = b * num_tasks + topo[b, i]
-            best = 0.0
-            for k in range(out_ptr[task], out_ptr[task + 1]):
-                best = max(best, edge_value[k] + rank[out_dst[k]])
-            rank[task] = mean_comp[task] + best
+        upward_rank_of(topo[b], b * num_tasks, out_ptr, out_dst, edge_value, mean_comp, rank)
     return rank
 
 
@@ -90,7 +99,7 @@ def critical_path_pins(on_path, position, out_ptr, out_dst, in_degree, comp, pro
     `position` among those `on_path` [B, T], the path through the on-path successor of least position at
     each step, pinned to the processor of least total cost over it (`comp` [B, T, P]); -1 elsewhere."""
     size, num_tasks, num_procs = comp.shape
-    pin = np.full((size, num_tasks), -1, np.int64)
+    pin = np.full((size, num_tasks), -1, np.int32)
     path = np.empty(num_tasks, np.int64)
     load = np.empty(num_procs)
     for b in range(size):
@@ -123,95 +132,178 @@ def critical_path_pins(on_path, position, out_ptr, out_dst, in_degree, comp, pro
 
 
 @_jit
+def ready_list_order_of(position, base, out_ptr, out_dst, in_degree, waiting, ready, task_at, order):
+    """Writes into `order` [T] the order in which a list scheduler taking the ready task of lowest `position`
+    [T] (a permutation of 0..T-1) visits one problem's tasks (`jaxsched.listsched.ready_list_order`): its
+    task t numbered base + t in `out_ptr`, `out_dst` (the edges by source) and `in_degree`; `waiting`,
+    `ready` and `task_at` [T] scratch."""
+    num_tasks = len(position)
+    forward = True  # positions increase along every edge: the order is the positions sorted
+    for t in range(num_tasks):
+        for k in range(out_ptr[base + t], out_ptr[base + t + 1]):
+            forward &= position[out_dst[k] - base] > position[t]
+    if forward:
+        for t in range(num_tasks):
+            order[position[t]] = t
+        return
+    count = 0  # ready[:count]: the ready tasks' positions, unsorted (few at a time: a scan finds the least)
+    for t in range(num_tasks):
+        task_at[position[t]] = t
+        waiting[t] = in_degree[base + t]
+        if waiting[t] == 0:
+            ready[count] = position[t]
+            count += 1
+    for step in range(num_tasks):
+        least = 0
+        for i in range(1, count):
+            if ready[i] < ready[least]:
+                least = i
+        task = task_at[ready[least]]
+        count -= 1
+        ready[least] = ready[count]
+        order[step] = task
+        for k in range(out_ptr[base + task], out_ptr[base + task + 1]):
+            successor = out_dst[k] - base
+            waiting[successor] -= 1
+            if waiting[successor] == 0:
+                ready[count] = position[successor]
+                count += 1
+
+
+@_jit
 def ready_list_orders(position, out_ptr, out_dst, in_degree):
     """[B, T] the order in which a list scheduler taking the ready task of lowest `position` [B, T] (a
     permutation of 0..T-1 per problem) visits each problem's tasks (`jaxsched.listsched.ready_list_order`);
     `in_degree` [B * T]."""
     size, num_tasks = position.shape
-    order = np.empty((size, num_tasks), np.int64)
-    waiting = in_degree.copy()
-    ready = np.empty(num_tasks, np.int64)
+    order = np.empty((size, num_tasks), np.int32)
+    waiting, ready = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     task_at = np.empty(num_tasks, np.int64)
     for b in range(size):
-        base = b * num_tasks
-        forward = True  # positions increase along every edge: the order is the positions sorted
-        for t in range(num_tasks):
-            for k in range(out_ptr[base + t], out_ptr[base + t + 1]):
-                forward &= position[b, out_dst[k] - base] > position[b, t]
-        if forward:
-            for t in range(num_tasks):
-                order[b, position[b, t]] = t
-            continue
-        count = 0  # ready[:count]: the ready tasks' positions, unsorted (few at a time: a scan finds the least)
-        for t in range(num_tasks):
-            task_at[position[b, t]] = t
-            if waiting[base + t] == 0:
-                ready[count] = position[b, t]
-                count += 1
-        for step in range(num_tasks):
-            least = 0
-            for i in range(1, count):
-                if ready[i] < ready[least]:
-                    least = i
-            task = task_at[ready[least]]
-            count -= 1
-            ready[least] = ready[count]
-            order[b, step] = task
-            for k in range(out_ptr[base + task], out_ptr[base + task + 1]):
-                successor = out_dst[k]
-                waiting[successor] -= 1
-                if waiting[successor] == 0:
-                    ready[count] = position[b, successor - base]
-                    count += 1
+        ready_list_order_of(position[b], b * num_tasks, out_ptr, out_dst, in_degree, waiting, ready, task_at, order[b])
     return order
 
 
 @_jit
-def group_by(keys, size):
-    """(ptr [size + 1], order [N]): the indices of `keys` (integers in [0, size)) grouped by key, each group in
-    increasing index, group k at order[ptr[k]:ptr[k + 1]]: `np.argsort(keys, kind="stable")` by counting."""
-    ptr = np.zeros(size + 1, np.int64)
-    for i in range(len(keys)):
-        ptr[keys[i] + 1] += 1
-    for k in range(size):
-        ptr[k + 1] += ptr[k]
-    fill = ptr[:-1].copy()
-    order = np.empty(len(keys), np.int64)
-    for i in range(len(keys)):
-        order[fill[keys[i]]] = i
-        fill[keys[i]] += 1
-    return ptr, order
+def pad_rows(task_off, procs, comp, padded):
+    """Writes each problem's costs, rows task_off[b]:task_off[b + 1] of the concatenated raveled [T_b, procs[b]]
+    arrays `comp`, into `padded` [B, T, P] (any float dtype; its padding left as it is)."""
+    row = 0
+    for b in range(len(procs)):
+        width = procs[b]
+        for t in range(task_off[b + 1] - task_off[b]):
+            for p in range(width):
+                padded[b, t, p] = comp[row + p]
+            row += width
 
 
 @_jit
-def _pairwise_sum(row, count):
-    """The sum of row[:count] (count <= 128) in the order of NumPy's pairwise summation (its add reduction
-    over a contiguous axis): a plain loop below 8 terms, else 8 running sums combined as a tree, then the
-    rest one by one. (Longer rows NumPy splits in halves: `mean_costs` leaves those to NumPy.)"""
+def graph_of(comp, row, width, tasks, topo, src, dst, data, base, first, in_ptr, in_src, in_data, out_ptr, out_dst,
+             out_data, order, position, mean, fill_in, fill_out, sizes):
+    """Builds one problem's part of a batch graph (`build_graph`) from its costs comp[row:row + tasks * width]
+    ([tasks, width] raveled), topological order `topo` [tasks] and edges `src`, `dst`, `data`: its task t
+    numbered base + t in `in_ptr`, `out_ptr` (whose entries base..base + T it writes; T = len(order)) and
+    `mean`, its edges at first.. in `in_src`, `in_data`, `out_dst`, `out_data`; `order`, `position` [T] its
+    rows; `fill_in`, `fill_out` [T] scratch; `sizes` [5] its row of the sizes."""
+    num_tasks = len(order)
+    largest_sum, least = 0.0, np.inf
+    for t in range(num_tasks):
+        if t >= tasks:
+            mean[base + t] = 0.0
+            continue
+        largest = 0.0
+        for p in range(row, row + width):
+            largest = max(largest, comp[p])
+            if comp[p] != 0.0:
+                least = min(least, comp[p])
+        if width <= 128:
+            mean[base + t] = pairwise_sum(comp, row, width) / width
+        largest_sum += largest
+        row += width
+    for i in range(num_tasks):
+        task = topo[i] if i < tasks else i
+        order[i] = task
+        position[task] = i
+    fill_in[:] = 0
+    fill_out[:] = 0
+    data_sum, least_data = 0.0, np.inf
+    for e in range(len(src)):
+        fill_in[dst[e]] += 1
+        fill_out[src[e]] += 1
+        data_sum += data[e]
+        if data[e] != 0.0:
+            least_data = min(least_data, data[e])
+    into, out_of, most = first, first, 0
+    for t in range(num_tasks):
+        most = max(most, fill_in[t])
+        in_ptr[base + t], out_ptr[base + t] = into, out_of
+        into, out_of = into + fill_in[t], out_of + fill_out[t]
+        fill_in[t], fill_out[t] = in_ptr[base + t], out_ptr[base + t]
+    in_ptr[base + num_tasks], out_ptr[base + num_tasks] = into, out_of
+    for e in range(len(src)):
+        k = fill_in[dst[e]]
+        fill_in[dst[e]] += 1
+        in_src[k], in_data[k] = base + src[e], data[e]
+        k = fill_out[src[e]]
+        fill_out[src[e]] += 1
+        out_dst[k], out_data[k] = base + dst[e], data[e]
+    sizes[0], sizes[1], sizes[2], sizes[3], sizes[4] = most, largest_sum, data_sum, least, least_data
+
+
+@_jit
+def build_graph(task_off, procs, edge_off, comp, src, dst, data, topo, in_ptr, in_src, in_data, out_ptr, out_dst,
+                out_data, order, position, mean, sizes):
+    """One pass over a batch read as flat arrays (`jaxsched.batch_graph.BatchGraph.of`): problem b has tasks
+    task_off[b]:task_off[b + 1] of the concatenated topological orders `topo` and rows of the concatenated
+    costs `comp` (each problem's [T_b, procs[b]] raveled), edges edge_off[b]:edge_off[b + 1] of `src`, `dst`
+    and `data`. Writes, with tasks numbered b * T + t (T = order.shape[1]): the edges by destination (in_ptr
+    [B * T + 1], in_src, in_data [E]) and by source (out_ptr, out_dst, out_data), each group in edge order
+    (`Problem.in_edges` / `out_edges`); the topological order [B, T] (padded tasks last, in index order) and
+    each task's place in it; mean costs [B * T] (`mean_costs`, 0 padded; left as they are past 128
+    processors); and per problem `sizes` [B, 5]: the most incoming edges of a task, the sum over tasks of the
+    largest cost, the sum of the data, the least non-zero cost and datum."""
+    size, num_tasks = order.shape
+    fill_in, fill_out = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
+    row = 0
+    for b in range(size):
+        t0, t1, e0, e1 = task_off[b], task_off[b + 1], edge_off[b], edge_off[b + 1]
+        graph_of(comp, row, procs[b], t1 - t0, topo[t0:t1], src[e0:e1], dst[e0:e1], data[e0:e1], b * num_tasks, e0,
+                 in_ptr, in_src, in_data, out_ptr, out_dst, out_data, order[b], position[b], mean, fill_in, fill_out,
+                 sizes[b])
+        row += (t1 - t0) * procs[b]
+
+
+@_jit
+def pairwise_sum(values, start, count):
+    """The sum of values[start:start + count] (count <= 128) in the order of NumPy's pairwise summation (its
+    add reduction over a contiguous axis): a plain loop below 8 terms, else 8 running sums combined as a tree,
+    then the rest one by one. (Longer rows NumPy splits in halves: `mean_costs` leaves those to NumPy.)"""
     if count < 8:
         total = 0.0
-        for i in range(count):
-            total += row[i]
+        for i in range(start, start + count):
+            total += values[i]
         return total
-    acc = row[:8].copy()
-    i = 8
-    while i < count - count % 8:
-        for j in range(8):
-            acc[j] += row[i + j]
+    r0, r1, r2, r3 = values[start], values[start + 1], values[start + 2], values[start + 3]
+    r4, r5, r6, r7 = values[start + 4], values[start + 5], values[start + 6], values[start + 7]
+    i = start + 8
+    while i < start + count - count % 8:
+        r0, r1, r2, r3 = r0 + values[i], r1 + values[i + 1], r2 + values[i + 2], r3 + values[i + 3]
+        r4, r5, r6, r7 = r4 + values[i + 4], r5 + values[i + 5], r6 + values[i + 6], r7 + values[i + 7]
         i += 8
-    total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-    for k in range(i, count):
-        total += row[k]
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for k in range(i, start + count):
+        total += values[k]
     return total
 
 
 @_jit
 def _mean_costs(comp, num_tasks, num_procs):
-    size, padded_tasks, _ = comp.shape
+    size, padded_tasks, width = comp.shape
+    flat = comp.reshape(-1)
     out = np.zeros(size * padded_tasks)
     for b in range(size):
         for t in range(num_tasks[b]):
-            out[b * padded_tasks + t] = _pairwise_sum(comp[b, t], num_procs[b]) / num_procs[b]
+            out[b * padded_tasks + t] = pairwise_sum(flat, (b * padded_tasks + t) * width, num_procs[b]) / num_procs[b]
     return out
 
 
@@ -234,14 +326,15 @@ def _stable_argsort(key, index, scratch):
     gives way to a bottom-up merge sort (taking the left run's key on ties)."""
     count = len(key)
     budget = 16 * count
+    ordered = np.empty(count)  # the keys of index[:i], moved with them (no indirect load per comparison)
     for i in range(count):
         value = key[i]
         j = i
-        while j > 0 and key[index[j - 1]] > value and budget > 0:
-            index[j] = index[j - 1]
+        while j > 0 and ordered[j - 1] > value and budget > 0:
+            index[j], ordered[j] = index[j - 1], ordered[j - 1]
             j -= 1
             budget -= 1
-        index[j] = i
+        index[j], ordered[j] = i, value
         if budget == 0:
             break
     if budget > 0:
@@ -267,18 +360,63 @@ def _stable_argsort(key, index, scratch):
 
 
 @_jit
-def priority_positions(priority, task_mask, topo):
+def priority_position_of(priority, tasks, topo, key, index, scratch, position):
+    """Writes into `position` [T] each task's place in decreasing `priority` [T], ties by place in the
+    topological order `topo` [T], tasks from `tasks` on (padding) last; `key`, `index`, `scratch` [T] scratch."""
+    num_tasks = len(topo)
+    for i in range(num_tasks):
+        task = topo[i]
+        key[i] = -priority[task] if task < tasks else np.inf
+    ranked = _stable_argsort(key, index, scratch)
+    for i in range(num_tasks):
+        position[topo[ranked[i]]] = i
+
+
+@_jit
+def priority_positions(priority, tasks, topo):
     """[B, T] each task's place in decreasing `priority` [B, T], ties by place in the topological order
-    `topo` [B, T], padded tasks last (`BatchGraph.priority_position`): one stable sort per problem."""
+    `topo` [B, T], padded tasks (from tasks[b] on) last (`BatchGraph.priority_position`): one stable sort
+    per problem."""
     size, num_tasks = priority.shape
-    position = np.empty((size, num_tasks), np.int64)
+    position = np.empty((size, num_tasks), np.int32)
     key = np.empty(num_tasks)
     index, scratch = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     for b in range(size):
-        for i in range(num_tasks):
-            task = topo[b, i]
-            key[i] = -priority[b, task] if task_mask[b, task] else np.inf
-        ranked = _stable_argsort(key, index, scratch)
-        for i in range(num_tasks):
-            position[b, topo[b, ranked[i]]] = i
+        priority_position_of(priority[b], tasks[b], topo[b], key, index, scratch, position[b])
     return position
+
+
+@_jit
+def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pred_data):
+    """Writes one problem's predecessor stream (`jaxsched.pull_stream.compact_streams`) into its rows `task`,
+    `place` [M], `pred`, `pred_data` [M, W]: visiting its tasks in `order` [T], ceil(in-degree / W), at least
+    1, micro-steps per real task (t < tasks; none for padded tasks), its inputs `in_src` / `in_data` at
+    in_ptr[base + t]:in_ptr[base + t + 1] (sources numbered base + s); unused slots get the sentinel T (data
+    0), micro-steps past the stream's end task 0 and no placing."""
+    num_tasks = len(order)
+    steps, width = pred.shape
+    step = 0
+    for i in range(num_tasks):
+        visited = order[i]
+        if visited >= tasks:
+            continue
+        first, end = in_ptr[base + visited], in_ptr[base + visited + 1]
+        chunks = max(1, (end - first + width - 1) // width)
+        for chunk in range(chunks):
+            task[step] = visited
+            place[step] = chunk == chunks - 1
+            lo = first + chunk * width
+            filled = min(width, end - lo)
+            for w in range(filled):
+                pred[step, w] = in_src[lo + w] - base
+                pred_data[step, w] = in_data[lo + w]
+            for w in range(max(filled, 0), width):
+                pred[step, w] = num_tasks
+                pred_data[step, w] = 0
+            step += 1
+    for rest in range(step, steps):
+        task[rest] = 0
+        place[rest] = False
+        for w in range(width):
+            pred[rest, w] = num_tasks
+            pred_data[rest, w] = 0

@@ -20,6 +20,7 @@ config and device count).
 from __future__ import annotations
 
 import functools
+import threading
 from typing import NamedTuple, Sequence
 
 import chex
@@ -34,16 +35,18 @@ from jaxsched.batch import (
     PaddedProblem,
     Shape,
     assert_padded,
+    checked_batch,
     fit_shape,
     fitted_graph,
     pad_costs,
     pad_edges,
 )
-from jaxsched.batch_graph import BatchGraph
+from jaxsched.batch_graph import BatchGraph, HostBuffers
+from jaxsched.batch_plan import batch_draws, fused, plan_flat, stream_width
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
-from jaxsched.listsched import PRESETS, ListConfig, ListPlan, draws, make_plan, preset
+from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
 
@@ -377,7 +380,7 @@ def plan_batch(
     if config.ranks != "topcuoglu":  # another rank convention: each problem planned by the reference
         shape = fit_shape(problems, shape, "plan_batch")
         return ListPlan(*map(np.stack, zip(*(pad_plan(make_plan(p, config), shape, dtype) for p in problems))))
-    problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch")
+    problems, shape, graph = fitted_graph(problems, shape, graph, "plan_batch", dtype)
     oct_table = graph.optimistic_cost_table() if config.priority == "oct" or config.selection == "eft_oct" else None
     cpop = config.priority == "rank_sum" or config.pinning == "critical_path"
     rank_sum = graph.upward_rank() + graph.downward_rank() if cpop else None
@@ -392,36 +395,27 @@ def plan_batch(
         }[config.priority]()
         position = graph.priority_position(priority)
         order = graph.ready_list_order(position)
-    pin = np.full(graph.task_mask.shape, -1, np.int64)
+    pin = np.full(graph.task_mask.shape, -1, np.int32)
     if config.pinning == "critical_path":
         pin = graph.critical_path_pins(rank_sum)
     elif config.pinning == "fastest_processor":
-        fastest = np.where(graph.proc_mask, graph.comp.sum(axis=1), np.inf).argmin(axis=1)
+        fastest = np.where(graph.proc_mask, graph.comp64().sum(axis=1), np.inf).argmin(axis=1)
         pin = np.where(graph.task_mask, fastest[:, None], -1)
-    draw = np.zeros(graph.task_mask.shape, np.int64)
-    if config.selection == "wba":
-        # one seed for every problem, and a Generator draws in sequence: each problem's draws are the
-        # first of the longest problem's
-        longest = max(problems, key=lambda problem: problem.num_tasks)
-        sequence = np.zeros(graph.num_tasks, np.int64)
-        sequence[: longest.num_tasks] = draws(longest, config)
-        draw = np.where(graph.task_mask, sequence, 0)
     return ListPlan(
-        position.astype(np.int32),
-        order.astype(np.int32),
-        pin.astype(np.int32),
+        position.astype(np.int32, copy=False),
+        order.astype(np.int32, copy=False),
+        pin.astype(np.int32, copy=False),
         oct_table.astype(dtype) if config.selection == "eft_oct" else np.zeros(graph.comp.shape, dtype),
-        draw.astype(np.int32),
+        batch_draws(problems, config, graph.task_mask),
     )
 
 
 def stream_batch(graph: BatchGraph, plans: ListPlan, config: ListConfig, dtype=np.float32) -> PullStream | None:
     """The predecessor streams of a static `config` on the batch `graph` with its `plans` (None for a
-    dynamic one): 4 predecessors per micro-step, 8 with gap insertion, whose search every micro-step
-    runs (measured on Topcuoglu DAGs of 100 tasks)."""
+    dynamic one), `batch_plan.stream_width(config)` predecessors per micro-step."""
     if config.dynamic:
         return None
-    return compact_streams(graph, plans.order, 8 if config.insertion else 4, dtype)
+    return compact_streams(graph, plans.order, stream_width(config), dtype)
 
 
 def default_capacity(shape: Shape) -> int:
@@ -434,8 +428,9 @@ def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity
     """`list_schedule_batch` with the batch split across `mesh` (padded to a multiple of its device count by
     repeating the last problem) and the schedules gathered back, the padding dropped; on one device, placed
     there whole and left there (no copies through the host)."""
-    if mesh.devices.size == 1:
-        placed = jax.device_put((batch, plans, streams, edges), mesh.devices.flat[0])
+    if mesh.devices.size == 1:  # copies, complete on return: the host arrays may then be reused
+        placed = jax.block_until_ready(jax.device_put((batch, plans, streams, edges), mesh.devices.flat[0],
+                                                      may_alias=False))
         return list_schedule_batch(*placed[:2], config, capacity, *placed[2:])
     (batch, plans, streams, edges), size = shard_batch((batch, plans, streams, edges), mesh)
     return gather(list_schedule_batch(batch, plans, config, capacity, streams, edges), size)
@@ -460,6 +455,34 @@ def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, 
     return jax.tree.map(lambda all_rows, redone: all_rows.at[over].set(redone[: over.size]), out, again)
 
 
+_HOST = threading.local()  # each thread's `HostBuffers` for `schedule_batch`
+
+
+def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None):
+    """(shape, costs, [(plans, streams, edges)] per config) of `schedule_batch`: the costs, and of the graph
+    only what the scans read: predecessor streams (static selections), edges (dynamic ones). Planned in one
+    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`) when every config allows it, else on the
+    `BatchGraph`."""
+    problems, shape = checked_batch(problems, shape, "schedule_batch")
+    num_procs = max(p.num_procs for p in problems) if shape is None else shape.num_procs
+    if all(fused(config, num_procs) for config in configs):
+        planned = {}  # Duplex's halves share their plan
+        keys = [(c.priority, c.pinning, c.selection == "wba", c.seed, c.dynamic, c.insertion) for c in configs]
+        for key, config in zip(keys, configs):
+            if key not in planned:
+                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers)
+        shape, batch = planned[keys[0]][:2]
+        return shape, batch, [planned[key][2:] for key in keys]
+    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
+    batch = pad_costs(problems, shape, dtype, graph)
+    edges = pad_edges(problems, shape, dtype, graph) if any(config.dynamic for config in configs) else None
+    inputs = []
+    for config in configs:
+        plans = plan_batch(problems, config, shape, dtype, graph)
+        inputs.append((plans, stream_batch(graph, plans, config, dtype), edges))
+    return shape, batch, inputs
+
+
 def schedule_batch(
     problems: Sequence[Problem],
     name: str,
@@ -474,20 +497,21 @@ def schedule_batch(
     `devices` (`jaxsched.common.batch_mesh`: default all devices; the schedules do not depend on it);
     `options` override the preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per
     processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
-    again with twice the room. The GA batches differently: `jaxsched.evolve_padded`."""
+    again with twice the room. On one device the host arrays are built in buffers kept for the next call
+    of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors).
+    The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
-    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch")
     mesh = batch_mesh(devices)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
-    # the costs, and of the graph only what the scans read: predecessor streams (static), edges (dynamic)
-    batch = pad_costs(problems, shape, dtype, graph)
-    edges = pad_edges(problems, shape, dtype, graph) if any(config.dynamic for config in configs) else None
+    buffers = None
+    if mesh.devices.size == 1:  # the inputs reach the device as copies (`_run_across`): their host arrays are reused
+        buffers = getattr(_HOST, "buffers", None) or HostBuffers()
+        _HOST.buffers = buffers
+    shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers)
     results = []
-    for config in configs:
-        plans = plan_batch(problems, config, shape, dtype, graph)
-        streams = stream_batch(graph, plans, config, dtype)
+    for config, (plans, streams, edges) in zip(configs, inputs):
         if not config.insertion or capacity is not None:
             size = capacity if config.insertion else None
             results.append(_run_across(mesh, batch, plans, config, size, streams, edges))

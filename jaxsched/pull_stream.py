@@ -24,7 +24,8 @@ import numba
 import numpy as np
 
 from jaxsched.batch import PaddedProblem
-from jaxsched.batch_graph import BatchGraph
+from jaxsched.batch_graph import BatchGraph, HostBuffers, take
+from jaxsched.batch_sweeps import stream_of
 
 
 class PullStream(NamedTuple):
@@ -49,48 +50,38 @@ def compact_streams(graph: BatchGraph, order: np.ndarray, width: int = 4, dtype=
     if width < 1:
         raise ValueError(f"width must be at least 1, got {width}")
     size, num_tasks = order.shape
-    inputs = np.diff(graph.in_ptr)  # [B * T] in-degree of every task over the batch
-    chunks = np.where(graph.task_mask.ravel(), np.maximum(1, -(-inputs // width)), 0)
+    tasks = np.diff(graph.task_offsets)
+    stream = empty_streams(size, _stream_lengths(graph.in_ptr, tasks, num_tasks, width), num_tasks, width, dtype)
+    _fill_streams(order, tasks, graph.in_ptr, graph.in_src, graph.in_data, *stream)
+    return stream
+
+
+def empty_streams(size: int, lengths: np.ndarray, num_tasks: int, width: int, dtype,
+                  buffers: HostBuffers | None = None) -> PullStream:
+    """Room for `size` streams of `width` predecessors per micro-step, as long as the longest of `lengths`
+    rounded up to a multiple of ceil(T / 8) (`compact_streams`), in `buffers` when given; every entry left
+    to be written."""
     quantum = -(-num_tasks // 8)
-    steps = max(quantum, -(-int(chunks.reshape(size, num_tasks).sum(axis=1).max()) // quantum) * quantum)
-    task = np.empty((size, steps), np.int32)  # every entry written by `_fill_streams`
-    place = np.empty((size, steps), bool)
-    pred = np.empty((size, steps, width), np.int32)
-    pred_data = np.empty((size, steps, width), dtype)
-    order = np.ascontiguousarray(order, np.int64)
-    _fill_streams(order, chunks, graph.in_ptr, graph.src[graph.in_order], graph.data[graph.in_order], task, place,
-                  pred, pred_data)
-    return PullStream(task, pred, pred_data, place)
+    steps = max(quantum, -(-int(lengths.max(initial=0)) // quantum) * quantum)
+    return PullStream(*(take(buffers, f"stream {name}", shape, kind) for name, shape, kind in (
+        ("task", (size, steps), np.int32), ("pred", (size, steps, width), np.int32),
+        ("pred_data", (size, steps, width), dtype), ("place", (size, steps), bool))))
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill_streams(order, chunks, in_ptr, in_src, in_data, task, place, pred, pred_data):
-    """Writes the micro-steps of every problem visiting its tasks in `order` [B, T]: `chunks` [B * T] micro-steps
-    per task (0 for padded tasks), its inputs `in_src` / `in_data` at in_ptr[b * T + t]:in_ptr[b * T + t + 1];
-    unused slots get the sentinel T (data 0), micro-steps past a stream's end task 0 and no placing."""
+def _stream_lengths(in_ptr, tasks, num_tasks, width):
+    """[B] micro-steps of each problem's stream: ceil(in-degree / width), at least 1, per real task."""
+    lengths = np.zeros(len(tasks), np.int64)
+    for b in range(len(tasks)):
+        for t in range(b * num_tasks, b * num_tasks + tasks[b]):
+            lengths[b] += max(1, (in_ptr[t + 1] - in_ptr[t] + width - 1) // width)
+    return lengths
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_streams(order, tasks, in_ptr, in_src, in_data, task, pred, pred_data, place):
+    """Writes the micro-steps of every problem visiting its tasks in `order` [B, T] (`batch_sweeps.stream_of`),
+    tasks[b] real tasks each, over the batch graph's edges by destination."""
     size, num_tasks = order.shape
-    steps, width = pred.shape[1], pred.shape[2]
     for b in range(size):
-        step = 0
-        for i in range(num_tasks):
-            visited = order[b, i]
-            flat = b * num_tasks + visited
-            first, end = in_ptr[flat], in_ptr[flat + 1]
-            for chunk in range(chunks[flat]):
-                task[b, step] = visited
-                place[b, step] = chunk == chunks[flat] - 1
-                lo = first + chunk * width
-                for w in range(width):
-                    if lo + w < end:
-                        pred[b, step, w] = in_src[lo + w]
-                        pred_data[b, step, w] = in_data[lo + w]
-                    else:
-                        pred[b, step, w] = num_tasks
-                        pred_data[b, step, w] = 0
-                step += 1
-        for rest in range(step, steps):
-            task[b, rest] = 0
-            place[b, rest] = False
-            for w in range(width):
-                pred[b, rest, w] = num_tasks
-                pred_data[b, rest, w] = 0
+        stream_of(order[b], tasks[b], b * num_tasks, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])

@@ -8,19 +8,41 @@ import pytest
 from jaxsched import Problem, Shape
 from jaxsched.batch import fitted_graph, pad_costs
 from jaxsched.batch_graph import BatchGraph, padded
-from jaxsched.batch_sweeps import group_by, mean_costs
+from jaxsched.batch_sweeps import mean_costs
 from jaxsched.listsched import schedule
 from jaxsched.listsched_jax import schedule_batch
 from jaxsched.order import priority_order
 from tests.jaxsched.problems import random_problem
 
 
-@pytest.mark.parametrize("count, size", [(0, 3), (1, 1), (50, 7), (400, 60)])
-def test_group_by_is_a_stable_argsort(count, size):
-    keys = np.random.default_rng(count).integers(0, size, count)
-    ptr, order = group_by(keys, size)
-    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
-    np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=size))]))
+def test_batch_graph_holds_each_problems_arrays_and_edge_groups():
+    """Mixed sizes and processor counts: padded costs, each problem's `in_edges` / `out_edges` order, its
+    topological order, and the sizes the padding checks, against each problem's own arrays."""
+    problems = [random_problem(seed, max_tasks=12, max_procs=4) for seed in range(25)]
+    shape = Shape.of(problems)
+    graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
+    for b, problem in enumerate(problems):
+        (t, p), base = problem.comp.shape, b * shape.num_tasks
+        expected = np.zeros(shape[:2])
+        expected[:t, :p] = problem.comp
+        np.testing.assert_array_equal(graph.comp[b], expected)
+        np.testing.assert_array_equal(graph.topo_order[b, :t], problem.topological_order)
+        np.testing.assert_array_equal(graph.topo_order[b, t:], np.arange(t, shape.num_tasks))
+        np.testing.assert_array_equal(graph.position[b, graph.topo_order[b]], np.arange(shape.num_tasks))
+        for ptr, other, data, (own_ptr, own_order), own_other in (
+            (graph.in_ptr, graph.in_src, graph.in_data, problem.in_edges, problem.src),
+            (graph.out_ptr, graph.out_dst, graph.out_data, problem.out_edges, problem.dst),
+        ):
+            rows = ptr[base : base + shape.num_tasks + 1]
+            np.testing.assert_array_equal(rows[: t + 1] - rows[0], own_ptr)
+            assert (rows[t:] == rows[t]).all()  # padded tasks have no edges
+            np.testing.assert_array_equal(other[rows[0] : rows[t]] - base, own_other[own_order])
+            np.testing.assert_array_equal(data[rows[0] : rows[t]], problem.data[own_order])
+        positive = problem.data[problem.data > 0]
+        np.testing.assert_array_equal(graph.sizes[b], [
+            problem.max_in_degree, problem.comp.max(axis=1).sum(), problem.data.sum(),
+            problem.comp[problem.comp > 0].min(initial=np.inf), positive.min(initial=np.inf),
+        ])
 
 
 @pytest.mark.parametrize("procs", [1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 64, 128, 129, 200])

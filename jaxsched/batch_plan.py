@@ -1,0 +1,226 @@
+"""A whole batch planned in one compiled pass: what `schedule_batch` sends to the device, problem by problem.
+
+`plan_flat(problems, config, shape, dtype)` gives the padded costs, the padded plans and, for a static
+selection, the predecessor streams (`jaxsched.pull_stream`) or, for a dynamic one, the padded edges: the
+values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
+upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
+order, pinned or not). The problems are read once as concatenated arrays (`FlatBatch`); then one compiled
+pass (`_plan_problems`) builds each problem's graph, upward ranks, priority positions, visit order and stream
+in scratch arrays the size of one problem and writes the batch arrays once. The passes over the whole batch
+that `BatchGraph` makes, one per quantity, streamed each quantity of 1,024 problems through memory: a
+problem's scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems
+of 100 tasks). CPOP's and PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numba
+import numpy as np
+
+from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
+from jaxsched.batch_graph import FlatBatch, HostBuffers, check_fit, mean_bandwidths, take
+from jaxsched.batch_sweeps import (
+    pad_rows,
+    pairwise_sum,
+    priority_position_of,
+    stream_of,
+)
+from jaxsched.listsched import ListConfig, ListPlan, draws
+from jaxsched.problem import Problem
+from jaxsched.pull_stream import PullStream, empty_streams
+
+
+def stream_width(config: ListConfig) -> int:
+    """Predecessors per micro-step of a static `config`'s stream: 4, 8 with gap insertion, whose search every
+    micro-step runs (measured on Topcuoglu DAGs of 100 tasks)."""
+    return 8 if config.insertion else 4
+
+
+def fused(config: ListConfig, num_procs: int) -> bool:
+    """Whether `plan_flat` plans `config` on `num_procs` padded processors (module docstring)."""
+    return (config.ranks == "topcuoglu" and config.priority in ("upward", "topological") and num_procs <= 128
+            and config.pinning != "critical_path" and config.selection != "eft_oct")
+
+
+def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """[B, T] int32 the draws of `config` ("wba"; zeros otherwise), in `out` when given: one seed for every
+    problem, and a Generator draws in sequence, so each problem's draws are the first of the longest
+    problem's."""
+    draw = np.zeros(task_mask.shape, np.int32) if out is None else out
+    draw.fill(0)
+    if config.selection == "wba":
+        longest = max(problems, key=lambda problem: problem.num_tasks)
+        sequence = np.zeros(task_mask.shape[1], np.int64)
+        sequence[: longest.num_tasks] = draws(longest, config)
+        draw[:] = np.where(task_mask, sequence, 0)
+    return draw
+
+
+def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,
+              buffers: HostBuffers | None = None) -> tuple[Shape, PaddedCosts, ListPlan, PullStream | None,
+                                                           PaddedEdges | None]:
+    """(shape, costs, plans, streams, edges) of `problems` under `config` (one that is `fused`), padded to
+    `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
+    None for the other; every array in `buffers` when given (valid until they are taken again). ValueError as
+    `pad_problems` for a problem that does not fit or times beyond `dtype`."""
+    problems, shape = checked_batch(problems, shape, "plan_flat")
+    flat = FlatBatch.read(problems, buffers)
+    size, fitted = len(problems), shape is None
+    if fitted:  # the in-degree K is read from the sizes below
+        edges = max(1, int(np.diff(flat.edge_offsets).max()))
+        shape = Shape(int(np.diff(flat.task_offsets).max()), int(flat.procs.max()), edges, 1)
+    flat.check_fit(shape.num_tasks, shape.num_procs, shape.num_edges)
+    num_tasks, num_procs, num_edges = shape.num_tasks, shape.num_procs, shape.num_edges
+    comp = take(buffers, "costs", (size, num_tasks, num_procs), dtype)
+    sizes = take(buffers, "sizes", (size, 5), np.float64)
+    position, order, pin = (take(buffers, name, (size, num_tasks), np.int32) for name in ("position", "order", "pin"))
+    streams = edges = None
+    if config.dynamic:
+        edges = PaddedEdges(*(take(buffers, name, (size, num_edges), kind) for name, kind in (
+            ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
+    else:
+        width = stream_width(config)
+        lengths = _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks, width)
+        streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
+    none = np.empty((size, 0), np.int32)
+    _plan_problems(
+        *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
+        comp, sizes, position, order, pin,
+        *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
+        *(edges or (none, none, none.astype(dtype), none.astype(bool))),
+    )
+    if fitted:
+        shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
+    check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))
+
+    def comp64() -> np.ndarray:
+        full = np.zeros(comp.shape)
+        pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
+        return full
+
+    task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
+                        out=take(buffers, "task_mask", (size, num_tasks), bool))
+    proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
+    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers)
+    oct_table = take(buffers, "oct", comp.shape, dtype, 0)
+    draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
+    plans = ListPlan(position, order, pin, oct_table, draw)
+    return shape, costs, plans, streams, edges
+
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def _stream_lengths(task_off, edge_off, dst, num_tasks, width):
+    """[B] micro-steps of each problem's stream (`compact_streams`) from its edges' destinations."""
+    size = len(task_off) - 1
+    lengths = np.zeros(size, np.int64)
+    inputs = np.zeros(num_tasks, np.int64)
+    for b in range(size):
+        inputs[:] = 0
+        for e in range(edge_off[b], edge_off[b + 1]):
+            inputs[dst[e]] += 1
+        for t in range(task_off[b + 1] - task_off[b]):
+            lengths[b] += max(1, (inputs[t] + width - 1) // width)
+    return lengths
+
+
+@_jit
+def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, divisor, upward, fastest, costs, sizes,
+                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask):
+    """Writes each problem's padded costs [B, T, P], `sizes` (`BatchGraph.sizes`), priority positions and visit
+    order [B, T] (decreasing upward rank when `upward`, else the topological order), pins (the processor of
+    least total cost when `fastest`, else -1), and its stream (`stream_of`; when task.shape[1] > 0) or padded
+    edges (when edge_src.shape[1] > 0), from the batch's flat arrays (`FlatBatch`) and each problem's mean
+    bandwidth `divisor`; every entry of the outputs written. Only the edges by destination are grouped (the
+    stream reads them): the upward rank is taken over them, each task's rank final when the reverse
+    topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
+    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
+    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum
+    that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding
+    keeps that), and ties go to the topological position, where u comes first."""
+    size, num_tasks, num_procs = costs.shape
+    most = 1
+    for b in range(size):
+        most = max(most, edge_off[b + 1] - edge_off[b])
+    in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
+    topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
+    mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
+    scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
+    inputs, fill, index, spare = scratch
+    load = np.empty(num_procs)
+    row = 0
+    for b in range(size):
+        t0, e0, e1 = task_off[b], edge_off[b], edge_off[b + 1]
+        tasks, width = task_off[b + 1] - t0, procs[b]
+        largest_sum, least = 0.0, np.inf
+        load[:] = 0.0
+        for t in range(tasks):
+            largest = 0.0
+            for p in range(width):
+                cost = comp[row + p]
+                costs[b, t, p] = cost
+                load[p] += cost
+                largest = max(largest, cost)
+                if cost != 0.0:
+                    least = min(least, cost)
+            for p in range(width, num_procs):
+                costs[b, t, p] = 0.0
+            mean[t] = pairwise_sum(comp, row, width) / width
+            largest_sum += largest
+            row += width
+            topo_order[t], topo_position[topo[t0 + t]] = topo[t0 + t], t
+        for t in range(tasks, num_tasks):
+            costs[b, t, :] = 0.0
+            mean[t] = 0.0
+            topo_order[t], topo_position[t] = t, t
+        inputs[:] = 0
+        data_sum, least_data = 0.0, np.inf
+        for e in range(e0, e1):
+            inputs[dst[e]] += 1
+            data_sum += data[e]
+            if data[e] != 0.0:
+                least_data = min(least_data, data[e])
+        in_ptr[0] = 0
+        for t in range(num_tasks):
+            in_ptr[t + 1] = in_ptr[t] + inputs[t]
+            fill[t] = in_ptr[t]
+        for e in range(e0, e1):
+            k = fill[dst[e]]
+            fill[dst[e]] += 1
+            in_src[k], in_data[k] = src[e], data[e]
+        sizes[b, 0], sizes[b, 1], sizes[b, 2] = inputs.max(), largest_sum, data_sum
+        sizes[b, 3], sizes[b, 4] = least, least_data
+        if upward:
+            best[:] = 0.0
+            linked = divisor[b] != 1.0  # data / 1.0 is the data: no division
+            for i in range(num_tasks - 1, -1, -1):
+                now = topo_order[i]
+                rank[now] = mean[now] + best[now]
+                for k in range(in_ptr[now], in_ptr[now + 1]):
+                    value = in_data[k] / divisor[b] if linked else in_data[k]
+                    best[in_src[k]] = max(best[in_src[k]], value + rank[now])
+            priority_position_of(rank, tasks, topo_order, key, index, spare, position[b])
+            for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
+                order[b, position[b, t]] = t
+        else:
+            for t in range(num_tasks):
+                position[b, t], order[b, t] = topo_position[t], topo_order[t]
+        chosen = 0
+        for p in range(1, width):
+            if load[p] < load[chosen]:
+                chosen = p
+        for t in range(num_tasks):
+            pin[b, t] = chosen if fastest and t < tasks else -1
+        if task.shape[1] > 0:
+            stream_of(order[b], tasks, 0, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])
+        for e in range(edge_src.shape[1]):
+            real = e < e1 - e0
+            edge_src[b, e] = src[e0 + e] if real else 0
+            edge_dst[b, e] = dst[e0 + e] if real else 0
+            edge_data[b, e] = data[e0 + e] if real else 0
+            edge_mask[b, e] = real

@@ -1,0 +1,83 @@
+"""The one-pass planner (`jaxsched.batch_plan`) against the batch-graph path it replaces for its presets (itself
+checked against the per-problem NumPy forms in test_batch_graph.py), array for array, on mixed sizes, processor
+counts, bandwidths and release times; and its reused host buffers against fresh arrays."""
+
+import numpy as np
+import pytest
+
+from jaxsched import Shape
+from jaxsched.batch import fitted_graph, pad_costs, pad_edges
+from jaxsched.batch_graph import HostBuffers
+from jaxsched.batch_plan import fused, plan_flat
+from jaxsched.listsched import PRESETS, ListConfig, schedule
+from jaxsched.listsched_jax import plan_batch, schedule_batch, stream_batch
+from tests.jaxsched.problems import random_problem
+
+FUSED = [name for name, config in PRESETS.items() if fused(config, 4)]
+
+
+def _problems(seed=0, count=30):
+    return [
+        random_problem(seed + s, 12, 4, bandwidth=s % 2 == 0, arrival=s % 3 == 0, instant=s % 5 == 0)
+        for s in range(count)
+    ]
+
+
+def test_the_presets_planned_in_one_pass():
+    assert set(FUSED) == set(PRESETS) - {"CPOP", "PEFT"}
+    assert not fused(ListConfig("upward", "eft", ranks="saga"), 4) and not fused(PRESETS["HEFT"], 129)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", FUSED)
+def test_one_pass_equals_the_batch_graph_path(name, dtype):
+    problems, config = _problems(), PRESETS[name]
+    shape, costs, plans, streams, edges = plan_flat(problems, config, None, dtype, HostBuffers())
+    problems, expected_shape, graph = fitted_graph(problems, None, None, "test", dtype)
+    assert shape == expected_shape == Shape.of(problems)
+    expected_plans = plan_batch(problems, config, shape, dtype, graph)
+    expected = [
+        (costs, pad_costs(problems, shape, dtype, graph)),
+        (plans, expected_plans),
+        (streams, stream_batch(graph, expected_plans, config, dtype)),
+        (edges, pad_edges(problems, shape, dtype, graph) if config.dynamic else None),
+    ]
+    for got, want in expected:
+        assert (got is None) == (want is None)
+        for got_array, want_array in zip(got or (), want or ()):
+            np.testing.assert_array_equal(got_array, want_array)
+            assert got_array.dtype == want_array.dtype
+
+
+def test_a_shape_given_is_kept_and_checked():
+    problems = _problems(count=8)
+    shape = Shape.of(problems)._replace(num_tasks=16, num_edges=80)
+    assert plan_flat(problems, PRESETS["HEFT"], shape)[0] == shape
+    with pytest.raises(ValueError, match="incoming edges of a task, more than the padded capacity 1"):
+        plan_flat(problems, PRESETS["HEFT"], shape._replace(max_in_degree=1))
+    with pytest.raises(ValueError, match="more than the padded capacity 3"):
+        plan_flat(problems, PRESETS["MinMin"], shape._replace(num_tasks=3))
+    with pytest.raises(ValueError, match="plan_flat needs at least one problem"):
+        plan_flat([], PRESETS["HEFT"], None)
+
+
+def test_buffers_are_reused_and_grow():
+    buffers = HostBuffers()
+    first = buffers.take("x", (2, 3), np.int32, fill=7)
+    again = buffers.take("x", (3, 2), np.int32)
+    assert np.shares_memory(first, again) and (again == 7).all()
+    larger = buffers.take("x", (4, 4), np.float64, fill=0)
+    assert larger.shape == (4, 4) and not np.shares_memory(first, larger)
+
+
+def test_schedules_outlive_the_buffers_of_the_next_batch():
+    """Two batches of different problems one after the other through the same buffers: the first batch's
+    schedules (device copies) still equal the NumPy reference after the second batch overwrote the buffers."""
+    first = [random_problem(s, 12, 4, arrival=s % 2 == 0) for s in range(12)]  # integer times: exact in float32
+    second = [random_problem(100 + s, 8, 4) for s in range(12)]  # smaller: the same buffers, overwritten
+    got = schedule_batch(first, "HEFT")
+    schedule_batch(second, "HEFT")
+    for b, problem in enumerate(first):
+        reference, t = schedule(problem, "HEFT"), problem.num_tasks
+        np.testing.assert_array_equal(np.asarray(got.proc[b, :t]), reference.proc)
+        np.testing.assert_array_equal(np.asarray(got.finish[b, :t]), reference.finish)
