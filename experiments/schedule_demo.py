@@ -27,7 +27,7 @@ from jaxsched.common import (
     Workdir,
     add_devices_option,
     checked_devices,
-    preset,
+    named_config,
     write_json,
     write_text,
 )
@@ -182,7 +182,7 @@ def main(argv=None) -> list[dict]:
     flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(DemoConfig)}
     changes = {name: value for name, value in flags.items() if value is not None}
     try:  # checked before any work: one line and exit code 2
-        config = dataclasses.replace(preset(CONFIGS, args.config), **changes)
+        config = dataclasses.replace(named_config(CONFIGS, args.config), **changes)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     try:
