@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jaxgraph import Graph, Rule, SearchResult, exhaustive_search, greedy, taso_search
-from jaxgraph.saturation import equality_saturation
+from jaxgraph import Graph, Rule, SearchResult, equality_saturation, exhaustive_search, greedy, taso_search
 
 RESEARCH_ALPHAS = (1.0, 1.05)
 

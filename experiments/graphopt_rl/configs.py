@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.graphopt_rl.settings import SETTINGS
-from jaxgraph.graph import Graph
-from jaxgraph.models import MODELS
+from jaxgraph import MODELS, Graph
 from jaxgraph.rl import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxsched.common.arguments import integer_fields, number_fields
+from jaxsched.common import integer_fields, number_fields
 
 IMPORTED_BERT = "tests/data/bert-legacy-op17.onnx"  # the ONNX file the default and full studies import
 THESIS_TAUS = (0.1, 0.5, 0.75, 1.0, 1.2, 1.5, 1.75, 2.0, 2.5, 3.0)

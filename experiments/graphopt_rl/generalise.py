@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from jaxgraph import RULES, CostModel, Graph, cost, random_instances, trap_instances
 from jaxgraph.rl import AgentConfig, AgentResult, Episode, PPOConfig, best_of, evaluate_agent, make_train, replay
-from jaxsched.common.arguments import integer_fields, number_fields
+from jaxsched.common import integer_fields, number_fields
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,9 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from jaxgraph.backends import BACKENDS
-from jaxgraph.cost import Roofline
-from jaxgraph.rules import RULES, Rule
+from jaxgraph import BACKENDS, RULES, Roofline, Rule
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.graphopt_rl.configs import GraphoptConfig
-from jaxgraph import Env, Graph, random_inputs, to_onnx
-from jaxgraph.cost import ort_session
-from jaxgraph.execute import runner
+from jaxgraph import Env, Graph, ort_session, random_inputs, runner, to_onnx
 from jaxgraph.rl import MDNRNN, DreamConfig, DreamStart, controller_input, initial_env_state, make_dream_rollout
 from jaxsched.common import alternated_times, median_time
 

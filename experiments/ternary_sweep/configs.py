@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxquant import RESNET20_STAR, ModelConfig, SweepMember, TrainConfig, multiplier_reaching_cap
-from jaxsched.common.arguments import integer_fields, number_fields
+from jaxsched.common import integer_fields, number_fields
 
 BASELINES = ("fp", "binary", "twn", "ttq")
 

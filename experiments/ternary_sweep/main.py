@@ -27,7 +27,7 @@ from pathlib import Path
 from experiments.ternary_sweep.configs import CONFIGS, Study
 from experiments.ternary_sweep.report import plot
 from experiments.ternary_sweep.train import train_and_evaluate
-from jaxquant.data import CIFAR10_ENV
+from jaxquant import CIFAR10_ENV
 from jaxsched.common import add_devices_option, checked_devices, named_config, write_json, write_text
 
 

@@ -5,7 +5,7 @@ that a package needing one check loads neither orbax nor the timing tools."""
 from jaxsched.common.lazy import lazy_face
 
 __all__ = lazy_face(__name__, {
-    "jaxsched.common.arguments": ("integer", "number"),
+    "jaxsched.common.arguments": ("integer", "integer_fields", "number", "number_fields"),
     "jaxsched.common.checkpoint": ("EpochCheckpointer", "Restored"),
     "jaxsched.common.machine": ("cpu_model", "machine_description"),
     "jaxsched.common.presets": ("STANDARD_NAMES", "named_config"),
