@@ -5,7 +5,7 @@
 One lockstep step of N dreams is what a dream-training rollout does per step: the controller (LatentPolicy on
 [z, h]) samples an action under the predicted masks and values the next state, the MDN-RNN advances every dream
 (LSTM, mixture sample at tau 1, reward, terminal and masks), finished dreams restart. The networks have the
-study config's sizes (`jaxgraph.rl.CONFIGS`: the world model, controller, latent and action space of the
+study config's sizes (`experiments.graphopt_rl.CONFIGS`: the world model, controller, latent and action space of the
 BERT run) with freshly initialised parameters: the time of a step does not depend on the parameter values.
 The target: >= 100,000 steps/s on a CPU, >= 1,000,000 on a GPU.
 """
@@ -21,8 +21,8 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from experiments.graphopt_rl_timing import dream_step_seconds
-from jaxgraph.rl import CONFIGS, MDNRNN, DreamStart
+from experiments.graphopt_rl import CONFIGS, dream_step_seconds
+from jaxgraph.rl import MDNRNN, DreamStart
 from jaxgraph.rules import RULES
 from jaxsched.common.machine import machine_description
 

@@ -3,10 +3,10 @@
     python -m benchmarks.generalisation [--epochs 40] [--traps 12] [--random-graphs 4] [--samples 8]
                                         [--unpruned-budget 0] [--max-states 0] [--workdir DIR]
 
-The research setting (`jaxgraph.rl.settings`): TASO's cost (`Roofline(backend=TASO)`), greedy and TASO's search
-(alpha 1.05, `--budget` graphs) with TASO's full table. The agent (`jaxgraph.rl.generalise`: host PPO with
-`RULES`) trains once on `--traps` trap graphs and `--random-graphs` random graphs, then runs on each builder
-(ResNet-18, ResNet-50, SqueezeNet, Inception-v3 at `SMALL_SIZES`, BERT at the study's 2 layers): its
+The research setting (`experiments.graphopt_rl.settings`): TASO's cost (`Roofline(backend=TASO)`), greedy and
+TASO's search (alpha 1.05, `--budget` graphs) with TASO's full table. The agent (`experiments.graphopt_rl.generalise`:
+host PPO with `RULES`) trains once on `--traps` trap graphs and `--random-graphs` random graphs, then runs on each
+builder (ResNet-18, ResNet-50, SqueezeNet, Inception-v3 at `SMALL_SIZES`, BERT at the study's 2 layers): its
 most-likely episode and `--samples` sampled ones, episodes of `--steps-per-op` steps per op. Whether a better graph than
 greedy's exists at all: `--unpruned-budget` > 0 runs TASO's search with no pruning (alpha infinite, the agent's
 `RULES`) for that many graphs ("complete" when its queue empties first: every graph the rules reach, up to TASO's
@@ -30,9 +30,9 @@ import numpy as np
 
 from benchmarks.saturation import BUILDERS
 from benchmarks.saturation import graphs as builder_graphs
+from experiments.graphopt_rl import GeneralistConfig, evaluate_unseen, train_generalist
 from jaxgraph import TASO, Roofline, exhaustive_search, greedy, taso_rules, taso_search
 from jaxgraph.execute import execute, random_inputs
-from jaxgraph.rl.generalise import GeneralistConfig, evaluate_unseen, train_generalist
 from jaxgraph.rules import RULES
 from jaxsched.common import ConfigMismatch, Workdir
 from jaxsched.common.machine import machine_description

@@ -60,6 +60,7 @@ from jaxgraph import (
     to_onnx,
 )
 from jaxgraph.cost import ort_session
+from jaxgraph.onnx_io import batch_one
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.optimize import main as optimize_cli
 from jaxsched.common.machine import machine_description
@@ -92,16 +93,6 @@ def original_model(spec: str, args):
 def original_graph(spec: str, args):
     """The builder `spec` at full size, batch 1 (BERT with `--bert-layers` layers)."""
     return bert(layers=args.bert_layers) if spec == "bert" else MODELS[spec]()
-
-
-def batch_one(model) -> dict[str, tuple[int, ...]]:
-    """Input shapes with every symbolic dimension (a dynamic batch) fixed to 1."""
-    shapes = {}
-    for value in model.graph.input:
-        dims = value.type.tensor_type.shape.dim
-        if any(not d.HasField("dim_value") for d in dims):
-            shapes[value.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
-    return shapes
 
 
 def short_name(spec: str) -> str:

@@ -60,7 +60,7 @@ def run(name, env, graphs, sequences):
 
 
 def onnx_graphs():
-    from jaxgraph.rl.study import batch_one
+    from jaxgraph.onnx_io import batch_one
 
     return {os.path.basename(path): load_onnx(path, batch_one(path))
             for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "tests", "data", "*.onnx")))}

@@ -47,27 +47,18 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from experiments.graphopt_rl import CONFIGS, GraphoptConfig, build_graph, reachable_optimum
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
 from jaxgraph.cost import CostModel, Roofline, cost
 from jaxgraph.env import Env
 from jaxgraph.graph import Graph
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.onnx_io import load_onnx
+from jaxgraph.onnx_io import batch_one, load_onnx
 from jaxgraph.rl.dream import controller_episode, make_dream_trainer
 from jaxgraph.rl.episode import best_of, evaluation_episodes
 from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
+from jaxgraph.rl.model_based import dream_start, fit_world_model, make_encoder, random_sequences
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy
-from jaxgraph.rl.study import (
-    CONFIGS,
-    StudyConfig,
-    batch_one,
-    build_graph,
-    dream_start,
-    fit_world_model,
-    make_encoder,
-    random_sequences,
-    reachable_optimum,
-)
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
 from jaxgraph.rl.world_model import MDNRNN
 from jaxgraph.rules import RULES, Rule
@@ -179,7 +170,7 @@ def _keys(key: jax.Array) -> Iterator[jax.Array]:
         yield sub
 
 
-def train_jax_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rules: Sequence[Rule], clock: Clock,
+def train_jax_env(graph: Graph, config: GraphoptConfig, cost_model: CostModel, rules: Sequence[Rule], clock: Clock,
                   key: jax.Array, chunk_epochs: int = 1, jitted_evaluation: bool = False) -> int:
     """PPO on `JaxEnv`: chunks of `chunk_epochs` epochs (one jitted program), each followed by an evaluation: in
     `Env` with `evaluate_agent` (the host trainer's evaluation), or with `jitted_evaluation` in `JaxEnv` with
@@ -208,7 +199,7 @@ def train_jax_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rule
             return 0
 
 
-def train_host_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rules: Sequence[Rule], clock: Clock,
+def train_host_env(graph: Graph, config: GraphoptConfig, cost_model: CostModel, rules: Sequence[Rule], clock: Clock,
                    key: jax.Array) -> int:
     """PPO on `Env` (`rl.train.make_train`), evaluated with `evaluate_agent` after every epoch; returns 0."""
     agent, keys = config.agent, _keys(key)
@@ -226,7 +217,7 @@ def train_host_env(graph: Graph, config: StudyConfig, cost_model: CostModel, rul
     return 0
 
 
-def train_world_model(graph: Graph, config: StudyConfig, cost_model: CostModel, rules: Sequence[Rule],
+def train_world_model(graph: Graph, config: GraphoptConfig, cost_model: CostModel, rules: Sequence[Rule],
                       clock: Clock, key: jax.Array, chunk_updates: int = 5) -> int:
     """The study's model-based agent: random-agent sequences of `Env`, the MDN-RNN fit, then dream PPO (tau 1)
     in chunks of `chunk_updates` updates, each controller evaluated in `Env`; returns the dream steps."""
@@ -234,7 +225,7 @@ def train_world_model(graph: Graph, config: StudyConfig, cost_model: CostModel, 
     env = Env(graph, max_locations=agent.max_locations, rules=rules, cost_model=cost_model,
               max_steps=agent.max_steps)
     obs = env.reset().observation
-    encode = make_encoder(config, next(keys), obs)
+    encode = make_encoder(agent, next(keys), obs)
     seed = int(jax.random.randint(next(keys), (), 0, 2 ** 30))
     data = random_sequences(env, encode, config.wm_sequences, config.wm_length, config.noop_probability,
                             np.random.default_rng(seed))
@@ -264,7 +255,7 @@ _TRAIN: dict[str, Callable[..., int]] = {"jax_env": train_jax_env, "host_env": t
                                          "world_model": train_world_model}
 
 
-def race(graph: Graph, config: StudyConfig, cost_model: CostModel, time_cap: float, key: jax.Array,
+def race(graph: Graph, config: GraphoptConfig, cost_model: CostModel, time_cap: float, key: jax.Array,
          rules: Sequence[Rule] = RULES, trainers: Sequence[str] = TRAINERS, chunk_epochs: int = 1,
          chunk_updates: int = 5, jitted_evaluation: bool = False, progress: bool = False) -> dict:
     """The target (TASO's search with `config.taso_alpha` and `config.taso_budget`; and the reachable optimum, an

@@ -4,7 +4,7 @@
     python -m benchmarks.sharding --host-devices 0                       # GPU/TPU: the real devices
 
 Each side is the library's own entry point with `devices=N`: `jaxquant.run_sweep` of `--members` members (digits,
-the small ResNet, `--epochs` epochs) and `jaxgraph.rl.jax_ppo.make_train` with `--envs` environments on the toy graph
+the small ResNet, `--epochs` epochs) and `jaxgraph.rl.make_jax_train` with `--envs` environments on the toy graph
 (2 conv blocks, its 2 rules). Both are compiled before timing; the 1-device and N-device runs then alternate
 (`jaxsched.common.timing.alternated_times`), each timed in wall seconds and in this process's CPU seconds: CPU / wall
 is how many cores a run kept busy, which says whether one device already used every core (XLA:CPU runs one
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jaxquant as jq
     from jaxgraph import RULES, JaxEnv
-    from jaxgraph.rl import jax_ppo, tiny_agent, toy_graph
+    from jaxgraph.rl import make_jax_train, tiny_agent, toy_graph
     from jaxsched.common.machine import machine_description
     from jaxsched.common.timing import alternated_times
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     key = jax.random.key(0)
 
     def ppo(n):
-        compiled = jax.jit(jax_ppo.make_train(agent, env, devices=n)).lower(key).compile()
+        compiled = jax.jit(make_jax_train(agent, env, devices=n)).lower(key).compile()
         return lambda: jax.block_until_ready(compiled(key))
 
     rows = [(f"jaxquant sweep, {args.members} members x {args.epochs} epoch(s)", sweep),

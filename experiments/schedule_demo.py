@@ -24,14 +24,14 @@ import jaxsched
 from jaxsched import generate
 from jaxsched.common import (
     ConfigMismatch,
+    Devices,
     Workdir,
     add_devices_option,
     checked_devices,
-    preset,
+    named_config,
     write_json,
     write_text,
 )
-from jaxsched.common.sharding import Devices
 
 METHODS = ("HEFT", "GA")
 
@@ -80,7 +80,7 @@ def workloads(num_tasks: int, num_procs: int, seed: int) -> dict[str, jaxsched.P
         "cloudsim": generate.cloudsim(num_tasks, num_procs, seed=seed),
     }
     try:
-        from jaxsched.workflows import wfcommons_problem
+        from jaxsched import wfcommons_problem
 
         problems["wfcommons montage"] = wfcommons_problem("montage", max(num_tasks, 110), num_procs, seed=seed)
     except ImportError:
@@ -151,7 +151,7 @@ def _plot(schedules, path: Path) -> None:
     except ImportError:
         print("matplotlib not installed (extra `plots`): no Gantt chart written")
         return
-    from jaxsched.plot import gantt
+    from jaxsched import gantt
 
     names = sorted({name for name, _ in schedules})
     fig, axes = plt.subplots(len(names), 2, figsize=(16, 2.2 * len(names)), squeeze=False)
@@ -182,7 +182,7 @@ def main(argv=None) -> list[dict]:
     flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(DemoConfig)}
     changes = {name: value for name, value in flags.items() if value is not None}
     try:  # checked before any work: one line and exit code 2
-        config = dataclasses.replace(preset(CONFIGS, args.config), **changes)
+        config = dataclasses.replace(named_config(CONFIGS, args.config), **changes)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     try:

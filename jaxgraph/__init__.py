@@ -8,7 +8,7 @@ import importlib
 
 __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
-from jaxgraph.backends import ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
+from jaxgraph.backends import BACKENDS, ONNXRUNTIME, TASO, XLA, Backend, Kernel, kernel_graph
 from jaxgraph.cost import (
     CostModel,
     MeasuredCost,
@@ -18,10 +18,11 @@ from jaxgraph.cost import (
     cost,
     cost_change,
     measure_runtime,
+    ort_session,
     spearman,
 )
 from jaxgraph.env import Env, Observation
-from jaxgraph.execute import execute, random_inputs
+from jaxgraph.execute import execute, random_inputs, runner
 from jaxgraph.exhaustive import canonical_key, exhaustive_search
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
 from jaxgraph.instances import Instances, graph_list, random_instances, trap_instances
@@ -50,6 +51,7 @@ from jaxgraph.patterns import data_rules, taso_rules
 from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rules import RULES, Location, Rule, make_rule
+from jaxgraph.saturation import equality_saturation
 from jaxgraph.search import SearchResult, greedy, taso_search
 from jaxgraph.timestep import StepType, TimeStep
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
@@ -80,6 +82,7 @@ __all__ = [
     "Observation",
     "ParityReport",
     "OrtCost",
+    "BACKENDS",
     "Patch",
     "Pattern",
     "RULES",
@@ -103,6 +106,9 @@ __all__ = [
     "cost_change",
     "data_rules",
     "execute",
+    "runner",
+    "ort_session",
+    "equality_saturation",
     "execute_reference",
     "exhaustive_search",
     "fitting_env",

@@ -3,7 +3,7 @@
 __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
 from jaxquant.conv import conv2d
-from jaxquant.data import Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
+from jaxquant.data import CIFAR10_ENV, Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
 from jaxquant.delta import (
     REGIMES,
     DeltaRegime,
@@ -53,6 +53,7 @@ from jaxquant.train import (
 )
 
 __all__ = [
+    "CIFAR10_ENV",
     "DIGITS_MODEL",
     "FORMATS",
     "available_formats",

@@ -31,8 +31,8 @@ from jaxquant.layers import project_latent, quantized_codes
 from jaxquant.metrics import entropy, sparsity
 from jaxquant.resnet import ModelConfig, ResNet
 from jaxsched.common.arguments import integer
-from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
+from jaxsched.common.workdir import Workdir
 
 # The offline default: a small ResNet (1 block per stage, 16/32/64 channels, ~78k parameters)
 # that trains on 8x8 digits in seconds per epoch on a CPU.
@@ -338,7 +338,8 @@ def fit(
     and Adam amplifies the last-bit differences over the epochs: up to about 5e-5 in the metrics of a
     5-member sweep on 4 CPU devices). With `workdir`, the population is checkpointed with orbax after
     every epoch (without the padding, so a run resumes on another device count) and a rerun with the
-    same arguments resumes after the last finished epoch; the result equals an uninterrupted run.
+    same arguments resumes after the last finished epoch; the result equals an uninterrupted run (a workdir of
+    other arguments is refused, `jaxsched.common.Workdir`).
     `on_epoch_end(epoch, metrics)` is called after each epoch's checkpoint is written.
     """
     keys = jnp.asarray(keys)
@@ -354,7 +355,7 @@ def fit(
     history = EpochMetrics(*(np.full((config.epochs, members), np.nan, np.float32) for _ in EpochMetrics._fields))
     start, state, checkpointer = 0, None, None
     if workdir is not None:
-        checkpointer = EpochCheckpointer(workdir, _run_identity(config, keys, regimes))
+        checkpointer = Workdir(workdir, _run_identity(config, keys, regimes)).checkpointer()
         restored = checkpointer.restore_latest({"state": jax.eval_shape(init, keys), "history": history})
         if restored is not None:
             start, tree = restored.epoch, restored.tree

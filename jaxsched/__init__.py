@@ -44,10 +44,12 @@ __all__ = lazy_face(__name__, {
         "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
         "priority_order",
     ),
+    "jaxsched.plot": ("gantt", "heatmap"),
     "jaxsched.priorities": ("critical_path", "downward_rank", "optimistic_cost_table", "priority_position"),
     "jaxsched.problem": (
         "Problem", "Schedule", "load_problem", "load_schedule", "real_array", "save_problem", "save_schedule",
         "validate",
     ),
     "jaxsched.simulate": ("simulate",),
+    "jaxsched.workflows": ("wfcommons_problem",),
 })

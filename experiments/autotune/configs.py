@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxsched.autotune.policies import POLICIES
-from jaxsched.autotune.tuning import check_protocol
-from jaxsched.autotune.workloads import Workload
-from jaxsched.common.arguments import integer
+from jaxsched.autotune import POLICIES, Workload, check_protocol
+from jaxsched.common import integer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import sys
 from experiments.autotune.configs import CONFIGS
 from experiments.autotune.report import markdown
 from experiments.autotune.study import run_study
-from jaxsched.common import preset
+from jaxsched.common import named_config
 
 
 def main(argv=None) -> int:
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
         print("error: needs at least two usable cores (one plays the device)", file=sys.stderr)
         return 2
     try:
-        results = run_study(preset(CONFIGS, args.config), args.workdir)
+        results = run_study(named_config(CONFIGS, args.config), args.workdir)
     except ValueError as error:  # an unknown config name, a workdir of another configuration
         print(f"error: {error}", file=sys.stderr)
         return 2

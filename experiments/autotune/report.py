@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxsched.autotune.jobs import STAGES
-from jaxsched.autotune.resources import Machine
-from jaxsched.autotune.trace import Trace, gantt
+from jaxsched.autotune import STAGES, Machine, Trace, gantt
 
 
 def markdown(results: dict) -> str:

@@ -28,15 +28,27 @@ from tqdm.auto import tqdm
 
 from experiments.autotune.configs import StudyConfig
 from experiments.autotune.report import markdown, plots
-from jaxsched.autotune.jobs import STAGES, MockJob, fit_stage_distributions, mock_jobs
-from jaxsched.autotune.policies import POLICIES, make_policy
-from jaxsched.autotune.resources import CPU, DEVICE, Machine, local_machine, pin_to_cores
-from jaxsched.autotune.runner import ProcessRunner
-from jaxsched.autotune.simulator import simulate_policy
-from jaxsched.autotune.trace import Trace, check_trace
-from jaxsched.autotune.tuning import TuningJob, measure_alone
-from jaxsched.autotune.workloads import Workload
-from jaxsched.common.workdir import Workdir, write_json, write_text
+from jaxsched.autotune import (
+    CPU,
+    DEVICE,
+    POLICIES,
+    STAGES,
+    Machine,
+    MockJob,
+    ProcessRunner,
+    Trace,
+    TuningJob,
+    Workload,
+    check_trace,
+    fit_stage_distributions,
+    local_machine,
+    make_policy,
+    measure_alone,
+    mock_jobs,
+    pin_to_cores,
+    simulate_policy,
+)
+from jaxsched.common import Workdir, write_json, write_text
 
 
 def make_jobs(config: StudyConfig) -> list[TuningJob]:

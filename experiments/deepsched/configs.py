@@ -4,6 +4,6 @@ They stay defined beside the network (`jaxsched.deepsched.configs`): a `DeepSche
 checkpoint and `NeuralScheduler.load` rebuilds the network from it, so the library must read them.
 """
 
-from jaxsched.deepsched.configs import CONFIGS, VARIANTS, DeepSchedConfig, EvalConfig
+from jaxsched.deepsched import CONFIGS, VARIANTS, DeepSchedConfig, EvalConfig
 
 __all__ = ["CONFIGS", "VARIANTS", "DeepSchedConfig", "EvalConfig"]

@@ -20,11 +20,8 @@ from tqdm.auto import tqdm
 
 from experiments.deepsched.configs import DeepSchedConfig, EvalConfig
 from jaxsched import average_turnaround, ga, heft, validate
-from jaxsched.common import Workdir, best_time, machine_description, write_json
-from jaxsched.common.sharding import Devices
-from jaxsched.deepsched import NeuralScheduler, Split, fit, load_or_build
-from jaxsched.deepsched.data import training_problem
-from jaxsched.deepsched.decode import DECODERS
+from jaxsched.common import Devices, Workdir, best_time, machine_description, write_json
+from jaxsched.deepsched import DECODERS, NeuralScheduler, Split, fit, load_or_build, training_problem
 
 SPLIT_SOURCES = {"seen": "train", "unseen": "test", "ood": "ood"}
 

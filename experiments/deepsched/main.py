@@ -26,7 +26,14 @@ from typing import Sequence
 from experiments.deepsched.configs import CONFIGS, VARIANTS, DeepSchedConfig
 from experiments.deepsched.evaluate import train_and_evaluate
 from experiments.deepsched.report import markdown, plots
-from jaxsched.common import ConfigMismatch, add_devices_option, batch_mesh, join_from_environment, preset, write_text
+from jaxsched.common import (
+    ConfigMismatch,
+    add_devices_option,
+    batch_mesh,
+    join_from_environment,
+    named_config,
+    write_text,
+)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -57,7 +64,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def make_config(args: argparse.Namespace) -> DeepSchedConfig:
     """The chosen configuration with the flags applied; ValueError for a bad value or config name."""
-    config = preset(CONFIGS, args.config)
+    config = named_config(CONFIGS, args.config)
     overrides = {
         "variants": None if args.variants is None else tuple(args.variants),
         "main": args.main,

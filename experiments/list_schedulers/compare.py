@@ -40,7 +40,7 @@ def workload_families(config: ComparisonConfig) -> dict[str, list[Problem]]:
         "chains": lambda seed: generate.chains(chains, tasks // chains, procs, seed=seed),
     }
     try:
-        from jaxsched.workflows import wfcommons_problem
+        from jaxsched import wfcommons_problem
 
         makers["wfcommons montage"] = lambda seed: wfcommons_problem("montage", max(tasks, 110), procs, seed=seed)
     except ImportError:

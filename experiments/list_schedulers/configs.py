@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxsched import SCHEDULER_NAMES as NAMES
-from jaxsched.common.arguments import integer_fields
+from jaxsched.common import integer_fields
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import argparse
 from experiments.list_schedulers.compare import compare, summarise
 from experiments.list_schedulers.configs import CONFIGS
 from experiments.list_schedulers.report import heatmap_png, markdown
-from jaxsched.common import Workdir, preset, write_text
+from jaxsched.common import Workdir, named_config, write_text
 
 
 def main(argv=None) -> None:
@@ -26,7 +26,7 @@ def main(argv=None) -> None:
     parser.add_argument("--workdir", default="results/list_schedulers")
     args = parser.parse_args(argv)
     try:
-        config = preset(CONFIGS, args.config)
+        config = named_config(CONFIGS, args.config)
         work = Workdir(args.workdir, config)
     except ValueError as error:  # an unknown config, or a workdir of another configuration (ConfigMismatch)
         parser.exit(2, f"{parser.prog}: error: {error}\n")

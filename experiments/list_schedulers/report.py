@@ -25,7 +25,7 @@ def heatmap_png(families: list[str], ratios: np.ndarray, names: tuple[str, ...],
     except ImportError:
         print("matplotlib not installed (extra `plots`): no heatmap written")
         return
-    from jaxsched.plot import heatmap
+    from jaxsched import heatmap
 
     ax = heatmap(ratios, families, names, title="mean makespan / best makespan", label="ratio")
     ax.figure.savefig(path, dpi=150, bbox_inches="tight")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxquant import RESNET20_STAR, ModelConfig, SweepMember, TrainConfig, multiplier_reaching_cap
-from jaxsched.common.arguments import integer_fields, number_fields
+from jaxsched.common import integer_fields, number_fields
 
 BASELINES = ("fp", "binary", "twn", "ttq")
 
@@ -54,7 +54,7 @@ DIGITS_DELTA_MAX = 0.25
 DIGITS_GRID_DELTA_MAXES = (0.2, 0.3)
 
 
-# The study's presets (look one up with `jaxsched.common.preset`):
+# The study's presets (look one up with `jaxsched.common.named_config`):
 # - `test`: a tiny digits study for tests and CI: a 4/8/16-channel ResNet, one epoch, one seed, no baselines, two
 #   fixed Δ, the four regimes at one cap and the log regime at one further cap (one vmapped program);
 # - `default`: the offline study on scikit-learn digits (ResNet with one block per stage, 16/32/64). Latent

@@ -27,13 +27,13 @@ from pathlib import Path
 from experiments.ternary_sweep.configs import CONFIGS, Study
 from experiments.ternary_sweep.report import plot
 from experiments.ternary_sweep.train import train_and_evaluate
-from jaxquant.data import CIFAR10_ENV
-from jaxsched.common import add_devices_option, checked_devices, preset, write_json, write_text
+from jaxquant import CIFAR10_ENV
+from jaxsched.common import add_devices_option, checked_devices, named_config, write_json, write_text
 
 
 def make_study(args: argparse.Namespace) -> Study:
     """The chosen preset with the flags applied; ValueError for a bad value or config name."""
-    study = preset(CONFIGS, args.config)
+    study = named_config(CONFIGS, args.config)
     if args.epochs is not None:
         study = study.with_epochs(args.epochs)
     changes = {}

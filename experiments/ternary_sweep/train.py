@@ -37,8 +37,7 @@ from jaxquant import (
     run_sweep,
     summarize,
 )
-from jaxsched.common import Workdir
-from jaxsched.common.sharding import Devices
+from jaxsched.common import Devices, Workdir
 
 
 class StudyResult(NamedTuple):

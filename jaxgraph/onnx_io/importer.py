@@ -272,6 +272,21 @@ def load_onnx(model: str | os.PathLike | Any, input_shapes: Mapping[str, Sequenc
     return Importer(model, input_shapes or {}, strict).run()
 
 
+def batch_one(model: str | os.PathLike | Any) -> dict[str, tuple[int, ...]]:
+    """The input shapes of an ONNX model (path or `ModelProto`) whose shape has a symbolic dimension (a dynamic
+    batch), with every symbolic dimension fixed to 1: the `input_shapes` that `load_onnx` needs for it."""
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.isfile(model):
+            raise FileNotFoundError(f"no ONNX model at {os.fspath(model)}")
+        model = onnx_module().load(os.fspath(model), load_external_data=False)
+    shapes = {}
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            shapes[value.name] = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in dims)
+    return shapes
+
+
 def _check_model_header(model, source: str) -> None:
     """Raise ValueError unless `model` names its default-domain opset and has a graph with outputs.
 

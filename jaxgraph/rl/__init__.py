@@ -1,5 +1,7 @@
-"""jaxgraph agents (thesis chapter 4): jraph GNN encoder, masked hierarchical PPO, MDN-RNN world model
-and PPO controllers trained inside it."""
+"""jaxgraph agents (thesis chapter 4): jraph GNN encoder, masked hierarchical PPO (the host trainer `make_train` and
+its jitted twin `make_jax_train`, the rest of that twin as the sub-namespace `jax_ppo`), MDN-RNN world model and PPO
+controllers trained inside it (`model_based`: the random agent's data and the world model's fit), evaluation
+episodes and sample-efficiency curves. The study that compares them with the searches is `experiments.graphopt_rl`."""
 
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig, tiny_agent
 from jaxgraph.rl.dream import (
@@ -16,15 +18,25 @@ from jaxgraph.rl.dream import (
     make_dream_train,
     make_dream_trainer,
 )
+from jaxgraph.rl.efficiency import (
+    best_so_far,
+    curve_table,
+    extend,
+    model_free_recorder,
+    plot_curves,
+    steps_to_reach,
+    value_at,
+)
 from jaxgraph.rl.encoder import GraphEncoder
-from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes, run_episode
-from jaxgraph.rl.generalise import (
-    GeneralistConfig,
-    UnseenResult,
-    evaluate_unseen,
-    evaluation_steps,
-    train_generalist,
-    training_graphs,
+from jaxgraph.rl.episode import Episode, best_of, evaluation_episodes, replay, run_episode
+from jaxgraph.rl.jax_ppo import JaxTrainResult, make_jax_train
+from jaxgraph.rl.model_based import (
+    dream_start,
+    fit_world_model,
+    jitted_dream_train,
+    jitted_world_model,
+    make_encoder,
+    random_sequences,
 )
 from jaxgraph.rl.policy import GraphPolicy, LatentPolicy, PolicyOutput, entropy, log_prob, masked_logits, sample_action
 from jaxgraph.rl.ppo import (
@@ -37,9 +49,7 @@ from jaxgraph.rl.ppo import (
     ppo_loss,
     value_loss,
 )
-from jaxgraph.rl.report import judge_targets, plot_results, results_table
 from jaxgraph.rl.rollout import BestSeen, EnvPool, GraphAgent, RolloutStats, collect, graph_agent, stack
-from jaxgraph.rl.study import CONFIGS, StudyConfig, Timers, fit_world_model, make_encoder, random_sequences, run_study
 from jaxgraph.rl.toy import ToyInstance, toy_graph
 from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
 from jaxgraph.rl.world_model import (
@@ -69,7 +79,8 @@ __all__ = [
     "GraphEncoder", "GraphPolicy", "LatentPolicy", "PPOConfig", "PolicyOutput", "ToyInstance", "TrainState",
     "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",
     "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
-    "StudyConfig", "fit_world_model", "judge_targets", "make_encoder", "plot_results", "random_sequences",
-    "results_table", "run_study", "CONFIGS", "Timers",
-    "GeneralistConfig", "UnseenResult", "evaluate_unseen", "evaluation_steps", "train_generalist", "training_graphs",
+    "JaxTrainResult", "make_jax_train",
+    "dream_start", "fit_world_model", "jitted_dream_train", "jitted_world_model", "make_encoder", "random_sequences",
+    "best_so_far", "curve_table", "extend", "model_free_recorder", "plot_curves", "replay", "steps_to_reach",
+    "value_at",
 ]

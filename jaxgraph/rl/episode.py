@@ -4,8 +4,8 @@ The real `Env` reports the cost of every state it reaches, so an evaluated agent
 of its episode (the initial graph included), as TASO search returns the best graph it saw rather than the
 last one: an agent then never ends dearer than where it started. `run_episode` records the cost of every
 state; `Episode.best_actions` is the shortest action prefix that reaches the cheapest one (replaying it and
-stopping there gives that graph). Every `step` an episode made is a real-environment interaction, whether
-or not its state was kept.
+stopping there gives that graph, `replay`). Every `step` an episode made is a real-environment interaction,
+whether or not its state was kept.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import numpy as np
 
+from jaxgraph.cost import CostModel
 from jaxgraph.env import Env, Observation
+from jaxgraph.graph import Graph
+from jaxgraph.rules import Rule
 
 
 class Episode(NamedTuple):
@@ -79,6 +82,19 @@ def evaluation_episodes(run_one: Callable[[Any], Episode], key: Any, samples: in
     if samples and key is None:
         raise ValueError("sampled evaluation episodes need a key")
     return [run_one(None), *(run_one(episode_key) for episode_key in split_keys(key, samples))]
+
+
+def replay(graph: Graph, actions: Sequence[tuple[int, int]], max_locations: int, cost_model: CostModel | None,
+           rules: Sequence[Rule]) -> Graph:
+    """The graph an action sequence of an agent with the rule table `rules` leads to from `graph` (the NO-OP
+    ends it): how an agent's returned graph is rebuilt from `Episode.best_actions`."""
+    env = Env(graph, max_locations=max_locations, rules=rules, cost_model=cost_model, max_steps=None)
+    env.reset()
+    for xfer, location in actions:
+        if xfer == env.num_xfers:
+            break
+        env.step((xfer, location))
+    return env.graph
 
 
 def split_keys(key: Any, count: int) -> list:

@@ -1,9 +1,9 @@
 """Model-free PPO on the jitted environment as one pure function (PureJaxRL style), and its evaluation: the
 jitted twin of the host trainer `jaxgraph.rl.train`.
 
-`make_train(config, env)(key)` trains the agents' `GraphPolicy` with the host trainer's PPO update
+`make_jax_train(config, env)(key)` trains the agents' `GraphPolicy` with the host trainer's PPO update
 (`jaxgraph.rl.ppo.make_update`) on `config.num_envs` environments of a `JaxEnv`, rollouts and updates included, so
-`jax.jit(jax.vmap(make_train(config, env)))(keys)` trains one agent per key in one program. Many graphs train in
+`jax.jit(jax.vmap(make_jax_train(config, env)))(keys)` trains one agent per key in one program. Many graphs train in
 one program: every environment starts each epoch on an instance drawn by `JaxEnv.draw` (uniform over the
 `EnvParams`' instances), and an episode that ends restarts in place on a fresh draw; the initial states of all
 instances are computed once per run and a restart gathers one. As in the host trainer, every epoch starts from
@@ -73,7 +73,7 @@ def _env_mesh(config: AgentConfig, devices: Devices) -> Mesh:
 
 def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None, devices: Devices = None
                  ) -> JaxTrainer:
-    """The pieces of `make_train` on `params` (default `env.params()`: every instance the environment holds):
+    """The pieces of `make_jax_train` on `params` (default `env.params()`: every instance the environment holds):
     running `init` and then `run` on the epoch keys in several chunks gives exactly the parameters of one `run`
     over all of them. The environments are split across `devices` (`jaxsched.common.batch_mesh`: default all
     devices, whose count must divide `config.num_envs`), the policy parameters replicated; the PPO update's means
@@ -156,7 +156,7 @@ def make_trainer(config: AgentConfig, env: JaxEnv, params: EnvParams | None = No
     return JaxTrainer(init, run)
 
 
-def make_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None, devices: Devices = None
+def make_jax_train(config: AgentConfig, env: JaxEnv, params: EnvParams | None = None, devices: Devices = None
                ) -> Callable[[jax.Array], JaxTrainResult]:
     """`train(key) -> JaxTrainResult` on `params` (default `env.params()`), the environments split across
     `devices` (see `make_trainer`); pure and jittable."""

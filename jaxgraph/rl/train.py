@@ -4,7 +4,8 @@
 `train` is a host loop over epochs, but each epoch makes exactly one jitted, vmapped policy call per
 lockstep step and one jitted update. Every epoch starts from the unmodified graphs, so an epoch is a
 function of (parameters, optimiser state, key) alone: with a `workdir`, those are checkpointed with
-orbax after every epoch and a rerun resumes exactly where a killed run stopped. The result also holds the
+orbax after every epoch and a rerun resumes exactly where a killed run stopped (`jaxsched.common.Workdir`: a
+workdir of another configuration, graphs or rules is refused). The result also holds the
 cheapest graph the training rollouts visited on each training graph (`AgentResult.best`, X-RLflow's
 choice of returned graph), tracked from the epochs this call ran.
 """
@@ -30,7 +31,7 @@ from jaxgraph.rl.policy import GraphPolicy
 from jaxgraph.rl.ppo import TrainState, make_optimizer, make_update
 from jaxgraph.rl.rollout import BestSeen, EnvPool, collect, graph_agent, stack
 from jaxgraph.rules import RULES, Rule
-from jaxsched.common.checkpoint import EpochCheckpointer
+from jaxsched.common.workdir import Workdir
 
 
 class AgentResult(NamedTuple):
@@ -70,7 +71,7 @@ def make_train(config: AgentConfig, graphs: Sequence[Graph], cost_model: CostMod
         state = TrainState(params, optimizer.init(params))
         start, history = 0, []
         pool.forget_best()
-        checkpointer = EpochCheckpointer(workdir, identity) if workdir is not None else None
+        checkpointer = Workdir(workdir, identity).checkpointer() if workdir is not None else None
         try:
             if checkpointer is not None:
                 restored = checkpointer.restore_latest({"state": state, "key": jax.random.key_data(key)})

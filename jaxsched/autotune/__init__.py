@@ -36,7 +36,7 @@ from jaxsched.autotune.scheduler import Scheduler, StageStart
 from jaxsched.autotune.service import Answer, TuningService
 from jaxsched.autotune.simulator import simulate_policy
 from jaxsched.autotune.trace import Trace, check_trace, gantt
-from jaxsched.autotune.tuning import TuningJob, TuningResult, TuningState, measure_alone, profile_calls
+from jaxsched.autotune.tuning import TuningJob, TuningResult, TuningState, check_protocol, measure_alone, profile_calls
 from jaxsched.autotune.workloads import KINDS, Workload
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "thread_affinities",
     "Trace",
     "TuningJob",
+    "check_protocol",
     "TuningRecords",
     "TuningResult",
     "TuningService",

@@ -10,7 +10,7 @@ Config = TypeVar("Config")
 STANDARD_NAMES = ("test", "default", "full")
 
 
-def preset(configs: Mapping[str, Config], name: str) -> Config:
+def named_config(configs: Mapping[str, Config], name: str) -> Config:
     """The configuration called `name`; ValueError listing the known names when there is none."""
     if name not in configs:
         raise ValueError(f"unknown config {name!r}; choose one of {', '.join(configs)}")

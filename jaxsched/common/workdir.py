@@ -5,8 +5,9 @@ configuration in `config.json`; a rerun with the same configuration resumes (eac
 back instead of being computed again), and a rerun with another configuration raises `ConfigMismatch` naming
 the folder and the differing fields, so results of two configurations are never mixed. Files are written to a
 temporary file in the same folder and renamed over the target (`os.replace`), so a kill leaves the old file or
-the new one, never half of one. Array checkpoints of training loops use the same identity check
-(`jaxsched.common.checkpoint`).
+the new one, never half of one. Training loops that resume checkpoint through their workdir too
+(`Workdir.checkpointer`: per-epoch orbax checkpoints in the folder, tied to the configuration it records), so every
+resumable run refuses another configuration before it computes anything.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from jaxsched.common.checkpoint import EpochCheckpointer
 
 CONFIG_FILE = "config.json"
 
@@ -111,6 +115,14 @@ class Workdir:
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name
+
+    def checkpointer(self, max_to_keep: int = 2) -> EpochCheckpointer:
+        """Per-epoch orbax checkpoints of a training loop in this folder (`jaxsched.common.checkpoint`), each step
+        recording this workdir's configuration as the identity a resume must match; orbax is imported here, so
+        opening a workdir stays light."""
+        from jaxsched.common.checkpoint import EpochCheckpointer
+
+        return EpochCheckpointer(self.path, self.config, max_to_keep)
 
     def stage(self, name: str, compute: Callable[[], Any]) -> Any:
         """The JSON result saved under `name` (a path inside the workdir), or `compute()` saved there first."""

@@ -12,9 +12,26 @@ checkpoints, resume) or `make_train(config, data)` for a pure `train(key)`. The 
 `experiments/deepsched/` (`python -m experiments.deepsched`). See docs/deepsched.md.
 """
 
-from jaxsched.deepsched.configs import CONFIGS, DataConfig, DeepSchedConfig, EvalConfig, ModelConfig, TrainConfig
-from jaxsched.deepsched.data import LabelledSet, Labels, Split, label, load_or_build, load_problems, save_problems
-from jaxsched.deepsched.decode import NeuralScheduler
+from jaxsched.deepsched.configs import (
+    CONFIGS,
+    VARIANTS,
+    DataConfig,
+    DeepSchedConfig,
+    EvalConfig,
+    ModelConfig,
+    TrainConfig,
+)
+from jaxsched.deepsched.data import (
+    LabelledSet,
+    Labels,
+    Split,
+    label,
+    load_or_build,
+    load_problems,
+    save_problems,
+    training_problem,
+)
+from jaxsched.deepsched.decode import DECODERS, NeuralScheduler
 from jaxsched.deepsched.dense import DenseScheduler, dense_features
 from jaxsched.deepsched.features import (
     PROC_FEATURES,
@@ -30,9 +47,11 @@ from jaxsched.deepsched.train import FitResult, Metrics, TrainState, fit, loss_f
 
 __all__ = [
     "CONFIGS",
+    "DECODERS",
     "PROC_FEATURES",
     "STATE_FEATURES",
     "TASK_FEATURES",
+    "VARIANTS",
     "DataConfig",
     "DeepSchedConfig",
     "DeepSchedNet",
@@ -63,4 +82,5 @@ __all__ = [
     "problem_features",
     "save_problems",
     "time_scale",
+    "training_problem",
 ]

@@ -181,7 +181,7 @@ class DeepSchedConfig:
         return {"config": sections, "seed": seed}
 
 
-# The experiment's presets (look one up with `jaxsched.common.preset`):
+# The experiment's presets (look one up with `jaxsched.common.named_config`):
 # - `test`: seconds, for the test suite;
 # - `default`: CPU, 16 to 64 tasks on 8 processors, 384 training instances per size, 12 epochs;
 # - `full`: GPU, at the paper's scale of machines: 188 processors (the paper's count), DAGs of 128 to 512 tasks

@@ -3,8 +3,8 @@ which runs the same epochs for several seeds at once with orbax checkpoints and 
 
 PureJaxRL style: `jax.jit(jax.vmap(make_train(config, data)))(keys)` trains one network per key in
 a single compiled call; `fit` calls the same jitted, vmapped epoch once per epoch instead, so that
-it can save a checkpoint after every epoch (`jaxsched.common.checkpoint.EpochCheckpointer`: a directory
-of another configuration or seed is refused, a damaged latest epoch falls back to the one before).
+it can save a checkpoint after every epoch (`jaxsched.common.Workdir.checkpointer`: a directory of another
+configuration or seed is refused before training starts, a damaged latest epoch falls back to the one before).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import optax
 from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
-from jaxsched.common.checkpoint import EpochCheckpointer
 from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, pad_batch, padded_batch_size, replicate
+from jaxsched.common.workdir import Workdir
 from jaxsched.deepsched.configs import DeepSchedConfig, EvalConfig, TrainConfig
 from jaxsched.deepsched.data import LabelledSet
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet
@@ -210,7 +210,7 @@ def fit(
     train_set, val_set, keys = replicate((train_set, val_set, keys), mesh)
     state = init(keys)
     history: list[dict[str, list[float]]] = []
-    with EpochCheckpointer(checkpoint_dir, identity=config.identity(seed)) as checkpointer:
+    with Workdir(checkpoint_dir, config.identity(seed)).checkpointer() as checkpointer:
         restored = checkpointer.restore_latest(_to_saved(state))
         if restored is not None:
             saved = jax.tree.map(jnp.asarray, restored.tree)

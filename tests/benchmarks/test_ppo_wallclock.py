@@ -10,8 +10,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from experiments.graphopt_rl import CONFIGS
 from jaxgraph import RULES, Roofline, cost
-from jaxgraph.rl import CONFIGS, toy_graph
+from jaxgraph.rl import toy_graph
 
 
 def _load_script():

@@ -6,8 +6,7 @@ import importlib.util
 
 import pytest
 
-NAMES = ("schedule_demo", "deepsched", "list_schedulers", "autotune", "ternary_sweep", "graphopt_rl",
-         "graphopt_rl_timing")
+NAMES = ("schedule_demo", "deepsched", "list_schedulers", "autotune", "ternary_sweep", "graphopt_rl")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -18,9 +18,8 @@ from jaxgraph.jax_cost import node_costs
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.jax_graph import first_true
 from jaxgraph.jax_rules import JAX_RULES
-from jaxgraph.onnx_io import load_onnx
+from jaxgraph.onnx_io import batch_one, load_onnx
 from jaxgraph.parity import replay_parity
-from jaxgraph.rl.study import batch_one
 from jaxgraph.rl.toy import toy_graph
 from jaxgraph.rules import RULES, make_rule
 
@@ -261,8 +260,8 @@ def test_jitted_env_equals_env_on_merge_graphs():
 def test_ppo_trains_end_to_end_in_one_jitted_program():
     """PureJaxRL style: two seeds of PPO on the toy in one jax.jit(jax.vmap(train)); every rollout reward is
     a cost decrease, so no epoch can return more than the toy's optimum saves (normalised)."""
+    from jaxgraph.rl import make_jax_train as make_train
     from jaxgraph.rl.configs import tiny_agent
-    from jaxgraph.rl.jax_ppo import make_train
 
     toy = toy_graph(2)
     config = tiny_agent()

@@ -15,9 +15,9 @@ import pytest
 from jaxgraph import OP_TYPES, Env, GraphBuilder, execute, load_onnx, random_inputs
 from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
+from jaxgraph.onnx_io import batch_one
 from jaxgraph.parity import compare_states, fitting_env, replay_parity
 from jaxgraph.random_graphs import random_graph
-from jaxgraph.rl.study import batch_one
 from jaxgraph.rules import RULES
 
 from .conftest import assert_same_outputs, jit

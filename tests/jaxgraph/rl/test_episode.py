@@ -4,9 +4,7 @@ environment), the toy graph's known optimum in the real Env, and the honest coun
 import pytest
 
 from jaxgraph import Env, cost
-from jaxgraph.rl import Episode, best_of, run_episode, toy_graph
-from jaxgraph.rl.study import agent_row
-from jaxgraph.rules import RULES
+from jaxgraph.rl import Episode, best_of, replay, run_episode, toy_graph
 from jaxgraph.timestep import StepType, TimeStep
 
 
@@ -55,21 +53,17 @@ def test_ties_keep_the_shortest_prefix_and_max_steps_cuts_the_episode():
         scripted([1.0, 0.9], max_steps=0)
 
 
-def test_best_of_episodes_and_the_interactions_of_every_episode_are_counted():
+def test_best_of_picks_the_episode_with_the_cheapest_state():
     greedy, first, second = scripted([1.0, 1.1, 1.2]), scripted([1.0, 0.7, 0.9, 1.0]), scripted([1.0, 0.8, 0.6])
     assert best_of([greedy, first, second]) is second
     with pytest.raises(ValueError, match="at least one"):
         best_of([])
-    row = agent_row([greedy, first, second], training_steps=100, rules=RULES[::-1])
-    assert row["cost"] == 0.6 and row["final_cost"] == 1.2  # final state of the first (most-likely) episode
-    assert row["actions"] == [(0, 0), (1, 0)]
-    assert row["rules"] == [RULES[-1].name, RULES[-2].name]  # named from the table the agent acted in
-    assert row["interactions"] == 100 + 2 + 3 + 2 and row["evaluation_steps"] == 7
 
 
 def test_the_real_env_records_the_toy_optimum():
     """The toy's optimal sequence (fold each batch norm, then fuse each relu) in the real Env, followed by the
-    NO-OP: the best state is the independently built optimal graph, reached before the NO-OP."""
+    NO-OP: the best state is the independently built optimal graph, reached before the NO-OP; replaying the best
+    prefix rebuilds it, and a replay that starts with the NO-OP applies nothing."""
     toy = toy_graph(2)
     env = Env(toy.graph, max_locations=4)
 
@@ -82,3 +76,7 @@ def test_the_real_env_records_the_toy_optimum():
     assert episode.costs[0] == pytest.approx(cost(toy.graph))
     assert episode.best_cost == pytest.approx(cost(toy.optimal_graph), rel=1e-9)
     assert episode.best_cost < episode.costs[0]
+    optimal = cost(toy.optimal_graph)
+    assert cost(replay(toy.graph, episode.best_actions, 4, None, env.rules)) == pytest.approx(optimal, rel=1e-9)
+    stopped = replay(toy.graph, [(env.num_xfers, 0)] + episode.best_actions, 4, None, env.rules)
+    assert cost(stopped) == pytest.approx(cost(toy.graph), rel=1e-12)  # the NO-OP ends it: nothing applied

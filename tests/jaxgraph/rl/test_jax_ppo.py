@@ -13,7 +13,7 @@ import pytest
 from jaxgraph import RULES, Env, JaxEnv, canonical_form, cost, execute, random_inputs
 from jaxgraph.instances import trap_instances
 from jaxgraph.rl import AgentResult, GraphPolicy, best_of, evaluate_agent, tiny_agent, toy_graph
-from jaxgraph.rl.jax_ppo import make_evaluate, make_train, make_trainer
+from jaxgraph.rl.jax_ppo import make_evaluate, make_jax_train, make_trainer
 
 from ..conftest import jit
 
@@ -42,7 +42,7 @@ def test_tiny_jitted_ppo_trains_end_to_end_on_drawn_trap_graphs():
     for index in set(drawn):
         held = env.decode(jax.tree.map(lambda leaf, index=index: leaf[index], params.instances), index)
         assert canonical_form(held) == canonical_form(pool.graphs[index])
-    result = jit(make_train(config, env))(jax.random.key(1))
+    result = jit(make_jax_train(config, env))(jax.random.key(1))
     assert all(np.isfinite(np.asarray(v)).all() for v in result.metrics.values())
     episodes, returns = np.asarray(result.episodes), np.asarray(result.mean_return)
     assert episodes.sum() > 0 and np.isfinite(returns[episodes > 0]).all() and np.isnan(returns[episodes == 0]).all()

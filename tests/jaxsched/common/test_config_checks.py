@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from jaxgraph.rl import CONFIGS as GRAPH_CONFIGS
-from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
-from jaxgraph.rl.generalise import GeneralistConfig
+from experiments.graphopt_rl import CONFIGS as GRAPH_CONFIGS
+from experiments.graphopt_rl import GeneralistConfig
+from jaxgraph.rl import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig
 from jaxsched.common.arguments import integer_fields, number_fields
 from jaxsched.deepsched.configs import ModelConfig, TrainConfig
 
@@ -30,9 +30,9 @@ from jaxsched.deepsched.configs import ModelConfig, TrainConfig
     (lambda: WorldModelConfig(decay_steps=2.5), "WorldModelConfig.decay_steps must be an integer >= 1, got 2.5"),
     (lambda: GeneralistConfig(samples=2.5), "GeneralistConfig.samples must be an integer >= 0, got 2.5"),
     (lambda: dataclasses.replace(GRAPH_CONFIGS["test"], seeds=1.5),
-     "StudyConfig.seeds must be an integer >= 1, got 1.5"),
+     "GraphoptConfig.seeds must be an integer >= 1, got 1.5"),
     (lambda: dataclasses.replace(GRAPH_CONFIGS["test"], saturation_seconds=math.nan),
-     "StudyConfig.saturation_seconds must be finite, got nan"),
+     "GraphoptConfig.saturation_seconds must be finite, got nan"),
 ])
 def test_the_same_bad_value_fails_alike_in_every_config(make, message):
     with pytest.raises(ValueError) as error:

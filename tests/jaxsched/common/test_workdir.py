@@ -6,7 +6,15 @@ import json
 import numpy as np
 import pytest
 
-from jaxsched.common import ConfigMismatch, Workdir, differing_fields, preset, read_json, write_json
+from jaxsched.common import (
+    ConfigMismatch,
+    EpochCheckpointer,
+    Workdir,
+    differing_fields,
+    named_config,
+    read_json,
+    write_json,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +63,28 @@ def test_write_is_atomic_and_leaves_no_temporary_file(tmp_path):
 
 
 def test_preset_names_every_choice_in_one_line():
-    assert preset({"test": 1, "default": 2}, "default") == 2
+    assert named_config({"test": 1, "default": 2}, "default") == 2
     with pytest.raises(ValueError, match="^unknown config 'tiny'; choose one of test, default$"):
-        preset({"test": 1, "default": 2}, "tiny")
+        named_config({"test": 1, "default": 2}, "tiny")
+
+
+def test_a_training_loops_checkpoints_live_in_its_workdir_and_refuse_another_run_before_any_epoch(tmp_path):
+    """`Workdir.checkpointer`: the folder records the identity at once, so a run of another configuration is refused
+    even when the first one was killed before its first checkpoint; the orbax steps sit beside config.json and a
+    reader of any run (identity None) finds them."""
+    tree = {"w": np.zeros(3, np.float32)}
+    with Workdir(tmp_path, {"epochs": 4, "seed": 0}).checkpointer():
+        pass  # killed before the first epoch ended
+    with pytest.raises(ConfigMismatch, match="different run") as mismatch:
+        Workdir(tmp_path, {"epochs": 4, "seed": 1}).checkpointer()
+    assert mismatch.value.fields == ["seed"]
+    with Workdir(tmp_path, {"epochs": 4, "seed": 0}).checkpointer() as checkpointer:
+        assert checkpointer.restore_latest(tree) is None
+        checkpointer.save(1, {"w": np.ones(3, np.float32)}, meta=[1.0])
+    assert read_json(tmp_path / "config.json") == {"epochs": 4, "seed": 0}
+    with Workdir(tmp_path, {"epochs": 4, "seed": 0}).checkpointer() as checkpointer:
+        restored = checkpointer.restore_latest(tree)
+    assert restored.epoch == 1 and restored.meta == [1.0]
+    np.testing.assert_array_equal(restored.tree["w"], np.ones(3, np.float32))
+    with EpochCheckpointer(tmp_path) as reader:
+        assert reader.restore_latest().epoch == 1

@@ -80,5 +80,5 @@ PPO_AGENT = dataclasses.replace(tiny_agent(), num_envs=4, rollout_steps=2, epoch
 def ppo_train(devices=None):
     """`train() -> JaxTrainResult` of PPO (`PPO_AGENT`) on the 2-block toy graph with 4 environments, 2 epochs."""
     env = JaxEnv(toy_graph(2).graph, max_locations=PPO_AGENT.max_locations, rules=RULES[:2])
-    train = jax.jit(jax_ppo.make_train(PPO_AGENT, env, devices=devices))
+    train = jax.jit(jax_ppo.make_jax_train(PPO_AGENT, env, devices=devices))
     return lambda: train(jax.random.key(0))

@@ -1,12 +1,9 @@
-"""The time measurements of `experiments.graphopt_rl` (not an experiment of its own): the end-to-end latency of
-the graph each method returned, in onnxruntime and in JAX, and a real `Env` step against a batched dream step.
-`TIMERS` hands them to `jaxgraph.rl.run_study`, which records them in each model's row.
-
-Run `python -m experiments.graphopt_rl`: this module has nothing to run by itself."""
+"""The time measurements of the graph-optimization study: the end-to-end latency of the graph each method
+returned, in onnxruntime and in JAX, and a real `Env` step against a batched dream step. The driver
+(`experiments.graphopt_rl.study`) records them in each deployment row."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import time
@@ -15,16 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.cost import ort_session
-from jaxgraph.env import Env
-from jaxgraph.execute import random_inputs, runner
-from jaxgraph.graph import Graph
-from jaxgraph.onnx_io import to_onnx
-from jaxgraph.rl.configs import DreamConfig
-from jaxgraph.rl.dream import DreamStart, controller_input, initial_env_state, make_dream_rollout
-from jaxgraph.rl.study import StudyConfig, Timers
-from jaxgraph.rl.world_model import MDNRNN
-from jaxsched.common.timing import alternated_times, median_time
+from experiments.graphopt_rl.configs import GraphoptConfig
+from jaxgraph import Env, Graph, ort_session, random_inputs, runner, to_onnx
+from jaxgraph.rl import MDNRNN, DreamConfig, DreamStart, controller_input, initial_env_state, make_dream_rollout
+from jaxsched.common import alternated_times, median_time
 
 
 def latencies(graphs: dict[str, Graph], repeats: int) -> dict[str, dict[str, float]]:
@@ -59,7 +50,7 @@ def dream_step_seconds(config: DreamConfig, model: MDNRNN, world_model_params, s
     return seconds / config.rollout_steps
 
 
-def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
+def step_time(config: GraphoptConfig, env: Env, model: MDNRNN, wm_params, start: DreamStart) -> dict:
     """A real Env step (random valid actions, median ms) against a batched dream step: one jitted rollout of
     `step_time_envs` vmapped dreams (policy + world model), per lockstep step and in dream steps per second."""
     rng, times, obs = np.random.default_rng(0), [], env.reset().observation
@@ -78,17 +69,3 @@ def step_time(config: StudyConfig, env: Env, model: MDNRNN, wm_params, start: Dr
     return {"real_step_ms": 1e3 * float(np.median(times)), "dream_batch": config.step_time_envs,
             "dream_step_ms": 1e3 * float(per_step), "dream_steps_per_s": float(config.step_time_envs / per_step),
             "device": jax.devices()[0].platform}
-
-
-TIMERS = Timers(latencies=latencies, step_time=step_time)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`--help` says what this module is; any other call says where the experiment is and exits with code 2."""
-    parser = argparse.ArgumentParser(prog="python -m experiments.graphopt_rl_timing", description=__doc__)
-    parser.parse_args(argv)
-    parser.exit(2, f"{parser.prog}: nothing to run here: these are the timers of python -m experiments.graphopt_rl\n")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,16 +1,16 @@
-"""The research setting's jitted multi-graph agent (`jaxgraph.rl.jitted_agent`) against the host `Env`: the actions it
-reports for each model reach, replayed in `Env` with the same rules and cost, the cost it reports."""
+"""The research setting's jitted multi-graph agent (`experiments.graphopt_rl.jitted_agent`) against the host `Env`:
+the actions it reports for each model reach, replayed in `Env` with the same rules and cost, the cost it reports."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
+from experiments.graphopt_rl import SETTINGS
+from experiments.graphopt_rl.jitted_agent import jitted_multi_graph
+from experiments.graphopt_rl.report import jitted_lines
 from jaxgraph import GraphBuilder, cost
-from jaxgraph.rl import tiny_agent, toy_graph
-from jaxgraph.rl.jitted_agent import jitted_multi_graph
-from jaxgraph.rl.settings import SETTINGS
-from jaxgraph.rl.study import replay
+from jaxgraph.rl import replay, tiny_agent, toy_graph
 
 
 @pytest.mark.slow
@@ -32,15 +32,14 @@ def test_jitted_multi_graph_agent_reports_costs_env_reproduces():
     for name, row in result["graphs"].items():
         graph = graphs[name]
         assert row["initial_cost"] == pytest.approx(cost(graph, research.cost_model()), rel=1e-5)
-        reached = replay(graph, [tuple(a) for a in row["actions"]], config, research.cost_model(), research.rules())
+        reached = replay(graph, [tuple(a) for a in row["actions"]], config.max_locations, research.cost_model(),
+                         research.rules())
         assert cost(reached, research.cost_model()) == pytest.approx(row["agent_cost"], rel=1e-5)
         assert row["agent_cost"] <= row["initial_cost"] and np.isfinite(row["agent_cost"])
 
 
 def test_report_lists_the_jitted_agent_beside_taso():
     """Hand-worked: cost 2.0 -> 1.5 is a 25% reduction; TASO's 0.1 reduction prints as 10%; skipped models named."""
-    from jaxgraph.rl.report import jitted_lines
-
     section = {"models": {"a": {"methods": {"taso_1.05": {"reduction": 0.1}}}},
                "jitted_multi_graph": {"graphs": {"a": {"initial_cost": 2.0, "agent_cost": 1.5, "evaluation_steps": 7,
                                                        "actions": []}},

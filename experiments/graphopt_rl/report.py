@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxgraph.rl.efficiency import curve_table, plot_curves, steps_to_reach
-from jaxgraph.rl.settings import SETTINGS
-from jaxgraph.rules import RULES
+from experiments.graphopt_rl.settings import SETTINGS
+from jaxgraph import RULES
+from jaxgraph.rl import curve_table, plot_curves, steps_to_reach
 
 METHOD_NAMES = {"greedy": "greedy", "taso": "TASO", "model_free": "model-free", "model_based": "model-based"}
 RESEARCH_NAMES = {"greedy": "greedy", "taso_1": "TASO a=1.0", "taso_1.05": "TASO a=1.05",
@@ -148,7 +148,7 @@ def research_table(section: dict) -> list[str]:
 
 
 def jitted_lines(section: dict) -> list[str]:
-    """The jitted multi-graph agent's rows (`jaxgraph.rl.jitted_agent`), where the study ran it."""
+    """The jitted multi-graph agent's rows (`experiments.graphopt_rl.jitted_agent`), where the study ran it."""
     jitted = section.get("jitted_multi_graph")
     if jitted is None:
         return []

@@ -1,21 +1,18 @@
-"""The searches the agents are compared with, per setting (`jaxgraph.rl.settings`), as JSON-able rows.
+"""The searches the agents are compared with, per setting (`experiments.graphopt_rl.settings`), as JSON-able rows.
 
 Deployment: greedy and TASO's backtracking search at the configured alpha. Research: greedy, TASO's search at
 alpha 1.0 and 1.05 (the budget in graphs expanded is reported), equality saturation in the manner of Tensat
 (`jaxgraph.saturation`, the e-graph of egglog, with TASO's table as its rewrites; greedy and ILP extraction,
 each with its time) and the exhaustive optimum when the reachable space has at most a capped number of graphs
-(otherwise the row says the cap was hit and no optimum is claimed).
+(otherwise the row says the cap was hit and no optimum is claimed). `reachable_optimum`: TASO's search without
+pruning, the optimum no agent can beat where it exhausts the reachable graphs.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from jaxgraph.exhaustive import exhaustive_search
-from jaxgraph.graph import Graph
-from jaxgraph.rules import Rule
-from jaxgraph.saturation import equality_saturation
-from jaxgraph.search import SearchResult, greedy, taso_search
+from jaxgraph import Graph, Rule, SearchResult, equality_saturation, exhaustive_search, greedy, taso_search
 
 RESEARCH_ALPHAS = (1.0, 1.05)
 
@@ -55,3 +52,11 @@ def research_baselines(graph: Graph, rules: Sequence[Rule], cm, budget: int, exh
         rows["exhaustive"] = {"cost": None, "interactions": exhaustive_states, "cap": exhaustive_states,
                               "rules": [], "note": str(error)}
     return rows
+
+
+def reachable_optimum(graph: Graph, budget: int, cm, rules: Sequence[Rule]) -> dict:
+    """TASO's search without pruning (alpha 1e9): when it stops before `budget` expansions it has expanded every
+    graph the rules reach (within the node capacity), so its best cost is the optimum no agent can beat."""
+    result = taso_search(graph, 1e9, budget, rules, cost_model=cm, progress=False)
+    return {"cost": result.cost, "explored": result.explored, "exhausted": result.explored < budget,
+            "rules": [rules[x].name for x, _ in result.history]}

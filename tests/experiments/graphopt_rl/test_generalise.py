@@ -7,19 +7,18 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxgraph import cost, random_graph, trap_graph
-from jaxgraph.env import Env
-from jaxgraph.execute import execute, random_inputs
-from jaxgraph.rl import AgentResult, GraphPolicy, PPOConfig, tiny_agent
-from jaxgraph.rl.generalise import (
+from experiments.graphopt_rl import (
     GeneralistConfig,
     evaluate_unseen,
     evaluation_steps,
     train_generalist,
     training_graphs,
 )
-
-from ..conftest import assert_same_outputs, jit
+from jaxgraph import cost, random_graph, trap_graph
+from jaxgraph.env import Env
+from jaxgraph.execute import execute, random_inputs
+from jaxgraph.rl import AgentResult, GraphPolicy, PPOConfig, tiny_agent
+from tests.jaxgraph.conftest import assert_same_outputs, jit
 
 TINY = GeneralistConfig(agent=dataclasses.replace(tiny_agent(), ppo=PPOConfig(update_epochs=1, minibatches=1),
                                                   epochs=1, rollout_steps=2, max_steps=6),

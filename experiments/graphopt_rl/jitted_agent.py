@@ -2,10 +2,10 @@
 the setting at once (TASO's cost and `TASO_RULES`, whose data rules run jitted, `jaxgraph.jax_patterns`), then
 evaluated on each model in the same compiled environment.
 
-`jaxgraph.rl.jax_ppo.make_train` runs the whole training (rollouts over all the graphs, each environment drawing an
+`jaxgraph.rl.make_jax_train` runs the whole training (rollouts over all the graphs, each environment drawing an
 instance per episode, and the PPO updates) as one program, and `make_evaluate` the most-likely-action episode and
 `samples` sampled ones per model; the agent's cost on a model is the cheapest state those episodes visited, as for
-the host agents. The study runs it where `StudyConfig.jitted_agent` is set (the `full` configuration, for a GPU: on
+the host agents. The study runs it where `GraphoptConfig.jitted_agent` is set (the `full` configuration, for a GPU: on
 two CPU cores the program's compilation alone takes minutes). A jitted environment holds graphs of one output count:
 models of another count are listed as skipped.
 """
@@ -19,12 +19,9 @@ import chex
 import jax
 import numpy as np
 
-from jaxgraph.graph import Graph
-from jaxgraph.jax_env import JaxEnv
-from jaxgraph.rl.configs import AgentConfig
-from jaxgraph.rl.episode import best_of
-from jaxgraph.rl.jax_ppo import make_evaluate, make_train
-from jaxgraph.rl.settings import Setting
+from experiments.graphopt_rl.settings import Setting
+from jaxgraph import Graph, JaxEnv
+from jaxgraph.rl import AgentConfig, best_of, jax_ppo, make_jax_train
 
 
 def jitted_multi_graph(agent: AgentConfig, graphs: dict[str, Graph], setting: Setting, key: chex.PRNGKey,
@@ -39,10 +36,10 @@ def jitted_multi_graph(agent: AgentConfig, graphs: dict[str, Graph], setting: Se
                  cost_model=setting.cost_model(), max_steps=agent.max_steps)
     train_key, eval_key = jax.random.split(key)
     start = time.perf_counter()
-    trained = jax.jit(make_train(agent, env))(train_key)
+    trained = jax.jit(make_jax_train(agent, env))(train_key)
     params = jax.block_until_ready(trained.params)
     seconds = time.perf_counter() - start
-    evaluate = jax.jit(make_evaluate(agent, env, samples))
+    evaluate = jax.jit(jax_ppo.make_evaluate(agent, env, samples))
     rows = {}
     for index, name in enumerate(kept):
         episodes = evaluate(params, jax.random.fold_in(eval_key, index), index)

@@ -7,9 +7,8 @@ import json
 import pytest
 
 from experiments import graphopt_rl
-from jaxgraph import TASO_RULES
-from jaxgraph.rl import CONFIGS, run_study
-from jaxgraph.rules import RULES
+from experiments.graphopt_rl import CONFIGS, run_study
+from jaxgraph import RULES, TASO_RULES
 from jaxsched.common import ConfigMismatch
 from tests.experiments.outputs import markdown_table, modification_times
 

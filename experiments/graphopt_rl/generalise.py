@@ -27,15 +27,9 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jaxgraph.cost import CostModel, cost
-from jaxgraph.graph import Graph
-from jaxgraph.instances import random_instances, trap_instances
-from jaxgraph.rl.configs import AgentConfig, PPOConfig
-from jaxgraph.rl.episode import Episode, best_of
-from jaxgraph.rl.study import replay
-from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
-from jaxgraph.rules import RULES
-from jaxsched.common.arguments import integer_fields, number_fields
+from jaxgraph import RULES, CostModel, Graph, cost, random_instances, trap_instances
+from jaxgraph.rl import AgentConfig, AgentResult, Episode, PPOConfig, best_of, evaluate_agent, make_train, replay
+from jaxsched.common import integer_fields, number_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +105,6 @@ def evaluate_unseen(agent: AgentResult, graph: Graph, config: GeneralistConfig, 
     agent_config = dataclasses.replace(config.agent, max_steps=evaluation_steps(config, graph))
     episodes = evaluate_agent(agent, graph, agent_config, cost_model, key, config.samples)
     best = best_of(episodes)
-    found = replay(graph, best.best_actions, agent_config, cost_model, RULES)
+    found = replay(graph, best.best_actions, agent_config.max_locations, cost_model, RULES)
     return UnseenResult(found, cost(found, cost_model), cost(graph, cost_model), episodes[0].best_cost, episodes)
 

@@ -5,9 +5,9 @@ X-RLflow) with TASO's full rule table (`TASO_RULES`); there a lower cost is a *c
 speedup. `deployment`: onnxruntime's runtime-aware cost (`Roofline(backend=ONNXRUNTIME)`: a rewrite onnxruntime
 does by itself saves nothing) with the hand-written `RULES`, and measured latencies of the resulting graphs; what
 `jaxgraph.optimize` optimizes for. Within a setting every method (greedy, the searches, both agents) runs the
-setting's one rule table. The agents train and are evaluated on the host `Env`; where `StudyConfig.jitted_agent`
+setting's one rule table. The agents train and are evaluated on the host `Env`; where `GraphoptConfig.jitted_agent`
 is set, one more model-free agent trains in the jitted `JaxEnv` (which matches the data rules too) on every research
-model at once (`jaxgraph.rl.jitted_agent`).
+model at once (`experiments.graphopt_rl.jitted_agent`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from jaxgraph.backends import BACKENDS
-from jaxgraph.cost import Roofline
-from jaxgraph.rules import RULES, Rule
+from jaxgraph import BACKENDS, RULES, Roofline, Rule
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 
-from experiments.graphopt_rl_timing import TIMERS
-from jaxgraph.rl import CONFIGS, results_table, run_study
-from jaxgraph.rl.settings import SETTINGS
+from experiments.graphopt_rl.configs import CONFIGS
+from experiments.graphopt_rl.report import results_table
+from experiments.graphopt_rl.settings import SETTINGS
+from experiments.graphopt_rl.study import run_study
 from jaxsched.common import ConfigMismatch, add_devices_option, checked_devices
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse the flags, run (or resume) `run_study` in --workdir and print the table; 0 when done."""
     parser = argparse.ArgumentParser(prog="python -m experiments.graphopt_rl", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="default", choices=tuple(CONFIGS))
     parser.add_argument("--workdir", default="results/graphopt_rl")
@@ -49,13 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.jitted_agent is not None:
         config = dataclasses.replace(config, jitted_agent=args.jitted_agent)
     try:
-        results = run_study(config, args.workdir, seed=args.seed, progress=not args.quiet,
-                            devices=args.devices, timers=TIMERS)
+        results = run_study(config, args.workdir, seed=args.seed, progress=not args.quiet, devices=args.devices)
     except ConfigMismatch as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(results_table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
