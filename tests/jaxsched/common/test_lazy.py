@@ -11,8 +11,8 @@ import pytest
 
 from jaxsched.common.lazy import lazy_face
 
-TIERS = ("jaxsched.compiled", "jaxsched.kernels", "jaxsched.batch", "jaxsched.heft", "jaxsched.ga",
-         "jaxsched.listsched", "jaxsched.listsched_jax", "jaxsched.deepsched", "jaxsched.autotune")
+TIERS = ("jaxsched.numba_heft", "jaxsched.jax_simulate", "jaxsched.batch", "jaxsched.heft", "jaxsched.ga",
+         "jaxsched.listsched", "jaxsched.jax_listsched", "jaxsched.deepsched", "jaxsched.autotune")
 
 
 @pytest.mark.parametrize("package", ["jaxquant", "jaxgraph", "jaxsched", "jaxsched.common"])

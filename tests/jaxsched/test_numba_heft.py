@@ -19,7 +19,7 @@ from jaxsched import (
 from jaxsched.ga import fitness_of, ga
 from jaxsched.generate import cloudsim, gaussian_elimination, random_dag
 from tests.jaxsched.problems import random_problem, topcuoglu_example
-from tests.jaxsched.test_kernels import SHAPE
+from tests.jaxsched.test_jax_simulate import SHAPE
 
 
 def _assert_same(schedule, proc, start, finish):

@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxsched.batch import ProblemBatch
 from jaxsched.heft import mean_communication
-from jaxsched.kernels import ScheduleArrays
+from jaxsched.jax_simulate import ScheduleArrays
 from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import check_assignment
 
