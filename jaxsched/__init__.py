@@ -38,8 +38,9 @@ __all__ = lazy_face(__name__, {
         "average_turnaround", "average_waiting", "critical_path_min", "efficiency", "makespan", "slr", "speedup",
         "summary",
     ),
-    "jaxsched.numba_heft": ("heft_batch_numba", "heft_numba", "population_fitness_numba", "simulate_population_numba"),
+    "jaxsched.numba_heft": ("heft_batch_numba", "heft_numba"),
     "jaxsched.numba_listsched": ("list_schedule_numba",),
+    "jaxsched.numba_simulate": ("population_fitness_numba", "simulate_population_numba"),
     "jaxsched.order": (
         "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
         "priority_order",

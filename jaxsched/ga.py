@@ -29,7 +29,7 @@ from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
 from jaxsched.jax_simulate import simulate_padded
-from jaxsched.numba_heft import population_fitness_numba
+from jaxsched.numba_simulate import population_fitness_numba
 from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import simulate
 
