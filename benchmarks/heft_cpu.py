@@ -10,7 +10,7 @@ so they must give the same makespans on every DAG (checked and printed). Label-g
 in DAGs per second over a batch of Topcuoglu DAGs; the paper's sizes in seconds for one DAG.
 
 Columns: `NumPy` is `jaxsched.heft(problem)` in a loop; `numba, 1 core` is the compiled HEFT
-(`jaxsched.compiled.heft_kernel`) on the arrays of `heft_inputs` (prepared beforehand, as for C); `numba
+(`jaxsched.numba_heft.heft_kernel`) on the arrays of `heft_inputs` (prepared beforehand, as for C); `numba
 batch` is `heft_batch_numba` on a padded float64 batch, on every core; `JAX` is `heft_batch` on the padded
 float32 batch (integer costs, so float32 is exact; capacity: the smallest power of two that holds HEFT's
 busiest processor, its fastest setting); `C, 1 core` is the baseline on the same prepared arrays (one
@@ -34,8 +34,8 @@ import numpy as np
 import jaxsched
 from jaxsched.common.machine import machine_description
 from jaxsched.common.timing import alternated_times
-from jaxsched.compiled import heft_inputs, heft_kernel
 from jaxsched.generate import random_dag
+from jaxsched.numba_heft import heft_inputs, heft_kernel
 
 C_SOURCE = r"""
 #include <stdint.h>

@@ -39,10 +39,8 @@ from jaxsched.batch import pad_costs, pad_edges
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
 from jaxsched.common.machine import machine_description
-from jaxsched.compiled_listsched import list_schedule_numba
 from jaxsched.generate import random_dag
-from jaxsched.listsched import NAMES, preset, schedule
-from jaxsched.listsched_jax import (
+from jaxsched.jax_listsched import (
     default_capacity,
     list_schedule_batch,
     padded_makespan,
@@ -50,6 +48,8 @@ from jaxsched.listsched_jax import (
     schedule_batch,
     stream_batch,
 )
+from jaxsched.listsched import NAMES, preset, schedule
+from jaxsched.numba_listsched import list_schedule_numba
 
 BATCHED = tuple(n for n in NAMES if n != "GA")
 

@@ -18,28 +18,29 @@ __all__ = lazy_face(__name__, {
         "PaddedCosts", "PaddedEdges", "PaddedProblem", "ProblemBatch", "Shape", "pad_costs", "pad_edges",
         "pad_problem", "pad_problems", "stack", "time_bound",
     ),
-    "jaxsched.compiled": ("heft_batch_numba", "heft_numba", "population_fitness_numba", "simulate_population_numba"),
-    "jaxsched.compiled_listsched": ("list_schedule_numba",),
     "jaxsched.dense": (
         "DenseInstance", "dense_plan", "random_instance", "related_instance", "to_padded", "to_problem",
     ),
     "jaxsched.ga": ("GAConfig", "GAState", "evolve_padded", "ga", "population_fitness"),
     "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
     "jaxsched.heft": ("heft", "upward_rank"),
-    "jaxsched.kernels": (
+    "jaxsched.jax_listsched": (
+        "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan", "plan_batch",
+        "schedule_batch", "stream_batch",
+    ),
+    "jaxsched.jax_simulate": (
         "ScheduleArrays", "check_batch_assignment", "row_capacity", "simulate_batch", "simulate_padded",
     ),
     "jaxsched.listsched": (
         "SCHEDULER_NAMES=NAMES", "PRESETS", "ListConfig", "ListPlan", "list_schedule", "make_plan", "schedule",
     ),
-    "jaxsched.listsched_jax": (
-        "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan", "plan_batch",
-        "schedule_batch", "stream_batch",
-    ),
     "jaxsched.metrics": (
         "average_turnaround", "average_waiting", "critical_path_min", "efficiency", "makespan", "slr", "speedup",
         "summary",
     ),
+    "jaxsched.numba_heft": ("heft_batch_numba", "heft_numba"),
+    "jaxsched.numba_listsched": ("list_schedule_numba",),
+    "jaxsched.numba_simulate": ("population_fitness_numba", "simulate_population_numba"),
     "jaxsched.order": (
         "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
         "priority_order",

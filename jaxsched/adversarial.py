@@ -25,7 +25,7 @@ restarts; pairs with ETF start on unit speeds and never change a link, as SAGA's
 rank convention),
 "pisa-2024" the paper's code (values clipped to [1e-9, 1]), "uniform" this module's own default
 (random DAG of 6 tasks on 3 processors, values redrawn, Metropolis acceptance). Each step schedules
-the candidate with every scheduler (`jaxsched.listsched_jax` on `jaxsched.dense` plans); all chains
+the candidate with every scheduler (`jaxsched.jax_listsched` on `jaxsched.dense` plans); all chains
 are vmapped and the steps scanned, so the whole search is one jitted call.
 """
 
@@ -42,8 +42,8 @@ from jax.sharding import Mesh
 
 from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, padded_batch_size
 from jaxsched.dense import DenseInstance, dense_facts, dense_plan, dense_positions, random_instance, to_padded
+from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS
-from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.moves import MOVES, MoveConfig, perturb
 from jaxsched.priorities import RANK_CONVENTIONS
 

@@ -5,7 +5,7 @@ instance there is a `DenseInstance`: task weights, processor speeds, a dependenc
 pairs i < j (so every matrix is a DAG and index order is topological), edge data sizes and link
 strengths (the related-machines model of PISA: comp = weight / speed, transfer = data / strength).
 `to_problem` turns one into a `Problem` for the NumPy reference; `to_padded` and `dense_plan` give
-`jaxsched.listsched_jax` the padded problem and the `ListPlan` that `make_plan` would give, computed
+`jaxsched.jax_listsched` the padded problem and the `ListPlan` that `make_plan` would give, computed
 here in JAX from the same definitions (`jaxsched.priorities`), in the instance's float dtype.
 """
 

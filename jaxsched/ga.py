@@ -28,8 +28,8 @@ from tqdm.auto import tqdm
 from jaxsched.batch import PaddedProblem, Shape, assert_padded, pad_problem
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, replicate, shard_batch
-from jaxsched.compiled import population_fitness_numba
-from jaxsched.kernels import simulate_padded
+from jaxsched.jax_simulate import simulate_padded
+from jaxsched.numba_simulate import population_fitness_numba
 from jaxsched.problem import Problem, Schedule, check_problem
 from jaxsched.simulate import simulate
 
@@ -141,7 +141,7 @@ def fitness_of(problem: Problem, schedule: Schedule, objective: str) -> float:
 def population_fitness(problem: PaddedProblem, proc, priority, objective: str, capacity: int | None = None):
     """([N] fitness, overflow) of a population on one padded problem, in one vmapped simulation.
 
-    `capacity` bounds busy tasks per processor (see `jaxsched.kernels`); `overflow` says it was too
+    `capacity` bounds busy tasks per processor (see `jaxsched.jax_simulate`); `overflow` says it was too
     small for some chromosome, whose fitness is then wrong.
     """
     assert_padded(problem)

@@ -19,7 +19,7 @@ pick a task and a processor, place the task there. `ListConfig` names the three 
   runs every task on the processor of least total execution time (FastestNode).
 
 `schedule(problem, name, **options)` runs a named preset (`PRESETS`, plus "Duplex" and "GA");
-`options` override the preset's fields. The JAX twin (`jaxsched.listsched_jax`) takes the same
+`options` override the preset's fields. The JAX twin (`jaxsched.jax_listsched`) takes the same
 `ListPlan`, so both visit and break ties identically.
 """
 

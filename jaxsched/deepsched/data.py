@@ -30,10 +30,10 @@ from jaxsched import generate
 from jaxsched.batch import Shape, pad_problems, stack
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.common.workdir import Workdir, as_json, write_text
-from jaxsched.compiled import heft_batch_numba
 from jaxsched.deepsched.configs import DataConfig
 from jaxsched.deepsched.features import Features, padded_size, problem_features, time_scale
-from jaxsched.listsched_jax import heft_batch
+from jaxsched.jax_listsched import heft_batch
+from jaxsched.numba_heft import heft_batch_numba
 from jaxsched.problem import Problem, read_npz
 
 SPLITS = ("train", "val", "test", "ood")

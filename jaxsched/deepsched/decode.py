@@ -26,7 +26,7 @@ from jaxsched.deepsched.configs import DeepSchedConfig
 from jaxsched.deepsched.dense import DenseScheduler
 from jaxsched.deepsched.features import Features, bucket_shape, problem_features, time_scale
 from jaxsched.deepsched.model import UNOPTIMISED, DeepSchedNet, eft_rule_params
-from jaxsched.kernels import ScheduleArrays, row_capacity, simulate_padded
+from jaxsched.jax_simulate import ScheduleArrays, row_capacity, simulate_padded
 from jaxsched.problem import Problem, Schedule, check_problem
 
 DECODERS = ("greedy", "sampling")

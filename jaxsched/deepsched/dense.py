@@ -5,7 +5,7 @@ network cannot read them through the host's `features.problem_features`. `dense_
 (the same definitions: paper and DAG features, times over the makespan lower bound, HEFT's visit order with
 ties by topological position), padded to the instance's fixed size; `DenseScheduler.makespan` is the greedy
 decoder of `NeuralScheduler.schedule` on it: the network's processors (the feedback variant decodes them one
-task at a time), placed in upward-rank order by the list scheduler `jaxsched.kernels.simulate_padded`, so
+task at a time), placed in upward-rank order by the list scheduler `jaxsched.jax_simulate.simulate_padded`, so
 every assignment becomes a valid schedule. It is a pytree (the module static, the parameters traced), so a
 search takes it as an argument and vmaps it over chains without recompiling for new weights. Make one with
 `NeuralScheduler.dense()`.
@@ -33,7 +33,7 @@ from jaxsched.dense import (
     task_mask,
     to_padded,
 )
-from jaxsched.kernels import simulate_padded
+from jaxsched.jax_simulate import simulate_padded
 
 
 def _by_max(values: jax.Array, real: jax.Array) -> jax.Array:

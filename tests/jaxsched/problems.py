@@ -4,6 +4,7 @@ task numbering, optional bandwidths (some of them instant links) and release tim
 import numpy as np
 
 from jaxsched import Problem
+from jaxsched.generate import cloudsim, gaussian_elimination, random_dag
 
 
 def random_problem(seed, max_tasks=12, max_procs=4, bandwidth=False, arrival=False, instant=False) -> Problem:
@@ -69,3 +70,28 @@ def topcuoglu_example() -> Problem:
 TOPCUOGLU_CPOP_PROC = [1, 1, 0, 2, 1, 2, 0, 2, 1, 1]
 TOPCUOGLU_CPOP_START = [0, 16, 28, 25, 35, 42, 39, 54, 65, 79]
 TOPCUOGLU_CPOP_FINISH = [16, 35, 39, 42, 48, 51, 46, 68, 77, 86]
+
+
+def crowded_problem() -> Problem:
+    """40 independent tasks released at scattered times, one processor far faster than the other seven:
+    every task goes there (rows grow past their initial width) and the early ones fill idle gaps."""
+    rng = np.random.default_rng(0)
+    comp = np.full((40, 8), 100.0)
+    comp[:, 0] = rng.integers(1, 5, 40)
+    empty = np.zeros(0, int)
+    return Problem(comp, empty, empty, np.zeros(0), task_arrival=rng.integers(0, 60, 40).astype(float))
+
+
+def varied_problems():
+    """Hand-worked, crowded, random and generated problems, with and without bandwidths and release times."""
+    yield topcuoglu_example()
+    yield crowded_problem()
+    for seed in range(120):
+        yield random_problem(seed, bandwidth=seed % 2 == 0, arrival=seed % 3 == 0)
+    for num_tasks, num_procs in ((30, 3), (100, 16), (300, 40)):
+        for ccr in (0.1, 1.0, 10.0):
+            for beta in (0.1, 1.0):
+                yield random_dag(num_tasks, num_procs, ccr=ccr, beta=beta, seed=num_tasks + int(10 * ccr))
+    yield random_dag(200, 8, integer=True, seed=1)
+    yield cloudsim(60, 6, seed=2)
+    yield gaussian_elimination(8, 4, ccr=5.0, seed=3)

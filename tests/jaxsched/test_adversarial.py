@@ -7,8 +7,8 @@ import pytest
 
 from jaxsched.adversarial import LEARNED, SearchConfig, search, worst_ratios
 from jaxsched.dense import dense_plan, proc_mask, random_instance, task_mask, to_padded, to_problem
+from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
-from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.moves import perturb
 
 

@@ -7,8 +7,8 @@ import pytest
 from jaxsched import Shape, pad_problems
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.heft import upward_rank
+from jaxsched.jax_listsched import plan_batch
 from jaxsched.listsched import PRESETS, ListConfig, make_plan, ready_list_order
-from jaxsched.listsched_jax import plan_batch
 from jaxsched.order import priority_order
 from jaxsched.priorities import critical_path, downward_rank, optimistic_cost_table
 from tests.jaxsched.problems import random_problem

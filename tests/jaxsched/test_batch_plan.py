@@ -9,8 +9,8 @@ from jaxsched import Shape
 from jaxsched.batch import fitted_graph, pad_costs, pad_edges
 from jaxsched.batch_graph import HostBuffers
 from jaxsched.batch_plan import fused, plan_flat
+from jaxsched.jax_listsched import plan_batch, schedule_batch, stream_batch
 from jaxsched.listsched import PRESETS, ListConfig, schedule
-from jaxsched.listsched_jax import plan_batch, schedule_batch, stream_batch
 from tests.jaxsched.problems import random_problem
 
 FUSED = [name for name, config in PRESETS.items() if fused(config, 4)]

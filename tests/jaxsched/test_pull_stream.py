@@ -3,8 +3,8 @@ import pytest
 
 from jaxsched import Shape, pad_problems
 from jaxsched.batch_graph import BatchGraph
+from jaxsched.jax_listsched import list_schedule_batch, plan_batch
 from jaxsched.listsched import preset, schedule
-from jaxsched.listsched_jax import list_schedule_batch, plan_batch
 from jaxsched.pull_stream import compact_streams
 from tests.jaxsched.problems import random_problem
 

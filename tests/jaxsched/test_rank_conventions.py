@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from jaxsched.dense import dense_plan, random_instance, to_padded, to_problem
+from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
-from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.priorities import critical_path, downward_rank, mean_transfer, optimistic_cost_table
 from jaxsched.problem import Problem
 
@@ -113,7 +113,7 @@ def test_sagas_makespans_on_the_worst_instances_found():
 def test_batched_schedulers_take_the_convention():
     """`schedule_batch(..., ranks="saga")` plans with SAGA's ranks: its CPOP equals the NumPy reference's."""
     from jaxsched.generate import random_dag
-    from jaxsched.listsched_jax import schedule_batch
+    from jaxsched.jax_listsched import schedule_batch
 
     problems = [random_dag(8, 3, integer=True, seed=s) for s in range(2)]
     out = schedule_batch(problems, "CPOP", ranks="saga")

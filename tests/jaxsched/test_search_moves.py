@@ -15,8 +15,8 @@ from jaxsched.adversarial import (
     search_config,
 )
 from jaxsched.dense import dense_plan, random_instance, related_instance, to_padded, to_problem
+from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
-from jaxsched.listsched_jax import list_schedule_padded
 from jaxsched.moves import MOVES, MoveConfig, perturb, topological_relabel
 
 

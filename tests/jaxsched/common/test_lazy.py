@@ -11,8 +11,8 @@ import pytest
 
 from jaxsched.common.lazy import lazy_face
 
-TIERS = ("jaxsched.compiled", "jaxsched.kernels", "jaxsched.batch", "jaxsched.heft", "jaxsched.ga",
-         "jaxsched.listsched", "jaxsched.listsched_jax", "jaxsched.deepsched", "jaxsched.autotune")
+TIERS = ("jaxsched.numba_", "jaxsched.jax_", "jaxsched.batch", "jaxsched.heft", "jaxsched.ga", "jaxsched.listsched",
+         "jaxsched.deepsched", "jaxsched.autotune")  # prefixes: every numba_X and jax_X twin
 
 
 @pytest.mark.parametrize("package", ["jaxquant", "jaxgraph", "jaxsched", "jaxsched.common"])

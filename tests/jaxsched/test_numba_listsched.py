@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from jaxsched import ListConfig, list_schedule, make_plan, schedule
-from jaxsched.compiled_listsched import COVERED, list_schedule_numba
+from jaxsched.numba_listsched import COVERED, list_schedule_numba
 from tests.jaxsched.problems import (
     TOPCUOGLU_CPOP_FINISH,
     TOPCUOGLU_CPOP_PROC,

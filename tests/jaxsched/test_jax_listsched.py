@@ -3,10 +3,10 @@ import jax
 import numpy as np
 import pytest
 
-from jaxsched import Problem, Shape, listsched_jax, pad_problems
+from jaxsched import Problem, Shape, jax_listsched, pad_problems
 from jaxsched.batch import pad_costs
+from jaxsched.jax_listsched import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
 from jaxsched.listsched import NAMES, preset, schedule
-from jaxsched.listsched_jax import list_schedule_batch, list_schedule_padded, plan_batch, schedule_batch
 from tests.jaxsched.problems import (
     TOPCUOGLU_CPOP_FINISH,
     TOPCUOGLU_CPOP_PROC,
@@ -69,7 +69,7 @@ def test_problems_that_overflow_the_default_room_run_again(monkeypatch):
         sizes.append((len(batch.comp), capacity))
         return list_schedule_batch(batch, plans, config, capacity, streams, edges)
 
-    monkeypatch.setattr(listsched_jax, "list_schedule_batch", spy)
+    monkeypatch.setattr(jax_listsched, "list_schedule_batch", spy)
     assert_equal_to_reference(problems, "HEFT", Shape(16, 4, 120, 15))
     (count, first), (rerun, second) = sizes  # the rerun: the spaced problem, padded to the suite's 2 devices
     assert (count, first, second) == (6, 8, 16) and rerun < count
@@ -85,8 +85,8 @@ def test_cpop_on_topcuoglu_example():
 
 def test_one_compilation_per_shape_and_config(monkeypatch):
     shape, config = Shape(10, 3, 45, 9), preset("MinMin")
-    monkeypatch.setattr(listsched_jax, "list_schedule_padded", chex.assert_max_traces(list_schedule_padded, n=1))
-    listsched_jax._list_schedule_batch.clear_cache()
+    monkeypatch.setattr(jax_listsched, "list_schedule_padded", chex.assert_max_traces(list_schedule_padded, n=1))
+    jax_listsched._list_schedule_batch.clear_cache()
     for offset in (0, 100):
         problems = _random_problems(6, offset)
         list_schedule_batch(pad_problems(problems, shape), plan_batch(problems, config, shape), config)

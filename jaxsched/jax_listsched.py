@@ -3,7 +3,7 @@
 `list_schedule_padded(problem, plan, config)` is one `lax.scan`; each step picks a task and a processor
 by `config` exactly as the NumPy reference does (same priority positions and pins from the
 host-computed `ListPlan`, same tie-breaks), and places it with the placement rule of
-`jaxsched.timeline` (each processor's idle gaps, `jaxsched.kernels.occupy_gaps`) or after the
+`jaxsched.timeline` (each processor's idle gaps, `jaxsched.jax_simulate.occupy_gaps`) or after the
 processor's last task. Static selections visit tasks in the plan's order and score one task on every
 processor [P]; their scan runs over a predecessor stream (`jaxsched.pull_stream`: a few of the task's
 inputs per micro-step, the last one placing it), so they need only the problem's costs (`PaddedCosts`).
@@ -45,7 +45,7 @@ from jaxsched.batch_graph import BatchGraph, HostBuffers
 from jaxsched.batch_plan import batch_draws, fused, plan_flat, stream_width
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
-from jaxsched.kernels import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
+from jaxsched.jax_simulate import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream

@@ -4,7 +4,7 @@
 reference (same processors, start and finish times, to float tolerance; exactly when costs are
 integers or under x64, see `jaxsched.batch`). The core function is unbatched, with rank checks at
 entry; `simulate_batch` vmaps it over a `ProblemBatch` (and checks its inputs), and the GA vmaps it
-over a population. HEFT and the rest of the list-scheduling family are `jaxsched.listsched_jax`.
+over a population. HEFT and the rest of the list-scheduling family are `jaxsched.jax_listsched`.
 
 `simulate_padded` keeps a processor's busy intervals sorted by start, padded with +inf, so its idle gaps
 are `[finish[i-1], start[i]]` and a placement is a shifted insert. It has two algorithms (`method`) that

@@ -3,7 +3,7 @@
 `list_schedule_numba(problem, config_or_name)` runs the same `ListPlan` as the NumPy reference
 `list_schedule`: the static selections visit `plan.order` and pick a processor per task, the dynamic
 ones score every ready task (in increasing task index) on every processor each step. Ready times,
-placement (insertion through `jaxsched.compiled.earliest_start`, or after the last task) and ties
+placement (insertion through `jaxsched.numba_timeline.earliest_start`, or after the last task) and ties
 (higher priority, then lowest processor index) follow the reference with the same float64
 arithmetic, so the schedules are equal to the last bit. Duplex runs both of its halves compiled.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from jaxsched.compiled import earliest_start, empty_rows, fill_ready, frozen_array, is_uniform, occupy
 from jaxsched.listsched import PRESETS, SELECTIONS, ListConfig, ListPlan, duplex, make_plan, preset
+from jaxsched.numba_timeline import earliest_start, empty_rows, fill_ready, frozen_array, is_uniform, occupy
 from jaxsched.problem import Problem, Schedule, check_problem
 
 COVERED = tuple(PRESETS) + ("Duplex",)
