@@ -2,23 +2,27 @@
 setting: TASO's cost), every result checked by execution; then the deployment setting's measured latency.
 
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
-        [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--saturation-seconds 20]
+        [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
         [--ilp-seconds 20] [--multi 1] [--repeats 20] [--out results/generated_study]
 
-Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality saturation
-states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules (`--restrict
-new`: only those TASO's table lacks up to renaming of inputs and commutativity), and the same patterns with
-`HAND_RULES` for saturation. Models: the builders at full size, batch 1 (BERT with `--bert-layers` layers of
-BERT-base), and `imported` = `tests/data/bert-legacy-op17.onnx` (batch 1). Research setting, cost
-`Roofline(backend=TASO)`: greedy descent, `taso_search` (alpha 1.05, `--budget` graphs) and equality saturation
-(multi-pattern rules in the first `--multi` rounds, `--saturation-seconds`, ILP extraction of `--ilp-seconds`);
-the table prints cost reductions (1 - cost / initial), the generated rules TASO's table lacks that each host
-search applied, and the target: the best generated method >= 10% below TASO's search with TASO's table.
-Every distinct result graph is saved as ONNX under `--out` and checked against the original graph's outputs
-(JAX, op by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime (largest difference
-relative to the largest output magnitude). Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's
-search with `RULES` (the setting's table) and with the generated table; where the results differ, the two saved
-files' onnxruntime latencies, alternated (`--repeats` rounds, 95% interval).
+Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
+saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
+that pass the loader's check on 16 sampled shapes (`--restrict new`: only those TASO's table lacks up to renaming
+of inputs and commutativity), and the same patterns with `HAND_RULES` for saturation. Models: the builders at
+full size, batch 1 (BERT with `--bert-layers` layers of BERT-base; `--small`: at `SMALL_SIZES`, BERT as in
+`benchmarks.saturation`), and `imported` = `tests/data/bert-legacy-op17.onnx` (batch 1).
+
+Research setting, cost `Roofline(backend=TASO)`: greedy descent, `taso_search` (alpha 1.05, `--budget` graphs)
+and equality saturation (multi-pattern rules in the first `--multi` rounds, `--saturation-seconds`, ILP extraction
+of `--ilp-seconds`); the table prints cost reductions (1 - cost / initial), how many rewrites each host search
+applied that TASO's table lacks, and the target: the best generated method >= 10% below TASO's search with
+TASO's table. Every distinct result graph is saved as ONNX under `--out` and checked against the original
+graph's outputs (JAX, op by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime
+(largest difference relative to the largest output magnitude).
+
+Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's search with `RULES` (the setting's table) and
+with `RULES` plus the generated rules; where the results differ, the two saved files' onnxruntime latencies,
+alternated (`--repeats` rounds, 95% interval).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.graphopt import batch_one, difference
+from benchmarks.saturation import SMALL_BERT
 from jaxgraph import ONNXRUNTIME, RULES, TASO, Roofline, bert, greedy, load_onnx, save_onnx, taso_search
 from jaxgraph.cost import cost, ort_session
 from jaxgraph.execute import execute, random_inputs
-from jaxgraph.models import MODELS
+from jaxgraph.models import MODELS, SMALL_SIZES
 from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
 from jaxgraph.saturation import extract_ilp, saturate, to_graph
 from jaxsched.common.machine import machine_description
@@ -45,12 +50,15 @@ METHODS = ("greedy", "taso", "e-graph")
 TARGET = 0.10  # the best generated method's cost at least 10% below TASO's search with TASO's table
 
 
-def load_model(name: str, bert_layers: int):
-    """A builder at full size, batch 1, or the imported BERT."""
+def load_model(name: str, bert_layers: int, small: bool):
+    """A builder at full size, batch 1 (`small`: at the sizes of the saturation benchmark and the RL study), or the
+    imported BERT."""
     if name == "imported":
         import onnx
 
         return load_onnx(IMPORTED, batch_one(onnx.load(IMPORTED, load_external_data=False)))
+    if small:
+        return MODELS[name](**(SMALL_BERT if name == "bert" else SMALL_SIZES[name]))
     return bert(layers=bert_layers) if name == "bert" else MODELS[name]()
 
 
@@ -131,6 +139,7 @@ def main() -> None:
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--bert-layers", type=int, default=2)
+    parser.add_argument("--small", action="store_true", help="builders at `SMALL_SIZES` (BERT: 2 layers, hidden 64)")
     parser.add_argument("--saturation-seconds", type=float, default=20.0)
     parser.add_argument("--ilp-seconds", type=float, default=20.0)
     parser.add_argument("--max-nodes", type=int, default=20_000)
@@ -142,11 +151,12 @@ def main() -> None:
     start = time.perf_counter()
     tables = (taso_table(), generated_rule_table(args.rules, args.restrict))
     print(f"machine: {machine_description(load=True)}; tables: " + ", ".join(
-        f"{t.name} {len(t.rules)} rules ({len(t.new)} not in TASO's)" for t in tables)
+        f"{t.name} {len(t.rules)} rules ({len(t.new)} not in TASO's, {len(t.rejected)} rejected by the loader's "
+        f"check: {list(t.rejected)})" for t in tables)
         + f", loaded in {time.perf_counter() - start:.1f} s")
     research_rows, deployment_rows = {}, {}
     for name in args.models.split(","):
-        graph = load_model(name, args.bert_layers)
+        graph = load_model(name, args.bert_layers, args.small)
         rows = {t.name: research(graph, t, args) for t in tables}
         graphs = {f"{name}-{t}-{m}": r["graph"] for t, methods in rows.items() for m, r in methods.items()}
         research_rows[name] = (graph, rows, check(graph, graphs, args.out))

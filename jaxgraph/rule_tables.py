@@ -3,7 +3,7 @@
 `table_keys` puts each entry of a pattern file in the generator's canonical form (minimised over renamings of its
 inputs, add and mul modulo commutativity: `jaxgraph.generate.known`), so "is this generated rule in TASO's table"
 is a set lookup. `generated_table` loads a generated file whole or restricted to the rules TASO's table lacks
-(`restrict="new"`): the restriction a study states when matching every rule at every step is too slow.
+(`restrict="new"`), dropping (and naming) any rule the loader's float64 check rejects.
 `RuleTable` is one table as every method consumes it: host rules (`RULES`, then the file's data rules, as
 `TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from jaxgraph.pattern_data import DATA_FILE, Pattern, load_patterns
+from jaxgraph.pattern_data import DATA_FILE, Pattern, parse_pattern
 from jaxgraph.patterns import pattern_rules
 from jaxgraph.rules import RULES, Rule
 
@@ -63,17 +63,30 @@ def new_xfers(path: Path | str, reference: Path | str = DATA_FILE) -> frozenset[
     return frozenset(x for x, k in table_keys(_entries(path)).items() if k is None or k not in known)
 
 
-def generated_table(path: Path | str, restrict: str = "all", checks: int = 1) -> tuple[Pattern, ...]:
-    """The generated pattern file's rules (each checked by the loader on `checks` sampled shapes), all of them or,
-    with `restrict="new"`, those TASO's table lacks (`new_xfers`). ValueError for another `restrict`;
-    FileNotFoundError for a missing file."""
+def generated_table(path: Path | str, restrict: str = "all", checks: int = 16) -> tuple[tuple[Pattern, ...],
+                                                                                    tuple[int, ...]]:
+    """The generated pattern file's rules that pass the loader's check (both sides run in float64 on `checks`
+    sampled shapes: `jaxgraph.generate.write.loader_accepts`), all of them or, with `restrict="new"`, those TASO's
+    table lacks (`new_xfers`); and the xfer ids the check rejected (dropped: a rule proved on the generator's
+    square worlds can be wrong on other shapes). ValueError for another `restrict`; FileNotFoundError for a
+    missing file."""
+    from jaxgraph.generate.write import loader_accepts
+
     if restrict not in RESTRICTIONS:
         raise ValueError(f"restrict must be one of {RESTRICTIONS}, got {restrict!r}")
-    patterns = load_patterns(path, checks)
-    if restrict == "all":
-        return patterns
-    keep = new_xfers(path)
-    return tuple(p for p in patterns if p.xfer in keep)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"pattern file {path} does not exist")
+    keep = new_xfers(path) if restrict == "new" else None
+    patterns, rejected = [], []
+    for raw in _entries(path):
+        if keep is not None and raw["xfer"] not in keep:
+            continue
+        if loader_accepts(raw, checks):
+            patterns.append(parse_pattern(raw))
+        else:
+            rejected.append(int(raw["xfer"]))
+    return tuple(patterns), tuple(rejected)
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,7 @@ class RuleTable:
     rules: tuple[Rule, ...]
     patterns: tuple[Pattern, ...] | None  # None: TASO's table (`saturation.table_rules`)
     new: frozenset[int]
+    rejected: tuple[int, ...] = ()  # xfer ids of the file that the loader's check rejected
 
     def new_rewrites(self, history: Sequence[tuple[int, Any]]) -> list[str]:
         """The names of the rules in a search `history` ((rule index, location) pairs) that TASO's table lacks."""
@@ -100,11 +114,11 @@ def taso_table() -> RuleTable:
 
 
 def generated_rule_table(path: Path | str, restrict: str = "all") -> RuleTable:
-    """A generated file as a table: `RULES` then its rules (`generated_table`), the xfers TASO's table lacks
-    marked new."""
-    patterns = generated_table(path, restrict)
+    """A generated file as a table: `RULES` then its rules that pass the loader's check (`generated_table`), the
+    xfers TASO's table lacks marked new."""
+    patterns, rejected = generated_table(path, restrict)
     new = new_xfers(path) & {p.xfer for p in patterns}
     return RuleTable("generated" if restrict == "all" else f"generated ({restrict})", RULES + pattern_rules(patterns),
-                     patterns, frozenset(new))
+                     patterns, frozenset(new), rejected)
 
 

@@ -55,8 +55,23 @@ def test_new_xfers_are_the_rules_tasos_table_lacks(tmp_path):
     assert not any([o["op"] for o in r["src"]] == ["relu", "relu"] for r in taso)  # the reference, read by hand
     path = _write(tmp_path, [FUSE, IDEMPOTENT])
     assert new_xfers(path) == {1001}
-    chex.assert_equal([p.xfer for p in generated_table(path)], [1000, 1001])
-    chex.assert_equal([p.xfer for p in generated_table(path, "new")], [1001])
+    chex.assert_equal([p.xfer for p in generated_table(path)[0]], [1000, 1001])
+    chex.assert_equal([p.xfer for p in generated_table(path, "new")[0]], [1001])
+
+
+def test_a_rule_wrong_off_the_square_world_is_dropped_and_named(tmp_path):
+    # concat(a, b; axis 1) @ concat(c, d; axis 0) = a @ c + b @ d where a's columns match c's rows (always on
+    # square shapes): swapping both concats' parts is right there, wrong where the parts' sizes differ
+    src = [{"op": "concat", "inputs": [[-1, 0], [-2, 0]], "attrs": {"axis": 1, "rank": 2}},
+           {"op": "concat", "inputs": [[-3, 0], [-4, 0]], "attrs": {"axis": 0, "rank": 2}},
+           {"op": "matmul", "inputs": [[0, 0], [1, 0]], "attrs": {"activation": "none"}}]
+    dst = [{"op": "concat", "inputs": [[-2, 0], [-1, 0]], "attrs": {"axis": 1, "rank": 2}},
+           {"op": "concat", "inputs": [[-4, 0], [-3, 0]], "attrs": {"axis": 0, "rank": 2}},
+           {"op": "matmul", "inputs": [[0, 0], [1, 0]], "attrs": {"activation": "none"}}]
+    swap = {"xfer": 1002, "src": src, "dst": dst, "mapped": [[[2, 0], [2, 0]]]}
+    patterns, rejected = generated_table(_write(tmp_path, [IDEMPOTENT, swap]))
+    chex.assert_equal([p.xfer for p in patterns], [1001])
+    chex.assert_equal(rejected, (1002,))
 
 
 def test_bad_restriction_and_missing_file(tmp_path):
