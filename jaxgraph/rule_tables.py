@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from jaxgraph.pattern_data import DATA_FILE, Pattern, parse_pattern
+from jaxgraph.pattern_data import DATA_FILE, Pattern, load_patterns, parse_pattern
 from jaxgraph.patterns import pattern_rules
 from jaxgraph.rules import RULES, Rule
 
@@ -96,9 +96,23 @@ class RuleTable:
 
     name: str
     rules: tuple[Rule, ...]
-    patterns: tuple[Pattern, ...] | None  # None: TASO's table (`saturation.table_rules`)
+    patterns: tuple[Pattern, ...]
     new: frozenset[int]
     rejected: tuple[int, ...] = ()  # xfer ids of the file that the loader's check rejected
+
+    def matching(self, graphs: Sequence[Any]) -> frozenset[int]:
+        """The xfer ids of this table's data rules that match at least one of `graphs` somewhere."""
+        from jaxgraph.locations import LocationIndex
+
+        return frozenset(self.rules[x].pattern.xfer for g in graphs
+                         for x, _ in LocationIndex.build(self.rules, g).matches() if self.rules[x].pattern is not None)
+
+    def restricted(self, xfers: frozenset[int]) -> RuleTable:
+        """The table with only the data rules of `xfers` (hand rules kept): the saturation of a generated table
+        whose whole egglog program does not fit in memory, restricted to the rules a search found matching."""
+        keep = tuple(r for r in self.rules if r.pattern is None or r.pattern.xfer in xfers)
+        patterns = tuple(p for p in self.patterns if p.xfer in xfers)
+        return RuleTable(f"{self.name} (matching)", keep, patterns, self.new & xfers, self.rejected)
 
     def new_rewrites(self, history: Sequence[tuple[int, Any]]) -> list[str]:
         """The names of the rules in a search `history` ((rule index, location) pairs) that TASO's table lacks."""
@@ -107,10 +121,11 @@ class RuleTable:
 
 
 def taso_table() -> RuleTable:
-    """TASO's table: `RULES`, then the data rules of the xfers no hand rule covers (`TASO_RULES`)."""
+    """TASO's table: `RULES`, then the data rules of the xfers no hand rule covers (`TASO_RULES`); saturation
+    states all of TASO's data rules (beside `HAND_RULES`, as `saturation.table_rules`)."""
     from jaxgraph.patterns import taso_rules
 
-    return RuleTable("taso", taso_rules(), None, frozenset())
+    return RuleTable("taso", taso_rules(), load_patterns(), frozenset())
 
 
 def generated_rule_table(path: Path | str, restrict: str = "all") -> RuleTable:

@@ -93,3 +93,16 @@ def test_a_search_names_the_new_rewrites_it_applies(tmp_path):
     assert len(result.history) == 2  # relu(relu(x)) -> relu(x); a fused conv and relu (old: hand rule or xfer 82)
     new = table.new_rewrites(result.history)
     assert len(new) == 1 and "1001" in new[0]
+
+
+def test_matching_rules_and_the_restricted_table(tmp_path):
+    table = generated_rule_table(_write(tmp_path, [FUSE, IDEMPOTENT]))
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    once = b.build({"y": b.add("relu", [x])})
+    twice = b.build({"y": b.add("relu", [b.add("relu", [x])])})
+    assert table.matching([once]) == frozenset()
+    assert table.matching([once, twice]) == {1001}  # relu over relu; no conv for xfer 1000's source
+    restricted = table.restricted(frozenset({1001}))
+    chex.assert_equal([p.xfer for p in restricted.patterns], [1001])
+    assert len(restricted.rules) == len(table.rules) - 1 and restricted.new == {1001}
