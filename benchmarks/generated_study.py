@@ -25,7 +25,8 @@ graph's outputs (JAX, op by op) on seeded random inputs: executed in JAX, and th
 
 Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's search with `RULES` (the setting's table) and
 with `RULES` plus the generated rules; where the results differ, the two saved files' onnxruntime latencies,
-alternated (`--repeats` rounds, 95% interval).
+alternated (`--repeats` rounds, 95% interval). Then each generated rule TASO's table lacks that matches a searched
+graph is applied once there, picked by no cost model, and the rewritten file is timed against the graph's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from benchmarks.saturation import SMALL_BERT
 from jaxgraph import ONNXRUNTIME, RULES, TASO, Roofline, bert, greedy, load_onnx, save_onnx, taso_search
 from jaxgraph.cost import cost, ort_session
 from jaxgraph.execute import execute, random_inputs
+from jaxgraph.locations import LocationIndex
 from jaxgraph.models import MODELS, SMALL_SIZES
 from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
 from jaxgraph.saturation import extract_ilp, saturate, to_graph
@@ -96,7 +98,45 @@ def research(graph, table: RuleTable, args) -> dict[str, dict]:
     found, note = equality_saturation(graph, stated, model, args)
     rows["e-graph"] = dict(cost=cost(found, model), seconds=time.perf_counter() - start, graph=found, new=None,
                            note=f"{len(stated.patterns)} data rules, " + note)
-    rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new))
+    rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new),
+                            graphs=[graph, g.graph, t.graph, *visited])
+    return rows
+
+
+def describe(pattern) -> str:
+    """A rule's two sides as op names in order (`concat1 concat0 matmul -> ...`)."""
+    def side(ops) -> str:
+        return " ".join(o.op + (str(o.attr("axis")) if o.op in ("concat", "split") else "") for o in ops)
+
+    return f"{side(pattern.src)} -> {side(pattern.dst)}"
+
+
+def latency(paths: list[Path], feeds, repeats: int) -> tuple:
+    """The second file's onnxruntime speedup over the first's (alternated) and both files' outputs."""
+    first, second = (ort_session(p) for p in paths)
+    c = compare(lambda: first.run(None, feeds), lambda: second.run(None, feeds), repeats=repeats)
+    return c, [first.run(None, feeds), second.run(None, feeds)]
+
+
+def forced_new_rewrites(name: str, graphs: list, table: RuleTable, args) -> list[dict]:
+    """Each rule TASO's table lacks that matches one of `graphs` (its first location in the first such graph),
+    applied whether or not a cost model picks it: the change of both costs, and the onnxruntime latency of the
+    rewritten graph's saved file against the graph's (alternated, `--repeats` rounds), outputs checked equal."""
+    found, rows = set(), []
+    for graph in graphs:
+        for x, location in sorted(LocationIndex.build(table.rules, graph).matches()):
+            rule = table.rules[x]
+            if rule.pattern is None or rule.pattern.xfer not in table.new or rule.pattern.xfer in found:
+                continue
+            found.add(rule.pattern.xfer)
+            child = rule.apply(graph, location)
+            paths = [args.out / f"{name}-forced-{rule.pattern.xfer}-{side}.onnx" for side in ("before", "after")]
+            for path, g in zip(paths, (graph, child)):
+                save_onnx(g, path)
+            c, outputs = latency(paths, random_inputs(graph, seed=0), args.repeats)
+            rows.append(dict(rule=f"{rule.pattern.xfer}: {describe(rule.pattern)}", difference=difference(outputs[1], outputs[0]), latency=c,
+                             **{m: cost(child, Roofline(backend=b)) - cost(graph, Roofline(backend=b))
+                                for m, b in (("taso_cost", TASO), ("ort_cost", ONNXRUNTIME))}))
     return rows
 
 
@@ -131,10 +171,7 @@ def deployment(name: str, graph, table: RuleTable, args) -> dict:
         paths = [args.out / f"{name}-deployment-{label}.onnx" for label in ("rules", "generated")]
         for path, g in zip(paths, (base.graph, found.graph)):
             save_onnx(g, path)
-        feeds = random_inputs(graph, seed=0)
-        sessions = [ort_session(p) for p in paths]
-        row["latency"] = compare(lambda: sessions[0].run(None, feeds), lambda: sessions[1].run(None, feeds),
-                                 repeats=args.repeats)
+        row["latency"] = latency(paths, random_inputs(graph, seed=0), args.repeats)[0]
     return row
 
 
@@ -166,12 +203,13 @@ def main() -> None:
         f"{t.name} {len(t.rules)} rules ({len(t.new)} not in TASO's, {len(t.rejected)} rejected by the loader's "
         f"check: {list(t.rejected)})" for t in tables)
         + f", loaded in {time.perf_counter() - start:.1f} s")
-    research_rows, deployment_rows = {}, {}
+    research_rows, deployment_rows, forced_rows = {}, {}, {}
     for name in args.models.split(","):
         graph = load_model(name, args.bert_layers, args.small)
         rows = {t.name: research(graph, t, args) for t in tables}
         graphs = {f"{name}-{t}-{m}": rows[t][m]["graph"] for t in rows for m in METHODS}
         research_rows[name] = (graph, rows, check(graph, graphs, args.out))
+        forced_rows[name] = forced_new_rewrites(name, rows[tables[1].name]["matching"]["graphs"], tables[1], args)
         deployment_rows[name] = deployment(name, graph, tables[1], args)
         print(f"{name} done ({time.perf_counter() - start:.0f} s)", flush=True)
 
@@ -206,6 +244,15 @@ def main() -> None:
                   f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}]")
         print(f"| {name} | {_percent(row['initial'], row['rules'])} | {_percent(row['initial'], row['generated'])} | "
               f"{len(row['new'])} {sorted(set(row['new']))[:3]} | {timing} |")
+    print("\nEach new rule matching a searched graph, applied once: cost changes, onnxruntime latency after / before")
+    print("| model | rule | TASO cost change | onnxruntime cost change | largest difference | "
+          "latency before / after ms | speedup [95%] |")
+    print("|---|---|---|---|---|---|---|")
+    for name, rows in forced_rows.items():
+        for r in rows:
+            c = r["latency"]
+            print(f"| {name} | {r['rule']} | {r['taso_cost']:+.4f} | {r['ort_cost']:+.4f} | {r['difference']:.1e} | "
+                  f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}] |")
     print(f"\ntotal {time.perf_counter() - start:.0f} s wall")
 
 
