@@ -134,7 +134,8 @@ def forced_new_rewrites(name: str, graphs: list, table: RuleTable, args) -> list
             for path, g in zip(paths, (graph, child)):
                 save_onnx(g, path)
             c, outputs = latency(paths, random_inputs(graph, seed=0), args.repeats)
-            rows.append(dict(rule=f"{rule.pattern.xfer}: {describe(rule.pattern)}", difference=difference(outputs[1], outputs[0]), latency=c,
+            rows.append(dict(rule=f"{rule.pattern.xfer}: {describe(rule.pattern)}", latency=c,
+                             difference=difference(outputs[1], outputs[0]),
                              **{m: cost(child, Roofline(backend=b)) - cost(graph, Roofline(backend=b))
                                 for m, b in (("taso_cost", TASO), ("ort_cost", ONNXRUNTIME))}))
     return rows
