@@ -1,14 +1,32 @@
-"""TASO's table against a generated one (research setting: TASO's cost), greedy and TASO's search per model.
+"""TASO's table against a generated one: greedy, TASO's search and equality saturation per model (research
+setting: TASO's cost), every result checked by execution; then the deployment setting's measured latency.
 
-    python -m benchmarks.generated_study --rules results/generated_rules.json [--models resnet18,squeezenet1_1]
-        [--budget 100] [--bert-layers 2]
+    python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
+        [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
+        [--ilp-seconds 20] [--match-graphs 20] [--multi 1] [--repeats 20] [--out results/generated_study]
 
-Tables: `taso` is `TASO_RULES` (the hand rules `RULES`, then TASO's data rules); `generated` is `RULES` then the
-rules of the generated pattern file (`python -m jaxgraph.generate` or `python -m benchmarks.generate`). For each
-model builder (full size, batch 1; BERT with `--bert-layers` layers) and table, prints the initial cost, the cost
-after greedy descent and after `taso_search` (alpha 1.05, `--budget` graphs), both under TASO's cost model
-(`Roofline(backend=TASO)`), the seconds, and the largest difference between the optimized and the original
-graph's outputs on seeded random inputs (executed in JAX).
+Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
+saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
+that pass the loader's check on 16 sampled shapes (`--restrict new`: only those TASO's table lacks up to renaming
+of inputs and commutativity), and the same patterns with `HAND_RULES` for saturation. Models: the builders at
+full size, batch 1 (BERT with `--bert-layers` layers of BERT-base; `--small`: at `SMALL_SIZES`, BERT as in
+`benchmarks.saturation`), and `imported` = `tests/data/bert-legacy-op17.onnx` (batch 1).
+
+Research setting, cost `Roofline(backend=TASO)`: greedy descent, `taso_search` (alpha 1.05, `--budget` graphs)
+and equality saturation (multi-pattern rules in the first `--multi` rounds, `--saturation-seconds`, ILP extraction
+of `--ilp-seconds`). The generated table's whole egglog program outgrows the machine's memory (over 6 GB to
+compile 8,282 rules), so its saturation states only the generated rules that match the original graph, the
+greedy and search results or one of the first `--match-graphs` graphs the search visited. The table prints cost
+reductions (1 - cost / initial), how many rules TASO's table lacks match (the original graph / any of those
+graphs) and are applied by each host search, and the target: the best generated method >= 10% below TASO's
+search with TASO's table. Every distinct result graph is saved as ONNX under `--out` and checked against the original
+graph's outputs (JAX, op by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime
+(largest difference relative to the largest output magnitude).
+
+Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's search with `RULES` (the setting's table) and
+with `RULES` plus the generated rules; where the results differ, the two saved files' onnxruntime latencies,
+alternated (`--repeats` rounds, 95% interval). Then each generated rule TASO's table lacks that matches a searched
+graph is applied once there, picked by no cost model, and the rewritten file is timed against the graph's.
 """
 
 from __future__ import annotations
@@ -19,44 +37,237 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxgraph import RULES, TASO, Roofline, bert, greedy, taso_rules, taso_search
-from jaxgraph.execute import execute, random_inputs
-from jaxgraph.models import MODELS
-from jaxgraph.pattern_data import load_patterns
-from jaxgraph.patterns import pattern_rules
+from benchmarks.graphopt import difference
+from benchmarks.saturation import SMALL_BERT
+from jaxgraph import (
+    MODELS,
+    ONNXRUNTIME,
+    RULES,
+    TASO,
+    LocationIndex,
+    Roofline,
+    bert,
+    cost,
+    execute,
+    greedy,
+    load_onnx,
+    ort_session,
+    random_inputs,
+    save_onnx,
+    taso_search,
+)
+from jaxgraph.models import SMALL_SIZES
+from jaxgraph.onnx_io import batch_one
+from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
+from jaxgraph.saturation import extract_ilp, saturate, to_graph
+from jaxsched.common import compare, machine_description
 
-DEFAULT_MODELS = "resnet18,resnet50,inception_v3,squeezenet1_1,bert"
+IMPORTED = "tests/data/bert-legacy-op17.onnx"
+DEFAULT_MODELS = "resnet18,resnet50,inception_v3,squeezenet1_1,bert,imported"
+METHODS = ("greedy", "taso", "e-graph")
+TARGET = 0.10  # the best generated method's cost at least 10% below TASO's search with TASO's table
 
 
-def _difference(original, optimized) -> float:
+def load_model(name: str, bert_layers: int, small: bool):
+    """A builder at full size, batch 1 (`small`: at the sizes of the saturation benchmark and the RL study), or the
+    imported BERT."""
+    if name == "imported":
+        import onnx
+
+        return load_onnx(IMPORTED, batch_one(onnx.load(IMPORTED, load_external_data=False)))
+    if small:
+        return MODELS[name](**(SMALL_BERT if name == "bert" else SMALL_SIZES[name]))
+    return bert(layers=bert_layers) if name == "bert" else MODELS[name]()
+
+
+def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
+    """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more."""
+    egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, time_limit=args.saturation_seconds,
+                      multi_iterations=args.multi)
+    choice, optimal = extract_ilp(egraph, args.ilp_seconds)
+    found = to_graph(egraph, choice)
+    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop}, ILP {'optimal' if optimal else 'time limit'}"
+    return (found if cost(found, model) <= cost(graph, model) else graph), note
+
+
+def research(graph, table: RuleTable, args) -> dict[str, dict]:
+    """method -> cost, seconds, result graph, new rewrites applied and a note, on TASO's cost; "matching" -> the
+    data rules matching the original graph, the greedy and search results or the first `--match-graphs` graphs
+    the search visited (the generated table's saturation states only these: its whole egglog program outgrows the
+    machine's memory)."""
+    model = Roofline(backend=TASO)
+    rows = {}
+    g = greedy(graph, table.rules, model)
+    rows["greedy"] = dict(cost=g.cost, seconds=g.seconds, graph=g.graph, new=table.new_rewrites(g.history),
+                          note=f"{g.explored} steps")
+    visited = []
+    t = taso_search(graph, 1.05, args.budget, table.rules, model,
+                    on_visit=lambda v, _: visited.append(v) if len(visited) < args.match_graphs else None)
+    rows["taso"] = dict(cost=t.cost, seconds=t.seconds, graph=t.graph, new=table.new_rewrites(t.history),
+                        note=f"{t.explored} graphs")
+    matching = table.matching([graph, g.graph, t.graph, *visited])
+    start = time.perf_counter()
+    stated = table if table.name == "taso" else table.restricted(matching)
+    found, note = equality_saturation(graph, stated, model, args)
+    rows["e-graph"] = dict(cost=cost(found, model), seconds=time.perf_counter() - start, graph=found, new=None,
+                           note=f"{len(stated.patterns)} data rules, " + note)
+    rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new),
+                            graphs=[graph, g.graph, t.graph, *visited])
+    return rows
+
+
+def describe(pattern) -> str:
+    """A rule's two sides as op names in order (`concat1 concat0 matmul -> ...`)."""
+    def side(ops) -> str:
+        return " ".join(o.op + (str(o.attr("axis")) if o.op in ("concat", "split") else "") for o in ops)
+
+    return f"{side(pattern.src)} -> {side(pattern.dst)}"
+
+
+def latency(paths: list[Path], feeds, repeats: int) -> tuple:
+    """The second file's onnxruntime speedup over the first's (alternated) and both files' outputs."""
+    first, second = (ort_session(p) for p in paths)
+    c = compare(lambda: first.run(None, feeds), lambda: second.run(None, feeds), repeats=repeats)
+    return c, [first.run(None, feeds), second.run(None, feeds)]
+
+
+def forced_new_rewrites(name: str, graphs: list, table: RuleTable, args) -> list[dict]:
+    """Each rule TASO's table lacks that matches one of `graphs` (its first location in the first such graph),
+    applied whether or not a cost model picks it: the change of both costs, and the onnxruntime latency of the
+    rewritten graph's saved file against the graph's (alternated, `--repeats` rounds), outputs checked equal."""
+    found, rows = set(), []
+    for graph in graphs:
+        for x, location in sorted(LocationIndex.build(table.rules, graph).matches()):
+            rule = table.rules[x]
+            if rule.pattern is None or rule.pattern.xfer not in table.new or rule.pattern.xfer in found:
+                continue
+            found.add(rule.pattern.xfer)
+            child = rule.apply(graph, location)
+            paths = [args.out / f"{name}-forced-{rule.pattern.xfer}-{side}.onnx" for side in ("before", "after")]
+            for path, g in zip(paths, (graph, child)):
+                save_onnx(g, path)
+            c, outputs = latency(paths, random_inputs(graph, seed=0), args.repeats)
+            rows.append(dict(rule=f"{rule.pattern.xfer}: {describe(rule.pattern)}", latency=c,
+                             difference=difference(outputs[1], outputs[0]),
+                             **{m: cost(child, Roofline(backend=b)) - cost(graph, Roofline(backend=b))
+                                for m, b in (("taso_cost", TASO), ("ort_cost", ONNXRUNTIME))}))
+    return rows
+
+
+def check(original, graphs: dict[str, object], out: Path) -> dict[str, tuple[float, float]]:
+    """label -> (JAX difference, onnxruntime difference) of each distinct graph against the original's JAX
+    outputs (relative to the largest expected magnitude); each graph saved as `out/label.onnx`."""
     feeds = random_inputs(original, seed=0)
-    a, b = execute(original, feeds), execute(optimized, feeds)
-    return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
+    names = list(original.output_names)
+    expected = [np.asarray(v) for v in map(execute(original, feeds, jit=False).get, names)]
+    checked, results = {}, {}
+    for label, graph in graphs.items():
+        if graph.structure_hash not in checked:
+            path = out / f"{label}.onnx"
+            save_onnx(graph, path)
+            jax_out = execute(graph, feeds, jit=False)
+            session = ort_session(path)
+            ort_out = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+            checked[graph.structure_hash] = (difference([np.asarray(jax_out[n]) for n in names], expected),
+                                             difference([ort_out[n] for n in names], expected))
+        results[label] = checked[graph.structure_hash]
+    return results
+
+
+def deployment(name: str, graph, table: RuleTable, args) -> dict:
+    """TASO's search on onnxruntime's cost with `RULES` and with the generated table; where the two results
+    differ, their saved files' onnxruntime latencies, alternated."""
+    model = Roofline(backend=ONNXRUNTIME)
+    base = taso_search(graph, 1.05, args.budget, RULES, model)
+    found = taso_search(graph, 1.05, args.budget, table.rules, model)
+    row = dict(initial=base.initial_cost, rules=base.cost, generated=found.cost, new=table.new_rewrites(found.history))
+    if found.graph.structure_hash != base.graph.structure_hash:
+        paths = [args.out / f"{name}-deployment-{label}.onnx" for label in ("rules", "generated")]
+        for path, g in zip(paths, (base.graph, found.graph)):
+            save_onnx(g, path)
+        row["latency"] = latency(paths, random_inputs(graph, seed=0), args.repeats)[0]
+    return row
+
+
+def _percent(initial: float, value: float) -> str:
+    return f"{100 * (1 - value / initial):.2f}%"
 
 
 def main() -> None:
-    """Print one row per model, table and search."""
+    """Run both settings on every model and print the tables and the verdict."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rules", type=Path, required=True, help="a generated pattern file")
+    parser.add_argument("--restrict", choices=RESTRICTIONS, default="all")
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--bert-layers", type=int, default=2)
+    parser.add_argument("--small", action="store_true", help="builders at `SMALL_SIZES` (BERT: 2 layers, hidden 64)")
+    parser.add_argument("--saturation-seconds", type=float, default=20.0)
+    parser.add_argument("--ilp-seconds", type=float, default=20.0)
+    parser.add_argument("--max-nodes", type=int, default=20_000)
+    parser.add_argument("--match-graphs", type=int, default=20, help="visited graphs whose matching rules count")
+    parser.add_argument("--multi", type=int, default=1, help="rounds in which multi-pattern rules run")
+    parser.add_argument("--repeats", type=int, default=20, help="alternated latency rounds (deployment)")
+    parser.add_argument("--out", type=Path, default=Path("results/generated_study"))
     args = parser.parse_args()
-    tick = time.perf_counter()
-    tables = {"taso": taso_rules(), "generated": RULES + pattern_rules(load_patterns(args.rules, checks=1))}
-    print(f"tables: taso {len(tables['taso'])} rules, generated {len(tables['generated'])} rules "
-          f"(loaded in {time.perf_counter() - tick:.1f} s)")
-    model = Roofline(backend=TASO)
-    print("| model | table | initial | greedy | s | taso search | s | max output difference |")
-    print("|---|---|---|---|---|---|---|---|")
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    tables = (taso_table(), generated_rule_table(args.rules, args.restrict))
+    print(f"machine: {machine_description(load=True)}; tables: " + ", ".join(
+        f"{t.name} {len(t.rules)} rules ({len(t.new)} not in TASO's, {len(t.rejected)} rejected by the loader's "
+        f"check: {list(t.rejected)})" for t in tables)
+        + f", loaded in {time.perf_counter() - start:.1f} s")
+    research_rows, deployment_rows, forced_rows = {}, {}, {}
     for name in args.models.split(","):
-        graph = bert(layers=args.bert_layers) if name == "bert" else MODELS[name]()
-        for table, rules in tables.items():
-            g = greedy(graph, rules, model)
-            t = taso_search(graph, budget=args.budget, rules=rules, cost_model=model)
-            worst = max(_difference(graph, g.graph), _difference(graph, t.graph))
-            print(f"| {name} | {table} | {g.initial_cost:.4f} | {g.cost:.4f} | {g.seconds:.1f} | {t.cost:.4f} | "
-                  f"{t.seconds:.1f} | {worst:.1e} |", flush=True)
+        graph = load_model(name, args.bert_layers, args.small)
+        rows = {t.name: research(graph, t, args) for t in tables}
+        graphs = {f"{name}-{t}-{m}": rows[t][m]["graph"] for t in rows for m in METHODS}
+        research_rows[name] = (graph, rows, check(graph, graphs, args.out))
+        forced_rows[name] = forced_new_rewrites(name, rows[tables[1].name]["matching"]["graphs"], tables[1], args)
+        deployment_rows[name] = deployment(name, graph, tables[1], args)
+        print(f"{name} done ({time.perf_counter() - start:.0f} s)", flush=True)
+
+    print("\nResearch setting (TASO's cost): cost reduction, seconds; new = rewrites applied that TASO's table lacks")
+    print("| model | ops | new rules matching: original / searched | table | greedy | TASO search | e-graph (ILP) | "
+          "new rewrites (greedy / TASO) | e-graph | largest difference JAX / onnxruntime |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    met = 0
+    for name, (graph, rows, checks) in research_rows.items():
+        initial = cost(graph, Roofline(backend=TASO))
+        for table, methods in rows.items():
+            cells = [f"{_percent(initial, methods[m]['cost'])}, {methods[m]['seconds']:.1f} s" for m in METHODS]
+            worst = [max(checks[f"{name}-{table}-{m}"][i] for m in METHODS) for i in (0, 1)]
+            matching = f"{methods['matching']['original']} / {methods['matching']['any']}"
+            print(f"| {name} | {graph.num_ops} | {matching} | {table} | " + " | ".join(cells)
+                  + f" | {len(methods['greedy']['new'])} / {len(methods['taso']['new'])} | {methods['e-graph']['note']}"
+                  + f" | {worst[0]:.1e} / {worst[1]:.1e} |")
+        best = min(rows[tables[1].name][m]["cost"] for m in METHODS)
+        reference = rows["taso"]["taso"]["cost"]
+        met += best <= (1 - TARGET) * reference
+        print(f"| {name} | | | best generated vs TASO's search (TASO's table) | {100 * (1 - best / reference):+.2f}% "
+              "| | | | | |")
+    print(f"\ntarget (best generated method >= {TARGET:.0%} below TASO's search with TASO's table on >= 2 models): "
+          f"{met} models: {'met' if met >= 2 else 'not met'}")
+
+    print("\nDeployment setting (onnxruntime's cost): TASO's search with RULES and with the generated table")
+    print("| model | RULES | generated | new rewrites applied | latency RULES / generated ms | speedup [95%] |")
+    print("|---|---|---|---|---|---|")
+    for name, row in deployment_rows.items():
+        c = row.get("latency")
+        timing = ("same graph | -" if c is None else
+                  f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}]")
+        print(f"| {name} | {_percent(row['initial'], row['rules'])} | {_percent(row['initial'], row['generated'])} | "
+              f"{len(row['new'])} {sorted(set(row['new']))[:3]} | {timing} |")
+    print("\nEach new rule matching a searched graph, applied once: cost changes, onnxruntime latency after / before")
+    print("| model | rule | TASO cost change | onnxruntime cost change | largest difference | "
+          "latency before / after ms | speedup [95%] |")
+    print("|---|---|---|---|---|---|---|")
+    for name, rows in forced_rows.items():
+        for r in rows:
+            c = r["latency"]
+            print(f"| {name} | {r['rule']} | {r['taso_cost']:+.4f} | {r['ort_cost']:+.4f} | {r['difference']:.1e} | "
+                  f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}] |")
+    print(f"\ntotal {time.perf_counter() - start:.0f} s wall")
 
 
 if __name__ == "__main__":
