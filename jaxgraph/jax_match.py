@@ -133,7 +133,7 @@ def _bind(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, r
         reader = jnp.take_along_axis(readers, column[None, :, None], axis=-1)[..., 0]
         multi = (kind == STEP_KINDS.index("consumer")) | (kind == STEP_KINDS.index("external"))
         bound.append(jnp.where(multi, reader, jnp.where(kind == STEP_KINDS.index("producer"), produced(), capacity)))
-        digit = digit + multi
+        digit = digit + multi.astype(jnp.int32)
     for j in range(0 if named else digits):
         live &= ((j < digit) | ((index // place[j]) % size == 0))[None, :]
     return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1), live
