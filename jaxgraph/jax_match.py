@@ -69,8 +69,9 @@ PADDED = ("padded", "by-width")  # the matchers of plans padded to the largest, 
 
 
 def default_matcher(backend: str | None = None) -> str:
-    """The default matcher of `backend` (default: `jax.default_backend()`): on CPU `by-ops`, measured fastest
-    (docs/benchmarks.md); elsewhere `by-plan`, the fewest and widest kernels (not yet measured on a GPU)."""
+    """The default matcher of `backend` (default: `jax.default_backend()`): on CPU `by-ops`, measured fastest to run
+    and no slower to compile than the padded matchers (docs/benchmarks.md); elsewhere `by-plan`, wide kernels without
+    the padded plans' masked candidates (not yet measured on a GPU)."""
     return "by-ops" if (backend or jax.default_backend()) == "cpu" else "by-plan"
 
 
