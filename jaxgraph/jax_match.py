@@ -324,16 +324,15 @@ class PatternTable:
         masks, members = [], []
         if self.groups:
             facts, table = slot_facts(g, reads), reader_table(g, max_readers)
+            size = max(lists[op].shape[0] for op in self.roots)  # padded plans: every root list, to the longest
+            stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
+                               for op in self.roots]) if self.matcher in PADDED else None
             for root, kinds, rows in self.groups:
-                if self.matcher in PADDED:  # every root op's list, padded to the longest; each rule's own
-                    size = max(lists[op].shape[0] for op in self.roots)
-                    stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
-                                       for op in self.roots])
-                    at = stack[np.array([self._root_index[int(i)] for i in rows])]
+                at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
+                if stack is not None:  # each rule's own root list and step codes
                     kinds = np.array([self._step_codes[int(i)] for i in rows], np.int32).reshape(len(rows), -1)
-                found, nodes = match_group(g, facts, table, at if self.matcher in PADDED else lists[root],
-                                           LoweredPatterns(*(a[rows] for a in self.lowered)), kinds, max_locations,
-                                           location_size)
+                found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)),
+                                           kinds, max_locations, location_size)
                 masks.append(found)
                 members.append(nodes)
         pruned = len(self.patterns) - sum(len(rows) for _, _, rows in self.groups)
