@@ -83,10 +83,12 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
 
 
 def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool = True, chunk: int = 0):
-    """(timer, seconds of the first call, compilation included): `timer(repeats, seed)` runs the `num_envs`
-    environments' `num_steps`-step rollouts `repeats` times and returns their steps/s (median). With `chunk`, the
-    environments run as groups of `chunk` vmapped environments one after another (`lax.map`) in the same program: a
-    group's state stays in the CPU's caches for its whole rollout."""
+    """(timer, first call): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
+    `repeats` times and returns their steps/s (median); the first call's compile_s (wall seconds, compilation
+    included), compile_cpu_s (the process's CPU seconds: on a shared machine the work, where wall seconds wait) and
+    instructions (of the lowered StableHLO program). With `chunk`, the environments run as groups of `chunk` vmapped
+    environments one after another (`lax.map`) in the same program: a group's state stays in the CPU's caches for
+    its whole rollout."""
     groups = num_envs // chunk if chunk else 1
     shape = (groups, num_envs // groups) if chunk else (num_envs,)
     batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), env.params())
@@ -102,16 +104,21 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
             times.append(time.perf_counter() - start)
         return num_envs * num_steps / float(np.median(times))
 
-    start = time.perf_counter()
-    run(jax.random.split(jax.random.key(0), num_envs).reshape(shape), batched).block_until_ready()
-    return timer, time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    keys = jax.random.split(jax.random.key(0), num_envs).reshape(shape)
+    lowered = run.lower(keys, batched)
+    instructions = sum(" = " in line for line in lowered.as_text().splitlines())
+    run = lowered.compile()
+    run(keys, batched).block_until_ready()
+    return timer, {"compile_s": time.perf_counter() - start, "compile_cpu_s": time.process_time() - cpu,
+                   "instructions": instructions}
 
 
 def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
                          ) -> tuple[float, float]:
     """(steps/s after compilation, seconds of the first call), as `compiled_rollouts` measures them."""
-    timer, compile_seconds = compiled_rollouts(env, num_envs, num_steps, observe, chunk)
-    return timer(repeats), compile_seconds
+    timer, first = compiled_rollouts(env, num_envs, num_steps, observe, chunk)
+    return timer(repeats), first["compile_s"]
 
 
 TABLES = ("hand", "taso", "doubled")
@@ -136,25 +143,27 @@ def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str |
         raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
     env = JaxEnv(MODELS[model](), max_locations=max_locations, rules=table_rules(table), matcher=matcher,
                  cost_model=Roofline(backend=BACKENDS[backend]))
-    timer, compile_seconds = compiled_rollouts(env, num_envs, steps)
-    return {"compile_s": compile_seconds, "steps_per_s": timer(repeats)}
+    timer, first = compiled_rollouts(env, num_envs, steps)
+    return {"compile_s": first["compile_s"], "steps_per_s": timer(repeats)}
 
 
 def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_locations: int, cost_model: Roofline,
                     matchers: list[str], doubled: bool, rounds: int = 2) -> list[dict]:
-    """Rows (model, table, matcher, xfers, matched, compile_s, steps_per_s, over_hand) of `--full-table`: every
-    environment compiled once, then timed in `rounds` alternated rounds (a change of load weighs on all)."""
+    """Rows (model, table, matcher, xfers, matched, groups, compile_s, compile_cpu_s, instructions, steps_per_s,
+    over_hand) of `--full-table`: every environment compiled once, then timed in `rounds` alternated rounds (a
+    change of load weighs on all)."""
     graph = MODELS[name]()
     setups = [("hand", "-")] + [(table, m) for table in ("taso", "doubled")[:1 + doubled] for m in matchers]
     rows, timers = [], []
     for table, matcher in setups:
         env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model, rules=table_rules(table),
                      matcher=None if matcher == "-" else matcher)
-        timer, compile_seconds = compiled_rollouts(env, num_envs, steps)
+        timer, first = compiled_rollouts(env, num_envs, steps)
         matched = sum(r.family != DATA_FAMILY for r in env.rules) + (
             sum(len(rows) for _, _, rows in env.data_rules.groups) if env.data_rules else 0)
         rows.append(dict(model=name, table=table, matcher=env.matcher if env.data_rules else "-",
-                         xfers=env.num_xfers, matched=matched, compile_s=compile_seconds))
+                         xfers=env.num_xfers, matched=matched, groups=len(env.data_rules.groups) if env.data_rules
+                         else 0, **first))
         timers.append(timer)
     rates = np.array([[timer(repeats, seed=1 + r * repeats) for timer in timers] for r in range(rounds)])
     for row, rate, over in zip(rows, rates.mean(0), (rates / rates[:, :1]).mean(0)):
@@ -285,15 +294,17 @@ def main() -> None:
         return
     if args.full_table:
         print(f"# {args.num_envs} environments x {args.steps} steps, median of {args.repeats}, 2 alternated rounds")
-        print("| model | table | matcher | xfers (matched) | compile s | steps/s | over the hand rules (same rounds) |")
-        print("|---|---|---|---|---|---|---|", flush=True)
+        print("| model | table | matcher | xfers (matched) | groups | instructions | compile s, wall | compile s, CPU "
+              "| steps/s | over the hand rules (same rounds) |")
+        print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
         rows = []
         for name in names:
             rows += full_table_rows(name, args.num_envs, args.steps, args.repeats, args.max_locations, models[0],
                                     matchers, args.doubled)
             for r in rows[-(1 + len(matchers) * (1 + args.doubled)):]:
                 print(f"| {r['model']} | {r['table']} | {r['matcher']} | {r['xfers']} ({r['matched']}) | "
-                      f"{r['compile_s']:.0f} | {r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
+                      f"{r['groups']} | {r['instructions']:,} | {r['compile_s']:.0f} | {r['compile_cpu_s']:.0f} | "
+                      f"{r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         if args.json:
             with open(args.json, "w") as f:

@@ -10,7 +10,13 @@ is at most the fully traced matcher once per group, and the groups are bounded b
 
 - ``"per-rule"``: every rule its own group, its arrays all constants (the program grows with the table);
 - ``"by-ops"``: rules with one root op, one kind per plan step and one op per plan position share a matcher;
-- ``"by-plan"``: rules with one root op and one kind per plan step share a matcher (their ops traced too).
+- ``"by-plan"``: rules with one root op and one kind per plan step share a matcher (their ops traced too);
+- ``"padded"``: every rule one matcher: plans padded to the largest plan's ops, the kind of each step traced and
+  each rule matched at its own root op's slots; every rule takes as many candidates per root as the rule with the
+  most consumer and external steps (S per step), the others' extra candidates masked. The program is one group's
+  whatever the table;
+- ``"by-width"``: ``"padded"`` once per number of consumer and external steps (0, 1 or 2 with three-op plans), so
+  no rule pays for candidates it does not have: at most three groups whatever the table.
 
 `match_rule` follows `CompiledPattern._complete`: a producer step takes one candidate per root, a consumer or
 external step the first S distinct readers of a tensor (`reader_table`); every candidate is checked against the
@@ -58,12 +64,14 @@ from jaxgraph.pattern_data import Pattern
 from jaxgraph.patterns import FAMILY, CompiledPattern, pattern_rules
 from jaxgraph.rules import Rule
 
-MATCHERS = ("per-rule", "by-ops", "by-plan")
+MATCHERS = ("per-rule", "by-ops", "by-plan", "padded", "by-width")
+PADDED = ("padded", "by-width")  # the matchers of plans padded to the largest, step kinds traced
 
 
 def default_matcher(backend: str | None = None) -> str:
-    """The default matcher of `backend` (default: `jax.default_backend()`): on CPU `by-ops`, measured fastest
-    (docs/benchmarks.md); elsewhere `by-plan`, the fewest and widest kernels (not yet measured on a GPU)."""
+    """The default matcher of `backend` (default: `jax.default_backend()`): on CPU `by-ops`, measured fastest to run
+    and no slower to compile than the padded matchers (docs/benchmarks.md); elsewhere `by-plan`, wide kernels without
+    the padded plans' masked candidates (not yet measured on a GPU)."""
     return "by-ops" if (backend or jax.default_backend()) == "cpu" else "by-plan"
 
 
@@ -84,28 +92,52 @@ def _either(condition, when_true, when_false):
     return jnp.where(condition, when_true, when_false)
 
 
+STEP_KINDS = ("producer", "consumer", "external")  # a step's code in a padded plan; len(STEP_KINDS) pads
+
+
 def _bind(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-          kinds: tuple[str, ...]) -> jax.Array:
+          kinds: tuple[str, ...] | jax.Array, digits: int = 0) -> tuple[jax.Array, jax.Array]:
     """[N, W, M] the plan ops' slots of every candidate binding at roots `roots` [N]: one per producer step, the
-    readers of a tensor (`table`) at a consumer or external step."""
-    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    readers of a tensor (`table`, S per tensor) at a consumer or external step; and [N, W] which bindings exist.
+    `kinds` names the steps (every binding exists), or holds their codes (`STEP_KINDS`, traced: a padded plan, a pad
+    binds C) and then `digits` is the most consumer and external steps of any rule matched alike: W = S ** digits,
+    the rule's j-th such step takes the reader at digit j (base S, the first the most significant) of the binding's
+    index, and a binding exists where its digits past the rule's own such steps are 0."""
+    capacity, outputs, size = g.op.shape[0], g.shapes.shape[1], table.shape[1]
     codes = facts.code.reshape(-1)
-    bound = [roots[:, None]]  # every entry has one shape [N, W]
-    for s, kind in enumerate(kinds):
+    named = isinstance(kinds, tuple)
+    index = jnp.arange(1 if named else size ** digits)
+    bound = [jnp.broadcast_to(roots[:, None], (roots.shape[0], index.shape[0]))]  # every entry has one shape [N, W]
+    live, digit = jnp.ones(bound[0].shape, bool), 0  # digit: the consumer and external steps so far
+    place = jnp.asarray([size ** max(digits - 1 - j, 0) for j in range(digits + 1)])
+    for s in range(len(kinds)):
+        kind = kinds[s]
         anchor, position = row.steps[s, 0], row.steps[s, 1]
+        produced = lambda: codes[pick(bound, anchor) * ARITY + jnp.maximum(position, 0)] // outputs  # noqa: B023, E731
         if kind == "producer":
-            bound.append(codes[pick(bound, anchor) * ARITY + position] // outputs)
+            bound.append(produced())
             continue
-        if kind == "consumer":
-            slot = pick(bound, anchor)
-            tensor = jnp.where(slot < capacity, slot * outputs, capacity * outputs)
-        else:  # the external's first reader: plan op anchor // ARITY, input anchor % ARITY
-            tensor = codes[pick(bound, anchor // ARITY) * ARITY + anchor % ARITY]
+        slot = pick(bound, anchor)
+        own = jnp.where(slot < capacity, slot * outputs, capacity * outputs)
+        if named:  # an external step reads the first reader's input: plan op anchor // ARITY, input anchor % ARITY
+            tensor = own if kind == "consumer" else codes[pick(bound, anchor // ARITY) * ARITY + anchor % ARITY]
+            readers = table[jnp.minimum(tensor, capacity * outputs)]  # [N, W, S]
+            shape = readers.shape
+            bound = [jnp.broadcast_to(b[..., None], shape).reshape(shape[0], -1) for b in bound]
+            bound.append(readers.reshape(shape[0], -1))
+            live = jnp.ones(bound[0].shape, bool)
+            continue
+        external = codes[pick(bound, jnp.maximum(anchor, 0) // ARITY) * ARITY + jnp.maximum(anchor, 0) % ARITY]
+        tensor = jnp.where(kind == STEP_KINDS.index("consumer"), own, external)
         readers = table[jnp.minimum(tensor, capacity * outputs)]  # [N, W, S]
-        shape = readers.shape
-        bound = [jnp.broadcast_to(b[..., None], shape).reshape(shape[0], -1) for b in bound]
-        bound.append(readers.reshape(shape[0], -1))
-    return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1)
+        column = (index // place[jnp.minimum(digit, digits)]) % size
+        reader = jnp.take_along_axis(readers, column[None, :, None], axis=-1)[..., 0]
+        multi = (kind == STEP_KINDS.index("consumer")) | (kind == STEP_KINDS.index("external"))
+        bound.append(jnp.where(multi, reader, jnp.where(kind == STEP_KINDS.index("producer"), produced(), capacity)))
+        digit = digit + multi.astype(jnp.int32)
+    for j in range(0 if named else digits):
+        live &= ((j < digit) | ((index // place[j]) % size == 0))[None, :]
+    return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1), live
 
 
 def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, shapes: bool = True) -> jax.Array:
@@ -122,10 +154,11 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
     readable = externals[::-1] + [slot * outputs for slot in plan]  # read code c at c + MAX_EXTERNALS
     constant = [f.constant[..., q] for q in range(m)]
     conv, concat = OP_ID["conv2d"], OP_ID["concat"]
-    for q in range(m):
+    for q in range(m):  # a padded plan's ops past its size have no op, arity or constraint to check
         op = row.op[q]
-        ok &= (f.op[..., q] == op) & (f.num_inputs[..., q] == row.arity[q])
-        ok &= functools.reduce(jnp.logical_and, [plan[q] != plan[k] for k in range(q + 1, m)], True)
+        ok &= unless(q >= row.size, lambda: (f.op[..., q] == op) & (f.num_inputs[..., q] == row.arity[q]))  # noqa: B023
+        ok &= functools.reduce(jnp.logical_and, [unless(k >= row.size, lambda: plan[q] != plan[k])  # noqa: B023
+                                                 for k in range(q + 1, m)], True)
         ok &= unless(row.activation[q] < 0, lambda: f.activation[..., q] == row.activation[q])  # noqa: B023
         ok &= unless(op != conv, lambda: (  # noqa: B023  padding: 0 SAME, 1 VALID (`PADDING`)
             (f.in_rank[..., q, :] == 4).all(-1) & (f.groups[..., q] == 1)  # noqa: B023
@@ -166,25 +199,32 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
 
 
 def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-               kinds: tuple[str, ...], max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
-    """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps) at root
-    slots `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded
-    with C."""
+               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0
+               ) -> tuple[jax.Array, jax.Array]:
+    """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps, or
+    their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root slots
+    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C."""
     capacity = g.op.shape[0]
     m = len(kinds) + 1
-    slots = _bind(g, facts, table, roots, row, kinds)  # [N, W, M]
+    slots, live = _bind(g, facts, table, roots, row, kinds, digits)  # [N, W, M], [N, W]
     many = slots[..., 0].size > max_locations  # then the shapes of the first L structural candidates only
-    ok = _accept(g, facts, row, slots, shapes=not many)
+    ok = live & _accept(g, facts, row, slots, shapes=not many)
     if isinstance(row.location, np.ndarray):
-        in_order = slots[..., np.argsort(row.location[:m])]
-    else:
-        in_order = jnp.take(slots, jnp.argsort(row.location[:m]), axis=-1)
+        in_order = slots[..., np.argsort(np.where(row.location[:m] < 0, m, row.location[:m]))]
+    else:  # a padded plan's pads last
+        in_order = jnp.take(slots, jnp.argsort(jnp.where(row.location[:m] < 0, m, row.location[:m])), axis=-1)
     slots = jnp.concatenate([slots, in_order], -1)  # plan order, location order
     location = slots[..., m:]
-    multi = [s for s, kind in enumerate(kinds) if kind != "producer"]
-    if multi and m - 1 - multi[0] > 1:  # two ops vary within one root: order them by their slots, in location order
+    if isinstance(kinds, tuple):
+        multi = [s for s, kind in enumerate(kinds) if kind != "producer"]
+        varying = bool(multi) and m - 1 - multi[0] > 1
+    else:  # a padded plan: decided per rule, from the codes
+        multi = (kinds == STEP_KINDS.index("consumer")) | (kinds == STEP_KINDS.index("external"))
+        varying = multi.any() & (row.size - 1 - jnp.argmax(multi) > 1)
+    if varying is not False:  # two ops vary within one root: order them by their slots, in location order
         key = sum(location[..., t] * (capacity + 1) ** (m - 1 - t) for t in range(1, m))
         order = jnp.argsort(jnp.where(ok, key, jnp.iinfo(jnp.int32).max), axis=1)
+        order = jnp.where(varying, order, jnp.arange(order.shape[1]))
         ok = jnp.take_along_axis(ok, order, axis=1)
         slots = jnp.take_along_axis(slots, order[..., None], axis=1)
     ok, slots = ok.reshape(-1), slots.reshape(-1, 2 * m)
@@ -199,20 +239,31 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
 
 
 def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
-                kinds: tuple[str, ...], max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
-    """`match_rule` for every rule of `rows` [P, ...] (NumPy arrays; one plan `kinds`) with one traced matcher:
-    vmapped over the distinct rows, the fields equal in all of them constants. Masks [P, L], slots [P, L, size]."""
-    keys = [b"".join(a[i].tobytes() for a in rows) for i in range(len(rows.size))]
+                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int
+                ) -> tuple[jax.Array, jax.Array]:
+    """`match_rule` for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped over the
+    distinct rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and
+    root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots`
+    [P, N]. Masks [P, L], slots [P, L, size]."""
+    padded = not isinstance(kinds, tuple)
+    keys = [b"".join(a[i].tobytes() for a in rows) + (kinds[i].tobytes() if padded else b"")
+            for i in range(len(rows.size))]
     first = {key: i for i, key in reversed(list(enumerate(keys)))}
     distinct = sorted(first.values())
     inverse = np.array([distinct.index(first[key]) for key in keys])
     rows = LoweredPatterns(*(a[distinct] for a in rows))
     fixed = {name: a[0] for name, a in rows._asdict().items() if (a == a[:1]).all()}
     varying = {name: jnp.asarray(a) for name, a in rows._asdict().items() if name not in fixed}
+    digits = 0
+    if padded:  # the plan's kinds traced as data, and the roots of each rule's own root op
+        varying.update(kinds=jnp.asarray(kinds[distinct]), roots=roots[np.array(distinct)])
+        digits = int(np.isin(kinds, [STEP_KINDS.index("consumer"), STEP_KINDS.index("external")]).sum(1).max())
 
     def one(traced):
-        return match_rule(g, facts, table, roots, LoweredPatterns(**fixed, **traced), kinds, max_locations,
-                          location_size)
+        traced = dict(traced)
+        plan, at = traced.pop("kinds", kinds), traced.pop("roots", roots)
+        return match_rule(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
+                          location_size, digits=digits)
 
     found, nodes = jax.vmap(one)(varying) if varying else (x[None] for x in one({}))
     return found[inverse], nodes[inverse]
@@ -241,17 +292,24 @@ class PatternTable:
         self.reachable = ops_reachable(graph_ops, list(makes) + [
             (need, frozenset(o.op for o in p.dst)) for need, p in zip(needs, self.patterns)])
         groups: dict[tuple, list[int]] = {}
+        plans = {}  # matched rule: (root op, step kinds)
         for i, (p, c) in enumerate(zip(self.patterns, compiled)):
             if needs[i] <= self.reachable:
-                kinds = tuple(step[0] for step in c.steps)
-                key = {"per-rule": (i,), "by-ops": tuple(self.lowered.op[i]), "by-plan": ()}[matcher]
-                groups.setdefault((p.src[c.root].op, kinds) + key, []).append(i)
+                plans[i] = (p.src[c.root].op, tuple(step[0] for step in c.steps))
+                width = sum(kind != "producer" for kind in plans[i][1])  # consumer and external steps
+                key = {"per-rule": plans[i] + (i,), "by-ops": plans[i] + tuple(self.lowered.op[i]),
+                       "by-plan": plans[i], "padded": ("", ()), "by-width": ("", (), width)}[matcher]
+                groups.setdefault(key, []).append(i)
         self.groups = tuple((key[0], key[1], np.array(rows, np.int32)) for key, rows in groups.items())
         matched = [i for _, _, rows in self.groups for i in rows]
         pruned = sorted(set(range(len(self.patterns))) - set(matched))
         self._order = np.argsort(np.array(matched + pruned))
-        self.roots = tuple(dict.fromkeys(root for root, _, _ in self.groups))
-        self.size = max(len(p.src) for p in self.patterns)
+        self.roots = tuple(dict.fromkeys(root for root, _ in plans.values()))
+        # `padded`: each matched rule's root (its index in `roots`) and its steps' codes, plans padded to the largest
+        steps = max((len(kinds) for _, kinds in plans.values()), default=0)
+        self._root_index = {i: self.roots.index(root) for i, (root, _) in plans.items()}
+        self._step_codes = {i: [STEP_KINDS.index(k) for k in kinds] + [len(STEP_KINDS)] * (steps - len(kinds))
+                            for i, (_, kinds) in plans.items()}
 
     def growth(self, i: int) -> dict[str, int]:
         """Ops of which a rewrite of rule `i` leaves more nodes than it found, and how many more."""
@@ -266,9 +324,15 @@ class PatternTable:
         masks, members = [], []
         if self.groups:
             facts, table = slot_facts(g, reads), reader_table(g, max_readers)
+            size = max(lists[op].shape[0] for op in self.roots)  # padded plans: every root list, to the longest
+            stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
+                               for op in self.roots]) if self.matcher in PADDED else None
             for root, kinds, rows in self.groups:
-                found, nodes = match_group(g, facts, table, lists[root], LoweredPatterns(
-                    *(a[rows] for a in self.lowered)), kinds, max_locations, location_size)
+                at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
+                if stack is not None:  # each rule's own root list and step codes
+                    kinds = np.array([self._step_codes[int(i)] for i in rows], np.int32).reshape(len(rows), -1)
+                found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)),
+                                           kinds, max_locations, location_size)
                 masks.append(found)
                 members.append(nodes)
         pruned = len(self.patterns) - sum(len(rows) for _, _, rows in self.groups)

@@ -66,7 +66,7 @@ def test_jitted_env_with_the_full_table_equals_env_step_for_step(full_table):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("matcher", ["by-plan", "per-rule"])
+@pytest.mark.parametrize("matcher", ["by-plan", "per-rule", "padded", "by-width"])
 def test_every_matcher_equals_env_step_for_step(matcher):
     """The other groupings of the data rules (the fixture's is the CPU default) on the same planted graphs."""
     graphs = _planted(8)
@@ -88,7 +88,8 @@ def _step_size(env: JaxEnv) -> int:
 SIZE_BOUND = 0.01  # clones of existing rules may grow the step's program by at most 1% (gathers of their rows)
 
 
-@pytest.mark.parametrize("matcher, clones", [("by-ops", 100), pytest.param("by-plan", 100, marks=pytest.mark.slow),
+@pytest.mark.parametrize("matcher, clones", [("by-ops", 100), ("padded", 100),
+                                             pytest.param("by-plan", 100, marks=pytest.mark.slow),
                                              pytest.param("per-rule", 6, marks=pytest.mark.slow)])
 def test_cloned_rules_add_data_not_program(matcher, clones, monkeypatch):
     """Six data rules of six plan shapes, then with `clones` clones under new xfer ids: a grouped matcher's step keeps
