@@ -21,9 +21,8 @@ import time
 import jax
 import numpy as np
 
-from jaxsched.adversarial import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config
-from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
-from jaxsched.common.machine import machine_description
+from jaxsched import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
 from jaxsched.pisa import replay
 
 
@@ -82,7 +81,7 @@ def main(argv=None) -> None:
     print(f"\nsmallest worst ratio over schedulers: {weakest:.2f} (target >= 2)")
     print(f"{rate:,.0f} annealing steps/s (target >= 10,000)")
     try:
-        from jaxsched.plot import heatmap
+        from jaxsched import heatmap
 
         ax = heatmap(table, config.names, config.names, title="worst makespan ratio (row / column)", label="ratio")
         args.out.mkdir(parents=True, exist_ok=True)

@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 
 from experiments.graphopt_rl import CONFIGS, dream_step_seconds
+from jaxgraph import RULES
 from jaxgraph.rl import MDNRNN, DreamStart
-from jaxgraph.rules import RULES
-from jaxsched.common.machine import machine_description
+from jaxsched.common import machine_description
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,10 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsched
-from jaxsched.common.machine import machine_description
-from jaxsched.common.timing import alternated_times
-from jaxsched.ga import GAConfig, GAState, breed, fitness_of, generation, numpy_draws, population_fitness
-from jaxsched.generate import random_dag
+from jaxsched import GAConfig, GAState, population_fitness, random_dag
+from jaxsched.common import alternated_times, machine_description
+from jaxsched.ga import breed, fitness_of, generation, numpy_draws
 
 
 def main():

@@ -31,11 +31,8 @@ import numpy as np
 from benchmarks.saturation import BUILDERS
 from benchmarks.saturation import graphs as builder_graphs
 from experiments.graphopt_rl import GeneralistConfig, evaluate_unseen, train_generalist
-from jaxgraph import TASO, Roofline, exhaustive_search, greedy, taso_rules, taso_search
-from jaxgraph.execute import execute, random_inputs
-from jaxgraph.rules import RULES
-from jaxsched.common import ConfigMismatch, Workdir
-from jaxsched.common.machine import machine_description
+from jaxgraph import RULES, TASO, Roofline, execute, exhaustive_search, greedy, random_inputs, taso_rules, taso_search
+from jaxsched.common import ConfigMismatch, Workdir, machine_description
 
 STRICT = 1e-9  # relative margin of "strictly below"
 

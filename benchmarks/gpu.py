@@ -187,11 +187,8 @@ def _deepsched(smoke: bool) -> dict:
     import numpy as np
 
     from experiments.deepsched.evaluate import timing  # the study's timing table, one variant at one size
-    from jaxsched.deepsched import CONFIGS
-    from jaxsched.deepsched.decode import NeuralScheduler
-    from jaxsched.deepsched.features import bucket_shape, problem_features
-    from jaxsched.deepsched.model import DeepSchedNet
-    from jaxsched.problem import Problem
+    from jaxsched import Problem
+    from jaxsched.deepsched import CONFIGS, DeepSchedNet, NeuralScheduler, bucket_shape, problem_features
 
     tasks, procs = (50, 4) if smoke else (10_000, 188)
     config = CONFIGS["default"]

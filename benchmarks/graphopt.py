@@ -45,6 +45,7 @@ from jaxgraph import (
     MODELS,
     ONNXRUNTIME,
     RULES,
+    ZOO_MODELS,
     Env,
     LocationIndex,
     OrtCost,
@@ -55,16 +56,16 @@ from jaxgraph import (
     cost,
     greedy,
     load_onnx,
+    ort_session,
     spearman,
     taso_search,
     to_onnx,
+    with_random_weights,
+    zoo_path,
 )
-from jaxgraph.cost import ort_session
 from jaxgraph.onnx_io import batch_one
-from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.optimize import main as optimize_cli
-from jaxsched.common.machine import machine_description
-from jaxsched.common.timing import alternated_times, compare
+from jaxsched.common import alternated_times, compare, machine_description
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework
 # baseline, and the thesis's TensorFlow -> TASO inference times (RTX 2070), for TASO's graphs.

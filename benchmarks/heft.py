@@ -19,9 +19,8 @@ import time
 import numpy as np
 
 import jaxsched
-from jaxsched.common.machine import machine_description
-from jaxsched.common.timing import best_time
-from jaxsched.generate import random_dag
+from jaxsched import random_dag
+from jaxsched.common import best_time, machine_description
 
 
 def python_heft(problem: jaxsched.Problem) -> float:

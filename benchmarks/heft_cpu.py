@@ -32,9 +32,8 @@ import jax
 import numpy as np
 
 import jaxsched
-from jaxsched.common.machine import machine_description
-from jaxsched.common.timing import alternated_times
-from jaxsched.generate import random_dag
+from jaxsched import random_dag
+from jaxsched.common import alternated_times, machine_description
 from jaxsched.numba_heft import heft_inputs, heft_kernel
 
 C_SOURCE = r"""

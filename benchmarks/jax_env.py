@@ -37,14 +37,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph import MODELS, Env, Roofline
-from jaxgraph.backends import BACKENDS
-from jaxgraph.jax_env import JaxEnv
+from jaxgraph import BACKENDS, JAX_RULES, MODELS, Env, JaxEnv, Roofline, taso_rules
 from jaxgraph.jax_match import MATCHERS, cloned_rules, default_matcher
-from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.patterns import FAMILY as DATA_FAMILY
-from jaxgraph.patterns import taso_rules
-from jaxsched.common.machine import machine_description
+from jaxsched.common import machine_description
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")
 

@@ -25,16 +25,22 @@ import time
 
 import jax
 
-from jaxgraph import MODELS, load_onnx, random_graph, replay_parity
-from jaxgraph.backends import BACKENDS
+from jaxgraph import (
+    BACKENDS,
+    MODELS,
+    fitting_env,
+    load_onnx,
+    load_patterns,
+    random_graph,
+    random_taso_graph,
+    replay_parity,
+    taso_rules,
+)
 from jaxgraph.jax_match import MATCHERS
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES
 from jaxgraph.models import SMALL_SIZES
-from jaxgraph.parity import fitting_env
-from jaxgraph.pattern_data import load_patterns
-from jaxgraph.patterns import FAMILY, hand_covered, taso_rules
-from jaxgraph.random_graphs import random_taso_graph
-from jaxsched.common.machine import machine_description
+from jaxgraph.patterns import FAMILY, hand_covered
+from jaxsched.common import machine_description
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}  # the same values; big programs compile 2-3x faster on CPU
 

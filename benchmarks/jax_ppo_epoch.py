@@ -19,11 +19,8 @@ import time
 import jax
 
 from experiments.graphopt_rl import CONFIGS, build_graph
-from jaxgraph.backends import BACKENDS
-from jaxgraph.cost import Roofline
-from jaxgraph.jax_env import JaxEnv
+from jaxgraph import BACKENDS, RULES, JaxEnv, Roofline
 from jaxgraph.rl import jax_ppo
-from jaxgraph.rules import RULES
 from jaxsched.common import machine_description
 
 

@@ -34,22 +34,22 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from jaxsched import Shape
-from jaxsched.batch import pad_costs, pad_edges
-from jaxsched.batch_graph import BatchGraph
-from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
-from jaxsched.common.machine import machine_description
-from jaxsched.generate import random_dag
-from jaxsched.jax_listsched import (
-    default_capacity,
+from jaxsched import (
+    Shape,
     list_schedule_batch,
-    padded_makespan,
+    list_schedule_numba,
+    pad_costs,
+    pad_edges,
     plan_batch,
+    random_dag,
+    schedule,
     schedule_batch,
     stream_batch,
 )
-from jaxsched.listsched import NAMES, preset, schedule
-from jaxsched.numba_listsched import list_schedule_numba
+from jaxsched.batch_graph import BatchGraph
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
+from jaxsched.jax_listsched import default_capacity, padded_makespan
+from jaxsched.listsched import NAMES, preset
 
 BATCHED = tuple(n for n in NAMES if n != "GA")
 

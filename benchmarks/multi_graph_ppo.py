@@ -32,13 +32,10 @@ import time
 import jax
 import numpy as np
 
-from jaxgraph.instances import trap_instances
-from jaxgraph.jax_env import JaxEnv
-from jaxgraph.rl import EnvPool, GraphPolicy, collect, graph_agent, jax_ppo, make_update, tiny_agent
-from jaxgraph.rl.configs import AgentConfig
-from jaxgraph.rules import RULES
-from jaxsched.common import machine_description
-from jaxsched.common.timing import CLOCKS, alternated_times
+from jaxgraph import RULES, JaxEnv, trap_instances
+from jaxgraph.rl import AgentConfig, EnvPool, GraphPolicy, collect, graph_agent, jax_ppo, make_update, tiny_agent
+from jaxsched.common import alternated_times, machine_description
+from jaxsched.common.timing import CLOCKS
 
 TARGET = 3.0
 

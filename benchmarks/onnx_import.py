@@ -22,8 +22,19 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from jaxgraph import ONNXRUNTIME, TASO, XLA, Roofline, cost, greedy, load_onnx, to_onnx
-from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
+from jaxgraph import (
+    ONNXRUNTIME,
+    TASO,
+    XLA,
+    ZOO_MODELS,
+    Roofline,
+    cost,
+    greedy,
+    load_onnx,
+    to_onnx,
+    with_random_weights,
+    zoo_path,
+)
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data")
 TRANSFORMER_SHAPES = {"x": [1, 8, 32]}

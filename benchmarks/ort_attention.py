@@ -18,9 +18,8 @@ import os
 
 import numpy as np
 
-from jaxgraph import bert, to_onnx
-from jaxgraph.cost import ort_session
-from jaxsched.common.timing import compare
+from jaxgraph import bert, ort_session, to_onnx
+from jaxsched.common import compare
 
 
 def with_contrib_attention(model, layers: int, heads: int):

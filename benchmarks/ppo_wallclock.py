@@ -48,21 +48,25 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from experiments.graphopt_rl import CONFIGS, GraphoptConfig, build_graph, reachable_optimum
-from jaxgraph.backends import ONNXRUNTIME, TASO, XLA
-from jaxgraph.cost import CostModel, Roofline, cost
-from jaxgraph.env import Env
-from jaxgraph.graph import Graph
-from jaxgraph.jax_env import JaxEnv
+from jaxgraph import ONNXRUNTIME, RULES, TASO, XLA, CostModel, Env, Graph, JaxEnv, Roofline, Rule, cost, taso_search
 from jaxgraph.onnx_io import batch_one, load_onnx
-from jaxgraph.rl.dream import controller_episode, make_dream_trainer
-from jaxgraph.rl.episode import best_of, evaluation_episodes
+from jaxgraph.rl import (
+    MDNRNN,
+    AgentResult,
+    GraphPolicy,
+    LatentPolicy,
+    best_of,
+    controller_episode,
+    dream_start,
+    evaluate_agent,
+    evaluation_episodes,
+    fit_world_model,
+    make_dream_trainer,
+    make_encoder,
+    make_train,
+    random_sequences,
+)
 from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
-from jaxgraph.rl.model_based import dream_start, fit_world_model, make_encoder, random_sequences
-from jaxgraph.rl.policy import GraphPolicy, LatentPolicy
-from jaxgraph.rl.train import AgentResult, evaluate_agent, make_train
-from jaxgraph.rl.world_model import MDNRNN
-from jaxgraph.rules import RULES, Rule
-from jaxgraph.search import taso_search
 from jaxsched.common import machine_description
 
 TRAINERS = ("jax_env", "host_env", "world_model")

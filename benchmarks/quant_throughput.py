@@ -24,7 +24,7 @@ import jaxquant as jq
 from benchmarks.sweep import cifar_shaped, with_vmap_conv
 from jaxquant.conv import VMAP_CONV_PATHS
 from jaxquant.train import device_data
-from jaxsched.common.timing import best_time
+from jaxsched.common import best_time
 
 
 def throughput(config: jq.TrainConfig, dataset: jq.Dataset, members: int, epochs: int) -> tuple[float, float]:

@@ -20,9 +20,9 @@ from importlib.metadata import version
 
 import numpy as np
 
-from jaxsched.common.machine import machine_description
-from jaxsched.listsched import duplex, schedule
-from jaxsched.numba_listsched import list_schedule_numba
+from jaxsched import list_schedule_numba, schedule
+from jaxsched.common import machine_description
+from jaxsched.listsched import duplex
 from jaxsched.saga_adapter import from_saga, import_saga
 
 SAGA_CLASSES = {

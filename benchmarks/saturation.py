@@ -20,12 +20,21 @@ from __future__ import annotations
 import argparse
 import time
 
-from jaxgraph import TASO, Roofline, exhaustive_search, greedy, random_taso_graph, taso_rules, taso_search
-from jaxgraph.cost import cost
-from jaxgraph.models import MODELS, SMALL_SIZES
-from jaxgraph.patterns import data_rules
+from jaxgraph import (
+    MODELS,
+    TASO,
+    Roofline,
+    cost,
+    data_rules,
+    exhaustive_search,
+    greedy,
+    random_taso_graph,
+    taso_rules,
+    taso_search,
+)
+from jaxgraph.models import SMALL_SIZES
 from jaxgraph.saturation import extract_greedy, extract_ilp, saturate, to_graph
-from jaxsched.common.machine import machine_description
+from jaxsched.common import machine_description
 
 SMALL_BERT = dict(seq_length=16, hidden=64, heads=2, layers=2, intermediate=128)  # the RL study's default
 BUILDERS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")

@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     import jaxquant as jq
     from jaxgraph import RULES, JaxEnv
     from jaxgraph.rl import make_jax_train, tiny_agent, toy_graph
-    from jaxsched.common.machine import machine_description
-    from jaxsched.common.timing import alternated_times
+    from jaxsched.common import alternated_times, machine_description
 
     devices = args.devices or len(jax.devices())
     if not 1 <= devices <= len(jax.devices()):

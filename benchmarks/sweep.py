@@ -24,8 +24,7 @@ import numpy as np
 
 import jaxquant as jq
 from jaxquant.conv import VMAP_CONV_PATHS
-from jaxsched.common.machine import machine_description
-from jaxsched.common.timing import alternated_times
+from jaxsched.common import alternated_times, machine_description
 
 REGIMES = ("constant", "linear", "square", "exp", "log")
 

@@ -27,10 +27,11 @@ from jaxgraph import (
     Roofline,
     bert,
     exhaustive_search,
+    load_patterns,
     taso_rules,
     taso_search,
 )
-from jaxgraph.pattern_data import excluded_xfers, load_patterns
+from jaxgraph.pattern_data import excluded_xfers
 from jaxgraph.patterns import CompiledPattern
 from tests.jaxgraph.brute_force import mismatches, planted_graph
 

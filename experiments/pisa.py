@@ -27,9 +27,9 @@ import pathlib
 
 import numpy as np
 
-from jaxsched.adversarial import LEARNED, SEARCH_NAMES, SEARCH_PRESETS, search_config
-from jaxsched.common import add_devices_option, batch_mesh, join_from_environment
-from jaxsched.common.machine import machine_description
+from jaxsched import SEARCH_NAMES, SEARCH_PRESETS, search_config
+from jaxsched.adversarial import LEARNED
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
 from jaxsched.pisa import against_best, heatmap_search, judge, save_heatmap, table_markdown
 
 TRAIN_COMMAND = (
