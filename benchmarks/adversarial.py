@@ -21,9 +21,8 @@ import time
 import jax
 import numpy as np
 
-from jaxsched import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, search, search_config
+from jaxsched import SEARCH_NAMES, SEARCH_PRESETS, SearchConfig, replay, search, search_config
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
-from jaxsched.pisa import replay
 
 
 def replayed_ratios(chains, config: SearchConfig) -> np.ndarray:

@@ -39,6 +39,7 @@ from jax.experimental import serialize_executable
 from tqdm.auto import tqdm
 
 from jaxsched.autotune import (
+    PROFILE,
     ProcessRunner,
     TuningJob,
     Workload,
@@ -48,7 +49,6 @@ from jaxsched.autotune import (
     profile_calls,
     thread_affinities,
 )
-from jaxsched.autotune.jobs import PROFILE
 
 CONFIGS = (
     (("matmul", 128), {"tm": 128, "tk": 128}),

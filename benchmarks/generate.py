@@ -18,10 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from jaxgraph.generate import STAGES, Config, generate
-from jaxgraph.generate.known import known_answers
-from jaxgraph.generate.write import describe
-from jaxgraph.pattern_data import excluded_xfers
+from jaxgraph import excluded_xfers
+from jaxgraph.generate import STAGES, Config, describe, generate, known_answers
 
 
 def main() -> None:

@@ -42,24 +42,29 @@ from benchmarks.saturation import SMALL_BERT
 from jaxgraph import (
     MODELS,
     ONNXRUNTIME,
+    RESTRICTIONS,
     RULES,
+    SMALL_SIZES,
     TASO,
     LocationIndex,
     Roofline,
+    RuleTable,
     bert,
     cost,
     execute,
+    extract_ilp,
+    generated_rule_table,
     greedy,
     load_onnx,
     ort_session,
     random_inputs,
+    saturate,
     save_onnx,
     taso_search,
+    taso_table,
+    to_graph,
 )
-from jaxgraph.models import SMALL_SIZES
 from jaxgraph.onnx_io import batch_one
-from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
-from jaxgraph.saturation import extract_ilp, saturate, to_graph
 from jaxsched.common import compare, machine_description
 
 IMPORTED = "tests/data/bert-legacy-op17.onnx"

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph import BACKENDS, JAX_RULES, MODELS, Env, JaxEnv, Roofline, taso_rules
-from jaxgraph.jax_match import MATCHERS, cloned_rules, default_matcher
+from jaxgraph import BACKENDS, JAX_RULES, MATCHERS, MODELS, Env, JaxEnv, Roofline, default_matcher, taso_rules
+from jaxgraph.jax_match import cloned_rules
 from jaxgraph.patterns import FAMILY as DATA_FAMILY
 from jaxsched.common import machine_description
 

@@ -27,8 +27,12 @@ import jax
 
 from jaxgraph import (
     BACKENDS,
+    JAX_RULE_FAMILIES,
+    MATCHERS,
     MODELS,
+    SMALL_SIZES,
     fitting_env,
+    hand_covered,
     load_onnx,
     load_patterns,
     random_graph,
@@ -36,10 +40,7 @@ from jaxgraph import (
     replay_parity,
     taso_rules,
 )
-from jaxgraph.jax_match import MATCHERS
-from jaxgraph.jax_rules import JAX_RULE_FAMILIES
-from jaxgraph.models import SMALL_SIZES
-from jaxgraph.patterns import FAMILY, hand_covered
+from jaxgraph.patterns import FAMILY
 from jaxsched.common import machine_description
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}  # the same values; big programs compile 2-3x faster on CPU

@@ -35,23 +35,25 @@ import jax
 import numpy as np
 
 from jaxsched import (
+    SCHEDULER_NAMES,
+    BatchGraph,
     Shape,
+    default_capacity,
     list_schedule_batch,
     list_schedule_numba,
     pad_costs,
     pad_edges,
+    padded_makespan,
     plan_batch,
+    preset,
     random_dag,
     schedule,
     schedule_batch,
     stream_batch,
 )
-from jaxsched.batch_graph import BatchGraph
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
-from jaxsched.jax_listsched import default_capacity, padded_makespan
-from jaxsched.listsched import NAMES, preset
 
-BATCHED = tuple(n for n in NAMES if n != "GA")
+BATCHED = tuple(n for n in SCHEDULER_NAMES if n != "GA")
 
 
 def _seconds(fn, *args, **kwargs) -> tuple[float, object]:

@@ -34,8 +34,7 @@ import numpy as np
 
 from jaxgraph import RULES, JaxEnv, trap_instances
 from jaxgraph.rl import AgentConfig, EnvPool, GraphPolicy, collect, graph_agent, jax_ppo, make_update, tiny_agent
-from jaxsched.common import alternated_times, machine_description
-from jaxsched.common.timing import CLOCKS
+from jaxsched.common import CLOCKS, alternated_times, machine_description
 
 TARGET = 3.0
 

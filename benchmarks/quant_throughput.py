@@ -22,8 +22,7 @@ import jax.numpy as jnp
 
 import jaxquant as jq
 from benchmarks.sweep import cifar_shaped, with_vmap_conv
-from jaxquant.conv import VMAP_CONV_PATHS
-from jaxquant.train import device_data
+from jaxquant import VMAP_CONV_PATHS, device_data
 from jaxsched.common import best_time
 
 

@@ -20,10 +20,8 @@ from importlib.metadata import version
 
 import numpy as np
 
-from jaxsched import list_schedule_numba, schedule
+from jaxsched import duplex, from_saga, import_saga, list_schedule_numba, schedule
 from jaxsched.common import machine_description
-from jaxsched.listsched import duplex
-from jaxsched.saga_adapter import from_saga, import_saga
 
 SAGA_CLASSES = {
     "HEFT": "HeftScheduler", "CPOP": "CpopScheduler", "MCT": "MCTScheduler", "MET": "METScheduler",

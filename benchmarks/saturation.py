@@ -22,18 +22,21 @@ import time
 
 from jaxgraph import (
     MODELS,
+    SMALL_SIZES,
     TASO,
     Roofline,
     cost,
     data_rules,
     exhaustive_search,
+    extract_greedy,
+    extract_ilp,
     greedy,
     random_taso_graph,
+    saturate,
     taso_rules,
     taso_search,
+    to_graph,
 )
-from jaxgraph.models import SMALL_SIZES
-from jaxgraph.saturation import extract_greedy, extract_ilp, saturate, to_graph
 from jaxsched.common import machine_description
 
 SMALL_BERT = dict(seq_length=16, hidden=64, heads=2, layers=2, intermediate=128)  # the RL study's default

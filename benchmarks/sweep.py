@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 import jaxquant as jq
-from jaxquant.conv import VMAP_CONV_PATHS
+from jaxquant import VMAP_CONV_PATHS
 from jaxsched.common import alternated_times, machine_description
 
 REGIMES = ("constant", "linear", "square", "exp", "log")

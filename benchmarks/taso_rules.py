@@ -23,16 +23,16 @@ import numpy as np
 from jaxgraph import (
     RULES,
     TASO,
+    CompiledPattern,
     Env,
     Roofline,
     bert,
+    excluded_xfers,
     exhaustive_search,
     load_patterns,
     taso_rules,
     taso_search,
 )
-from jaxgraph.pattern_data import excluded_xfers
-from jaxgraph.patterns import CompiledPattern
 from tests.jaxgraph.brute_force import mismatches, planted_graph
 
 SMALL_BERT = dict(seq_length=16, hidden=64, heads=2, layers=2, intermediate=128)  # the RL study's default

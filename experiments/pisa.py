@@ -27,10 +27,18 @@ import pathlib
 
 import numpy as np
 
-from jaxsched import SEARCH_NAMES, SEARCH_PRESETS, search_config
-from jaxsched.adversarial import LEARNED
+from jaxsched import (
+    LEARNED,
+    SEARCH_NAMES,
+    SEARCH_PRESETS,
+    against_best,
+    heatmap_search,
+    judge,
+    save_heatmap,
+    search_config,
+    table_markdown,
+)
 from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
-from jaxsched.pisa import against_best, heatmap_search, judge, save_heatmap, table_markdown
 
 TRAIN_COMMAND = (
     "python -m experiments.deepsched --variants feedback --main feedback --no-ablation --no-ga --timing-sizes "

@@ -30,10 +30,12 @@ from jaxgraph.jax_cost import node_costs
 from jaxgraph.jax_edits import Edit, apply_edit
 from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
 from jaxgraph.jax_graph import GraphState
-from jaxgraph.jax_rules import JAX_RULES
+from jaxgraph.jax_match import MATCHERS, default_matcher
+from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES
 from jaxgraph.locations import LocationIndex
 from jaxgraph.models import (
     MODELS,
+    SMALL_SIZES,
     bert,
     inception_v3,
     mobilenet_v2,
@@ -46,18 +48,34 @@ from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
-from jaxgraph.pattern_data import Pattern, load_patterns
-from jaxgraph.patterns import data_rules, taso_rules
+from jaxgraph.pattern_data import Pattern, excluded_xfers, load_patterns
+from jaxgraph.patterns import CompiledPattern, data_rules, hand_covered, taso_rules
 from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
+from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
 from jaxgraph.rules import RULES, Location, Rule, make_rule
-from jaxgraph.saturation import equality_saturation
+from jaxgraph.saturation import equality_saturation, extract_greedy, extract_ilp, saturate, to_graph
 from jaxgraph.search import SearchResult, greedy, taso_search
 from jaxgraph.timestep import StepType, TimeStep
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
     "Backend",
+    "CompiledPattern",
+    "JAX_RULE_FAMILIES",
+    "MATCHERS",
+    "RESTRICTIONS",
+    "RuleTable",
+    "SMALL_SIZES",
+    "default_matcher",
+    "excluded_xfers",
+    "extract_greedy",
+    "extract_ilp",
+    "generated_rule_table",
+    "hand_covered",
+    "saturate",
+    "taso_table",
+    "to_graph",
     "CostModel",
     "Delta",
     "Edit",

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
-from jaxquant.conv import conv2d
+from jaxquant.conv import VMAP_CONV_PATHS, conv2d
 from jaxquant.data import CIFAR10_ENV, Dataset, augment, load_cifar10, load_dataset, load_digits, normalize
 from jaxquant.delta import (
     REGIMES,
@@ -45,6 +45,7 @@ from jaxquant.train import (
     FitResult,
     TrainConfig,
     TrainState,
+    device_data,
     evaluate_model,
     fit,
     learning_rate_schedule,
@@ -53,6 +54,8 @@ from jaxquant.train import (
 )
 
 __all__ = [
+    "VMAP_CONV_PATHS",
+    "device_data",
     "CIFAR10_ENV",
     "DIGITS_MODEL",
     "FORMATS",

@@ -12,12 +12,13 @@ __version__ = "0.1.0"  # the distribution's version, as in pyproject.toml
 
 __all__ = lazy_face(__name__, {
     "jaxsched.adversarial": (
-        "SEARCH_NAMES", "SEARCH_PRESETS", "SearchConfig", "search", "search_config", "worst_ratios",
+        "LEARNED", "SEARCH_NAMES", "SEARCH_PRESETS", "SearchConfig", "search", "search_config", "worst_ratios",
     ),
     "jaxsched.batch": (
         "PaddedCosts", "PaddedEdges", "PaddedProblem", "ProblemBatch", "Shape", "pad_costs", "pad_edges",
         "pad_problem", "pad_problems", "stack", "time_bound",
     ),
+    "jaxsched.batch_graph": ("BatchGraph",),
     "jaxsched.dense": (
         "DenseInstance", "dense_plan", "random_instance", "related_instance", "to_padded", "to_problem",
     ),
@@ -25,14 +26,15 @@ __all__ = lazy_face(__name__, {
     "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
     "jaxsched.heft": ("heft", "upward_rank"),
     "jaxsched.jax_listsched": (
-        "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan", "plan_batch",
-        "schedule_batch", "stream_batch",
+        "default_capacity", "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan",
+        "padded_makespan", "plan_batch", "schedule_batch", "stream_batch",
     ),
     "jaxsched.jax_simulate": (
         "ScheduleArrays", "check_batch_assignment", "row_capacity", "simulate_batch", "simulate_padded",
     ),
     "jaxsched.listsched": (
-        "SCHEDULER_NAMES=NAMES", "PRESETS", "ListConfig", "ListPlan", "list_schedule", "make_plan", "schedule",
+        "SCHEDULER_NAMES=NAMES", "PRESETS", "ListConfig", "ListPlan", "duplex", "list_schedule", "make_plan", "preset",
+        "schedule",
     ),
     "jaxsched.metrics": (
         "average_turnaround", "average_waiting", "critical_path_min", "efficiency", "makespan", "slr", "speedup",
@@ -45,12 +47,16 @@ __all__ = lazy_face(__name__, {
         "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
         "priority_order",
     ),
+    "jaxsched.pisa": (
+        "Heatmap", "against_best", "heatmap_search", "judge", "replay", "save_heatmap", "table_markdown",
+    ),
     "jaxsched.plot": ("gantt", "heatmap"),
     "jaxsched.priorities": ("critical_path", "downward_rank", "optimistic_cost_table", "priority_position"),
     "jaxsched.problem": (
         "Problem", "Schedule", "load_problem", "load_schedule", "real_array", "save_problem", "save_schedule",
         "validate",
     ),
+    "jaxsched.saga_adapter": ("from_saga", "import_saga"),
     "jaxsched.simulate": ("simulate",),
     "jaxsched.workflows": ("wfcommons_problem",),
 })

@@ -7,8 +7,12 @@ simulator, the process runner and the Ray backend alike.
 """
 
 from jaxsched.autotune.jobs import (
+    BUILD,
     DEFAULT_DEMANDS,
+    PROFILE,
+    PROPOSE,
     STAGES,
+    UPDATE,
     Job,
     MockJob,
     Progress,
@@ -78,6 +82,10 @@ __all__ = [
     "simulate_policy",
     "StageDistributions",
     "STAGES",
+    "PROPOSE",
+    "BUILD",
+    "PROFILE",
+    "UPDATE",
     "StageStart",
     "thread_affinities",
     "Trace",

@@ -14,7 +14,9 @@ __all__ = lazy_face(__name__, {
         "constrain_batch", "gather", "initialize_distributed", "join_from_environment", "pad_batch",
         "padded_batch_size", "replicate", "replicated", "shard_batch",
     ),
-    "jaxsched.common.timing": ("Comparison", "alternated_times", "best_time", "check_timing", "compare", "median_time"),
+    "jaxsched.common.timing": (
+        "CLOCKS", "Comparison", "alternated_times", "best_time", "check_timing", "compare", "median_time",
+    ),
     "jaxsched.common.workdir": (
         "ConfigMismatch", "Workdir", "as_json", "check_same_config", "differing_fields", "read_json", "write_json",
         "write_text",
