@@ -26,7 +26,9 @@ def test_test_config_writes_table_json_plots_and_resumes(tmp_path, capsys):
     for row in rows:
         measured = results["measured"][row[0]]
         assert row[1] == f"{measured['makespan_s']:.1f}" and row[3] == f"{measured['cpu_busy']:.0%}"
-        assert 0 <= measured["device_busy"] <= 1 and measured["replay_error"] < 0.01  # an exclusive run replays
+        # an exclusive run replays from its own stage times; the replay leaves out the scheduler's time between
+        # stages (milliseconds each, more on a loaded machine: 1.04% of a 2.3 s run was seen on a 2-core CI machine)
+        assert 0 <= measured["device_busy"] <= 1 and measured["replay_error"] < 0.05
     simulated = markdown_table((workdir / "results.md").read_text(), "| jobs | machines |")
     assert [(int(r[0]), int(r[1]), r[2], r[3]) for r in simulated] == [
         (r["jobs"], r["machines"], r["policy"], f"{r['makespan_s']:.1f}") for r in results["simulation"]]
