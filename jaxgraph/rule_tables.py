@@ -23,30 +23,21 @@ RESTRICTIONS = ("all", "new")
 TABLE_OPS = ("matmul", "conv2d", "add", "mul", "relu", "concat", "split")  # the ops a pattern file may use
 
 
-def _rank(entry: Mapping[str, Any]) -> int:
-    """The generator world an entry lives in: images if it has a conv, else its concat's rank, else matrices."""
-    ops = [o for side in ("src", "dst") for o in entry[side]]
-    if any(o["op"] == "conv2d" for o in ops):
-        return 4
-    ranks = [o["attrs"]["rank"] for o in ops if o["op"] == "concat"]
-    return ranks[0] if ranks else 2
-
-
 def table_keys(entries: Sequence[Mapping[str, Any]], inputs: int = 6) -> dict[int, tuple | None]:
     """xfer id -> the entry's canonical key (equal for rules equal up to renaming of inputs and commutativity of
     add and mul), or None where the generator's worlds cannot express it (another kernel, stride or op, more than
     `inputs` inputs)."""
     from jaxgraph.generate.enumerate import Terms, World, op_kinds
-    from jaxgraph.generate.known import intern_entry
+    from jaxgraph.generate.known import entry_rank, intern_entry
     from jaxgraph.generate.prune import canonical
 
     terms = {rank: Terms(World(rank, inputs), op_kinds(TABLE_OPS, rank)) for rank in (2, 4)}
     keys: dict[int, tuple | None] = {}
     for entry in entries:
-        world = terms.get(_rank(entry))
+        rank = entry_rank(entry)
+        world = terms.get(rank)
         try:
-            keys[int(entry["xfer"])] = None if world is None else (_rank(entry), canonical(intern_entry(entry, world),
-                                                                                             world))
+            keys[int(entry["xfer"])] = None if world is None else (rank, canonical(intern_entry(entry, world), world))
         except (ValueError, KeyError):
             keys[int(entry["xfer"])] = None
     return keys

@@ -87,7 +87,9 @@ def explain(raw: Mapping[str, Any], terms: Terms, max_ops: int, stages: Mapping[
     return "pruned (a special case of a smaller rule, or an unchanged output)"
 
 
-def _rank(raw: dict) -> int:
+def entry_rank(raw: Mapping[str, Any]) -> int:
+    """The generator world a pattern-file entry lives in: 4 (images) if it has a conv, else its concat's rank, else
+    2 (matrices)."""
     ops = [o for side in ("src", "dst") for o in raw[side]]
     if any(o["op"] == "conv2d" for o in ops):
         return 4
@@ -102,7 +104,7 @@ def known_answers(results: Sequence, config, path: Path | str = DATA_FILE) -> tu
     by_rank = {r.rank: r for r in results}
     verdict, taso_keys = {}, {rank: set() for rank in by_rank}
     for raw in table:
-        rank = _rank(raw)
+        rank = entry_rank(raw)
         if rank not in by_rank:
             verdict[raw["xfer"]] = f"rank {rank} not generated"
             continue
