@@ -4,7 +4,7 @@
     python benchmarks/ga.py --tasks 486 --procs 16 --population 100
 
 All breed from the same draws; the NumPy generation evaluates chromosomes one `simulate` at a time, the
-numba one breeds in NumPy and evaluates the population with `population_fitness_numba` (every core),
+numba one breeds in NumPy and evaluates the population with `jaxsched.numba.population_fitness` (every core),
 the JAX one evaluates it in one vmapped `simulate_padded` call. The runs alternate and the best of
 `--repeats` is shown. The fitness of the same population is compared too (numba: exactly equal).
 """
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsched
-from jaxsched import GAConfig, GAState, population_fitness, random_dag
+from jaxsched import GAConfig, GAState, random_dag
 from jaxsched.common import alternated_times, machine_description
 from jaxsched.ga import breed, fitness_of, generation, numpy_draws
 
@@ -55,7 +55,7 @@ def main():
 
     def numba_generation():
         children = breed(np, proc, priority, fitness, draws, config.elite)
-        return jaxsched.population_fitness_numba(problem, *children, config.objective)
+        return jaxsched.numba.population_fitness(problem, *children, config.objective)
 
     padded = jax.device_put(jaxsched.pad_problem(problem))
     state = GAState(
@@ -81,7 +81,7 @@ def main():
     numpy_s, numba_s, jax_s = (float(times[name].min()) for name in ("numpy", "numba", "jax"))
     numba_same = np.array_equal(numba_generation(), numpy_generation())
     overflow = bool(step(padded, state, key, config, capacity).overflow)
-    jax_fitness, _ = population_fitness(padded, state.proc, state.priority, config.objective, capacity)
+    jax_fitness, _ = jaxsched.jax.population_fitness(padded, state.proc, state.priority, config.objective, capacity)
     jax_fitness = np.asarray(jax_fitness)
     same = np.allclose(jax_fitness, fitness, rtol=1e-5)
 

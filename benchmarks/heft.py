@@ -134,7 +134,8 @@ def compare_python(sizes, repeats):
 def compare_batched(batch_size, num_tasks, num_procs, repeats):
     import jax
 
-    from jaxsched import heft_batch, pad_problems
+    from jaxsched import pad_problems
+    from jaxsched.jax import heft_batch
 
     problems = [random_dag(num_tasks, num_procs, integer=True, seed=i) for i in range(batch_size)]
     loop, schedules = _timed(lambda: [jaxsched.heft(p) for p in problems], repeats)

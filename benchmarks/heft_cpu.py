@@ -10,12 +10,12 @@ so they must give the same makespans on every DAG (checked and printed). Label-g
 in DAGs per second over a batch of Topcuoglu DAGs; the paper's sizes in seconds for one DAG.
 
 Columns: `NumPy` is `jaxsched.heft(problem)` in a loop; `numba, 1 core` is the compiled HEFT
-(`jaxsched.numba_heft.heft_kernel`) on the arrays of `heft_inputs` (prepared beforehand, as for C); `numba
-batch` is `heft_batch_numba` on a padded float64 batch, on every core; `JAX` is `heft_batch` on the padded
-float32 batch (integer costs, so float32 is exact; capacity: the smallest power of two that holds HEFT's
-busiest processor, its fastest setting); `C, 1 core` is the baseline on the same prepared arrays (one
-ctypes call per DAG). Batches: `--batch` DAGs of up to 200 tasks, a quarter as many of up to 1,000. Best
-of `--repeats`, alternated. `--clock cpu` times process CPU time instead of elapsed time: steady on a
+(`jaxsched.numba_heft.heft_kernel`) on the arrays of `heft_inputs` (prepared beforehand, as for C); `numba batch` is
+`jaxsched.numba.heft_batch` on a padded float64 batch, on every core; `JAX` is `jaxsched.jax.heft_batch` on the
+padded float32 batch (integer costs, so float32 is exact; capacity: the smallest power of two that holds HEFT's
+busiest processor, its fastest setting); `C, 1 core` is the baseline on the same prepared arrays (one ctypes call
+per DAG). Batches: `--batch` DAGs of up to 200 tasks, a quarter as many of up to 1,000. Best of `--repeats`,
+alternated. `--clock cpu` times process CPU time instead of elapsed time: steady on a
 shared machine, and it adds up threads, so the batch column then gives DAGs per CPU-second.
 """
 
@@ -193,19 +193,19 @@ def compare(num_tasks: int, num_procs: int, batch_size: int, repeats: int, heft_
     capacity = max(_busiest_capacity(r, p) for r, p in zip(references, problems))
     same = (
         np.array_equal([heft_kernel(*x)[2].max() for x in inputs], expected)
-        and np.array_equal(jaxsched.heft_batch_numba(batch64).finish.max(axis=1), expected)
+        and np.array_equal(jaxsched.numba.heft_batch(batch64).finish.max(axis=1), expected)
         and np.array_equal([heft_c(*args) for args, _ in c_calls], expected)
     )
     candidates = {
         "numpy": lambda: [jaxsched.heft(p) for p in problems],
         "numba": lambda: [heft_kernel(*x) for x in inputs],
-        "numba batch": lambda: jaxsched.heft_batch_numba(batch64),
+        "numba batch": lambda: jaxsched.numba.heft_batch(batch64),
         "C": lambda: [heft_c(*args) for args, _ in c_calls],
     }
     if num_tasks <= 20_000:
         batch32 = jax.device_put(jaxsched.pad_problems(problems))
-        same &= np.array_equal(np.asarray(jaxsched.heft_batch(batch32, capacity).finish).max(axis=1), expected)
-        candidates["jax"] = lambda: jax.block_until_ready(jaxsched.heft_batch(batch32, capacity))
+        same &= np.array_equal(np.asarray(jaxsched.jax.heft_batch(batch32, capacity).finish).max(axis=1), expected)
+        candidates["jax"] = lambda: jax.block_until_ready(jaxsched.jax.heft_batch(batch32, capacity))
     times = {name: float(t.min()) for name, t in alternated_times(candidates, repeats, warmup=0, clock=clock).items()}
 
     def cell(name):

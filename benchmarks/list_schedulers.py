@@ -34,24 +34,19 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from jaxsched import (
-    SCHEDULER_NAMES,
-    BatchGraph,
-    Shape,
+from jaxsched import SCHEDULER_NAMES, BatchGraph, Shape, preset, random_dag, schedule
+from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
+from jaxsched.jax import (
     default_capacity,
     list_schedule_batch,
-    list_schedule_numba,
     pad_costs,
     pad_edges,
     padded_makespan,
     plan_batch,
-    preset,
-    random_dag,
-    schedule,
     schedule_batch,
     stream_batch,
 )
-from jaxsched.common import add_devices_option, batch_mesh, join_from_environment, machine_description
+from jaxsched.numba import list_schedule as list_schedule_numba
 
 BATCHED = tuple(n for n in SCHEDULER_NAMES if n != "GA")
 

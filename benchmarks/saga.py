@@ -20,8 +20,9 @@ from importlib.metadata import version
 
 import numpy as np
 
-from jaxsched import duplex, from_saga, import_saga, list_schedule_numba, schedule
+from jaxsched import duplex, from_saga, import_saga, schedule
 from jaxsched.common import machine_description
+from jaxsched.numba import list_schedule as list_schedule_numba
 
 SAGA_CLASSES = {
     "HEFT": "HeftScheduler", "CPOP": "CpopScheduler", "MCT": "MCTScheduler", "MET": "METScheduler",

@@ -1,8 +1,11 @@
 """jaxsched: DAG task scheduling on heterogeneous processors (DeepSched reimplementation).
 
-NumPy references (`heft`, `simulate`, `ga`), their compiled CPU twins (`heft_numba`, `heft_batch_numba`,
-`population_fitness_numba`, `list_schedule_numba`), jitted JAX kernels over problems padded to a `Shape`
-(`heft_batch`, `simulate_batch`, the vmappable GA `evolve_padded`), workload generators and schedule metrics.
+The face holds the NumPy references (`heft`, `list_schedule`, `simulate`, `ga`), the problem and its padded form
+(`Problem`, `Shape`, `PaddedProblem`, `pad_problems`), workload generators and schedule metrics. Their twins sit
+in one sub-namespace per tier, each name its reference's: `jaxsched.jax` (jitted JAX over padded problems:
+`jaxsched.jax.heft_batch`, `jaxsched.jax.schedule_batch`, `jaxsched.jax.simulate_batch`) and `jaxsched.numba`
+(compiled for the CPU: `jaxsched.numba.heft`, `jaxsched.numba.heft_batch`). The two are left out of `__all__`,
+so that `from jaxsched import *` cannot shadow the `jax` and `numba` packages.
 Each name is imported from its module on first use (`jaxsched.common.lazy`): `import jaxsched` alone loads no tier.
 """
 
@@ -14,24 +17,14 @@ __all__ = lazy_face(__name__, {
     "jaxsched.adversarial": (
         "LEARNED", "SEARCH_NAMES", "SEARCH_PRESETS", "SearchConfig", "search", "search_config", "worst_ratios",
     ),
-    "jaxsched.batch": (
-        "PaddedCosts", "PaddedEdges", "PaddedProblem", "ProblemBatch", "Shape", "pad_costs", "pad_edges",
-        "pad_problem", "pad_problems", "stack", "time_bound",
-    ),
+    "jaxsched.batch": ("PaddedProblem", "Shape", "pad_problem", "pad_problems", "stack", "time_bound"),
     "jaxsched.batch_graph": ("BatchGraph",),
     "jaxsched.dense": (
         "DenseInstance", "dense_plan", "random_instance", "related_instance", "to_padded", "to_problem",
     ),
-    "jaxsched.ga": ("GAConfig", "GAState", "evolve_padded", "ga", "population_fitness"),
+    "jaxsched.ga": ("GAConfig", "GAState", "ga"),
     "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
     "jaxsched.heft": ("heft", "upward_rank"),
-    "jaxsched.jax_listsched": (
-        "default_capacity", "heft_batch", "heft_padded", "list_schedule_batch", "list_schedule_padded", "pad_plan",
-        "padded_makespan", "plan_batch", "schedule_batch", "stream_batch",
-    ),
-    "jaxsched.jax_simulate": (
-        "ScheduleArrays", "check_batch_assignment", "row_capacity", "simulate_batch", "simulate_padded",
-    ),
     "jaxsched.listsched": (
         "SCHEDULER_NAMES=NAMES", "PRESETS", "ListConfig", "ListPlan", "duplex", "list_schedule", "make_plan", "preset",
         "schedule",
@@ -40,13 +33,7 @@ __all__ = lazy_face(__name__, {
         "average_turnaround", "average_waiting", "critical_path_min", "efficiency", "makespan", "slr", "speedup",
         "summary",
     ),
-    "jaxsched.numba_heft": ("heft_batch_numba", "heft_numba"),
-    "jaxsched.numba_listsched": ("list_schedule_numba",),
-    "jaxsched.numba_simulate": ("population_fitness_numba", "simulate_population_numba"),
-    "jaxsched.order": (
-        "effective_priority", "effective_priority_padded", "placement_order", "placement_order_padded",
-        "priority_order",
-    ),
+    "jaxsched.order": ("effective_priority", "placement_order", "priority_order"),
     "jaxsched.pisa": (
         "Heatmap", "against_best", "heatmap_search", "judge", "replay", "save_heatmap", "table_markdown",
     ),

@@ -2,7 +2,7 @@
 
 A `Shape` names the padded sizes (tasks, processors, edges, incoming edges per task); every kernel,
 the neural scheduler's features and its decoder take problems padded to one. A `PaddedProblem`
-holds one instance padded to a shape; `ProblemBatch` is the same pytree with a leading batch axis.
+holds one instance padded to a shape, or a batch: the same pytree with a leading batch axis.
 Padded tasks cost nothing and have no edges (they never delay a real task); padded processors are
 masked out; the predecessor table uses index T as a sentinel whose finish time the kernels treat
 as -inf.
@@ -99,8 +99,6 @@ def assert_padded(problem: PaddedProblem) -> None:
     )
     chex.assert_rank([problem.inverse_bandwidth, problem.topo_order, problem.heft_order], [2, 1, 1])
 
-
-ProblemBatch = PaddedProblem  # the same pytree with a leading batch axis on every array
 
 Tree = TypeVar("Tree", bound=tuple)
 
@@ -319,7 +317,7 @@ def pad_edges(
 
 def pad_problems(
     problems: Sequence[Problem], shape: Shape | None = None, dtype=np.float32, graph: BatchGraph | None = None
-) -> ProblemBatch:
+) -> PaddedProblem:
     """Stacks `problems` into one batch padded to `shape` (default: the smallest that fits them all), in
     `dtype`; raises ValueError if one does not fit, or if its times do not fit `dtype` (module
     docstring). Vectorised over the batch: the edges of every problem are handled as one array.

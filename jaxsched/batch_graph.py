@@ -5,11 +5,11 @@ task count; padded tasks have no edges) and concatenates every problem's edges. 
 quantities of `jaxsched.heft` and `jaxsched.priorities` are computed for every problem at once, with
 the same float64 operations as the per-problem forms, so the values are equal: upward and downward
 ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list visit order
-(`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.batch_sweeps`, priority
+(`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.numba_batch_graph`, priority
 positions by one stable sort per problem.
 
 Building it reads each problem's arrays once (costs, edges, topological order: one list and one
-concatenation per array over the batch), then one compiled pass (`batch_sweeps.build_graph`) pads the
+concatenation per array over the batch), then one compiled pass (`numba_batch_graph.build_graph`) pads the
 costs, groups the edges by task (in place of each problem's `in_edges` / `out_edges`), pads the
 topological orders and takes the mean costs and the sizes the padding checks, problem by problem while
 its arrays are in cache.
@@ -21,7 +21,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from jaxsched import batch_sweeps
+from jaxsched import numba_batch_graph as batch_sweeps
 from jaxsched.heft import mean_bandwidth
 from jaxsched.problem import Problem
 
@@ -172,7 +172,7 @@ class BatchGraph(NamedTuple):
     topo_order: np.ndarray  # [B, T] int32 canonical topological order, padded tasks last in index order
     position: np.ndarray  # [B, T] int32 place of each task in `topo_order`
     sizes: np.ndarray  # [B, 5] per problem: most incoming edges of a task, sum of each task's largest cost,
-    # sum of the data, least non-zero cost and least non-zero datum (`batch_sweeps.build_graph`)
+    # sum of the data, least non-zero cost and least non-zero datum (`numba_batch_graph.build_graph`)
     memo: dict  # quantities computed so far (read-only arrays), shared by padding and planning
 
     @classmethod

@@ -21,13 +21,13 @@ import numpy as np
 
 from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
 from jaxsched.batch_graph import FlatBatch, HostBuffers, check_fit, mean_bandwidths, take
-from jaxsched.batch_sweeps import (
+from jaxsched.listsched import ListConfig, ListPlan, draws
+from jaxsched.numba_batch_graph import (
     pad_rows,
     pairwise_sum,
     priority_position_of,
     stream_of,
 )
-from jaxsched.listsched import ListConfig, ListPlan, draws
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, empty_streams
 

@@ -3,7 +3,7 @@
 `list_schedule_padded(problem, plan, config)` is one `lax.scan`; each step picks a task and a processor
 by `config` exactly as the NumPy reference does (same priority positions and pins from the
 host-computed `ListPlan`, same tie-breaks), and places it with the placement rule of
-`jaxsched.timeline` (each processor's idle gaps, `jaxsched.jax_simulate.occupy_gaps`) or after the
+`jaxsched.timeline` (each processor's idle gaps, `jaxsched.jax_timeline.occupy_gaps`) or after the
 processor's last task. Static selections visit tasks in the plan's order and score one task on every
 processor [P]; their scan runs over a predecessor stream (`jaxsched.pull_stream`: a few of the task's
 inputs per micro-step, the last one placing it), so they need only the problem's costs (`PaddedCosts`).
@@ -45,7 +45,8 @@ from jaxsched.batch_graph import BatchGraph, HostBuffers
 from jaxsched.batch_plan import batch_draws, fused, plan_flat, stream_width
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
-from jaxsched.jax_simulate import ScheduleArrays, earliest_start_in_gaps, occupy_gaps, ready_time
+from jaxsched.jax_simulate import ScheduleArrays
+from jaxsched.jax_timeline import earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
@@ -499,7 +500,7 @@ def schedule_batch(
     processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
     again with twice the room. On one device the host arrays are built in buffers kept for the next call
     of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors).
-    The GA batches differently: `jaxsched.evolve_padded`."""
+    The GA batches differently: `jaxsched.jax.evolve`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     mesh = batch_mesh(devices)

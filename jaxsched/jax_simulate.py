@@ -1,9 +1,9 @@
-"""Jitted `simulate` over padded problems, equal to the NumPy reference, and the placement rule's pieces.
+"""Jitted `simulate` over padded problems, equal to the NumPy reference: the JAX twin of `jaxsched.simulate`.
 
 `simulate_padded` places tasks with the placement rule of `jaxsched.timeline` and equals the NumPy
 reference (same processors, start and finish times, to float tolerance; exactly when costs are
 integers or under x64, see `jaxsched.batch`). The core function is unbatched, with rank checks at
-entry; `simulate_batch` vmaps it over a `ProblemBatch` (and checks its inputs), and the GA vmaps it
+entry; `simulate_batch` vmaps it over a padded batch (and checks its inputs), and the GA vmaps it
 over a population. HEFT and the rest of the list-scheduling family are `jaxsched.jax_listsched`.
 
 `simulate_padded` keeps a processor's busy intervals sorted by start, padded with +inf, so its idle gaps
@@ -23,11 +23,8 @@ give identical schedules:
 `capacity` bounds the busy tasks per processor. It defaults to T (always enough); a smaller one is
 faster, and `overflow` reports when some processor needed more (the schedule is then wrong).
 
-The list-scheduling family keeps, like `jaxsched.timeline`, each processor's idle gaps instead
-(`earliest_start_in_gaps`, `occupy_gaps`): rows `[P, G]` of the gaps before the last busy interval,
-fewer than the busy tasks (at most 16 against 36 on Topcuoglu DAGs of 100 tasks on 4 processors), so
-each placement searches about half as many slots; its assignment is not known in advance, so G cannot
-be, and the family reruns what overflows.
+The placement rule's pieces (`earliest_gap_start`, `insert_sorted`, `ready_time`) are `jaxsched.jax_timeline`,
+the JAX twin of `jaxsched.timeline`, which the list-scheduling family places with too.
 """
 
 from __future__ import annotations
@@ -42,6 +39,7 @@ import numpy as np
 
 from jaxsched.batch import PaddedProblem, assert_padded
 from jaxsched.common.arguments import integer
+from jaxsched.jax_timeline import earliest_gap_start, insert_sorted, ready_time
 from jaxsched.order import METHODS, placement_order_padded
 
 
@@ -60,81 +58,6 @@ def _capacity(problem: PaddedProblem, capacity) -> int:
     if capacity is None:
         return problem.comp.shape[0]
     return integer("capacity (busy tasks per processor)", capacity, 1)
-
-
-def ready_time(finish, preds, transfer, arrival) -> jax.Array:
-    """Time a task's inputs are all available (and it has arrived): max of finish + transfer.
-
-    `finish` is [T + 1] with a sentinel -inf at T for padded predecessors; `preds` is [K] and
-    `transfer` is [K] (one processor) or [K, P] (every processor).
-    """
-    arrive = finish[preds].reshape(preds.shape + (1,) * (transfer.ndim - 1)) + transfer
-    return jnp.maximum(arrive.max(axis=0), arrival)
-
-
-def earliest_gap_start(busy_start, busy_finish, ready, duration):
-    """Earliest start in the first idle gap that fits; broadcasts over leading processor axes."""
-    lead = busy_start.shape[:-1] + (1,)
-    gap_lo = jnp.concatenate([jnp.full(lead, -jnp.inf, busy_finish.dtype), busy_finish], axis=-1)
-    gap_hi = jnp.concatenate([busy_start, jnp.full(lead, jnp.inf, busy_start.dtype)], axis=-1)
-    candidate = jnp.maximum(gap_lo, ready[..., None])
-    fits = candidate + duration[..., None] <= gap_hi
-    est = jnp.where(fits, candidate, jnp.inf).min(axis=-1)
-    return jnp.where(duration == 0, ready, est)
-
-
-def insert_sorted(row, pos, value):
-    """`row` with `value` inserted at `pos`, later entries shifted right (the last one drops off);
-    broadcasts over leading axes (rows [P, C] with pos and value [P])."""
-    slot = jax.lax.broadcasted_iota(jnp.int32, row.shape, row.ndim - 1)
-    shifted = jnp.concatenate([row[..., :1], row[..., :-1]], axis=-1)
-    pos, value = jnp.asarray(pos, jnp.int32)[..., None], jnp.asarray(value)[..., None]
-    return jnp.where(slot < pos, row, jnp.where(slot == pos, value, shifted))
-
-
-def earliest_start_in_gaps(gap_start, gap_end, avail, ready, duration):
-    """Earliest start under the placement rule from each processor's idle gaps [P, G] (sorted, +inf where
-    unused) and the end of its last busy interval `avail` [P], for ready times and durations [..., P]."""
-    lead = (1,) * (jnp.ndim(ready) - 1)
-    gap_start, gap_end, avail = (x.reshape(lead + x.shape) for x in (gap_start, gap_end, avail))
-    candidate = jnp.maximum(gap_start, ready[..., None])  # [..., P, G]
-    in_gap = jnp.where(candidate + duration[..., None] <= gap_end, candidate, jnp.inf).min(axis=-1)
-    return jnp.where(duration == 0, ready, jnp.minimum(in_gap, jnp.maximum(ready, avail)))
-
-
-def occupy_gaps(gap_start, gap_end, avail, start, finish, min_length):
-    """(gap_start, gap_end, overflow) of one processor after `[start, finish)`, placed by
-    `earliest_start_in_gaps`, becomes busy (finish > start), as `jaxsched.timeline.Timelines.occupy`:
-    the gap holding it gives way to the idle time left on each side, or, after the last task, the idle
-    time before it becomes the last gap; an idle interval is kept only where a task of `min_length`
-    fits. Moving `avail` to `finish` is left to the caller. `overflow`: a kept gap fell off the end of
-    the rows [G]."""
-    num_gaps = gap_start.shape[-1]
-    slot = jnp.arange(num_gaps, dtype=jnp.int32)
-    used = jnp.sum(jnp.isfinite(gap_start), dtype=jnp.int32)
-    inside = start < avail
-    k = jnp.clip(jnp.sum(gap_start <= start, dtype=jnp.int32) - 1, 0, num_gaps - 1)  # the gap holding the task (inside)
-    left_start = jnp.where(inside, gap_start[k], avail)
-    keep_left = (left_start < start) & (left_start + min_length <= start)
-    keep_right = inside & (finish < gap_end[k]) & (finish + min_length <= gap_end[k])
-    at = jnp.where(inside, k, used)  # first slot of the new gaps: left, then right
-    added = keep_left.astype(jnp.int32) + keep_right.astype(jnp.int32)
-    shift = added - inside.astype(jnp.int32)  # later gaps move by -1, 0 or +1
-
-    def rebuilt(row, left, right):
-        moved = jnp.where(
-            shift > 0,
-            jnp.concatenate([row[:1], row[:-1]]),
-            jnp.where(shift < 0, jnp.concatenate([row[1:], jnp.full(1, jnp.inf, row.dtype)]), row),
-        )
-        new = jnp.where(slot == at, jnp.where(keep_left, left, right), right)
-        return jnp.where(slot < at, row, jnp.where(slot < at + added, new, moved))
-
-    return (
-        rebuilt(gap_start, left_start, finish),
-        rebuilt(gap_end, start, gap_end[k]),
-        used + shift > num_gaps,
-    )
 
 
 def _with_sentinel(values, fill):

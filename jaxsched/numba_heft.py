@@ -7,8 +7,9 @@ in float64 with the same arithmetic, so every schedule equals the reference's to
 each processor's finish after its last task in one loop and searches the gaps only of processors whose lower
 bound `ready + duration` can beat the best finish so far (as `Timelines.earliest_finish` does).
 
-`heft_batch_numba` runs HEFT on every problem of a padded `ProblemBatch` (in its `heft_order`, like
-`heft_batch`), spread over the CPU cores. Compiled code is cached on disk (`cache=True`), so only the first call
+`heft_batch_numba` runs HEFT on every problem of a padded batch (a `PaddedProblem` with a leading batch axis, in
+its `heft_order`, like `jaxsched.jax.heft_batch`), spread over the CPU cores. The face `jaxsched.numba` gives these
+as `heft` and `heft_batch`. Compiled code is cached on disk (`cache=True`), so only the first call
 in a fresh environment compiles (about 15 s of CPU).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from jaxsched.batch import ProblemBatch
+from jaxsched.batch import PaddedProblem
 from jaxsched.heft import mean_communication
 from jaxsched.jax_simulate import ScheduleArrays
 from jaxsched.numba_timeline import (
@@ -129,13 +130,13 @@ def _heft_batch_kernel(lo, hi, comp, num_tasks, num_procs, arrival, pred_ptr, pr
                    inverse_bandwidth[b], proc[b], start[b], finish[b])
 
 
-def heft_batch_numba(batch: ProblemBatch) -> ScheduleArrays:
+def heft_batch_numba(batch: PaddedProblem) -> ScheduleArrays:
     """HEFT on every problem of a padded batch, in its `heft_order`, compiled and spread over the CPU cores:
-    `heft_batch` on the CPU. Computes in float64 (pad with `dtype=np.float64` to equal `jaxsched.heft`
+    `jaxsched.jax.heft_batch` on the CPU. Computes in float64 (pad with `dtype=np.float64` to equal `jaxsched.heft`
     exactly whatever the costs); returns NumPy arrays, zero for padded tasks."""
     comp = np.asarray(batch.comp, np.float64)
     if comp.ndim != 3:
-        raise ValueError(f"heft_batch_numba needs a batch (comp [B, T, P]), got comp of shape {comp.shape}")
+        raise ValueError(f"jaxsched.numba.heft_batch needs a batch (comp [B, T, P]), got comp of shape {comp.shape}")
     size, padded_tasks, _ = comp.shape
     pred = np.asarray(batch.pred)
     real_edge = pred != padded_tasks  # [B, T, K]; every instance's incoming edges, one CSR over the batch

@@ -1,7 +1,7 @@
 """The parametric list scheduler (`jaxsched.listsched`) compiled for the CPU with numba.
 
-`list_schedule_numba(problem, config_or_name)` runs the same `ListPlan` as the NumPy reference
-`list_schedule`: the static selections visit `plan.order` and pick a processor per task, the dynamic
+`list_schedule_numba(problem, config_or_name)` (`jaxsched.numba.list_schedule`) runs the same `ListPlan` as the
+NumPy reference `list_schedule`: the static selections visit `plan.order` and pick a processor per task, the dynamic
 ones score every ready task (in increasing task index) on every processor each step. Ready times,
 placement (insertion through `jaxsched.numba_timeline.earliest_start`, or after the last task) and ties
 (higher priority, then lowest processor index) follow the reference with the same float64

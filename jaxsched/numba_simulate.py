@@ -4,7 +4,8 @@
 The same loop as the NumPy reference, with the same visit order (the placement order of `jaxsched.order`), the
 same placement rule (`jaxsched.numba_timeline`) and the same ties, in float64 with the same arithmetic, so every
 schedule equals the reference's to the last bit. `population_fitness_numba` simulates every chromosome of a GA
-population, spread over the CPU cores (`ga(backend="numba")`).
+population, spread over the CPU cores (`ga(backend="numba")`). The face `jaxsched.numba` gives both without the
+suffix (`simulate_population`, `population_fitness`).
 """
 
 from __future__ import annotations

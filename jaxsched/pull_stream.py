@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxsched.batch import PaddedProblem
 from jaxsched.batch_graph import BatchGraph, HostBuffers, take
-from jaxsched.batch_sweeps import stream_of
+from jaxsched.numba_batch_graph import stream_of
 
 
 class PullStream(NamedTuple):
@@ -80,7 +80,7 @@ def _stream_lengths(in_ptr, tasks, num_tasks, width):
 
 @numba.njit(cache=True, nogil=True)
 def _fill_streams(order, tasks, in_ptr, in_src, in_data, task, pred, pred_data, place):
-    """Writes the micro-steps of every problem visiting its tasks in `order` [B, T] (`batch_sweeps.stream_of`),
+    """Writes the micro-steps of every problem visiting its tasks in `order` [B, T] (`numba_batch_graph.stream_of`),
     tasks[b] real tasks each, over the batch graph's edges by destination."""
     size, num_tasks = order.shape
     for b in range(size):

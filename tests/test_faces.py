@@ -1,5 +1,6 @@
 """benchmarks/ and experiments/ import the libraries through their package faces (`from jaxgraph import X`,
-`from jaxgraph.rl import Y`, `from jaxsched.common import Z`: a package's `__init__`), never a module inside one
+`from jaxgraph.rl import Y`, `from jaxsched.common import Z`: a package's `__init__`; or a tier face such as
+`from jaxsched.numba import heft`: a module whose `__all__` is a `lazy_face`), never a module inside one
 (`from jaxgraph.cost import X`). The imports are read from the source (`ast`), so nothing is imported to check.
 
 The modules that still import deeper are listed with how many such imports each holds: a file not listed must
@@ -35,8 +36,12 @@ def imported_modules(path: Path) -> list[str]:
 
 
 def is_face(module: str) -> bool:
-    """Whether `module` is a package of the libraries (its `__init__.py` is a face)."""
-    return ROOT.joinpath(*module.split("."), "__init__.py").is_file()
+    """Whether `module` is a package of the libraries (its `__init__.py` is a face) or a module that is only a
+    face (its names declared by `lazy_face`, as the tiers `jaxsched.jax` and `jaxsched.numba`)."""
+    if ROOT.joinpath(*module.split("."), "__init__.py").is_file():
+        return True
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    return path.is_file() and "__all__ = lazy_face(__name__," in path.read_text()
 
 
 def deep_imports() -> Counter:
@@ -51,14 +56,17 @@ def deep_imports() -> Counter:
 
 
 def test_the_reader_finds_deep_imports_and_faces(tmp_path):
-    """Hand-written source: two deep imports (one inside a function), three through faces, one relative import."""
+    """Hand-written source: three deep imports (one inside a function), four through faces (one a tier face), one
+    relative import."""
     source = tmp_path / "example.py"
     source.write_text("import jaxgraph\nfrom jaxgraph.rl import make_train\nfrom jaxsched.common import Workdir\n"
-                      "from jaxgraph.cost import Roofline\nfrom . import sibling\n"
+                      "from jaxgraph.cost import Roofline\nfrom . import sibling\nfrom jaxsched.numba import heft\n"
+                      "from jaxsched.numba_heft import heft_numba\n"
                       "def f():\n    import jaxquant.train\n")
     modules = imported_modules(source)
-    assert modules == ["jaxgraph", "jaxgraph.rl", "jaxsched.common", "jaxgraph.cost", "jaxquant.train"]
-    assert [m for m in modules if not is_face(m)] == ["jaxgraph.cost", "jaxquant.train"]
+    assert modules == ["jaxgraph", "jaxgraph.rl", "jaxsched.common", "jaxgraph.cost", "jaxsched.numba",
+                       "jaxsched.numba_heft", "jaxquant.train"]
+    assert [m for m in modules if not is_face(m)] == ["jaxgraph.cost", "jaxsched.numba_heft", "jaxquant.train"]
 
 
 @pytest.mark.parametrize("folder", FOLDERS)

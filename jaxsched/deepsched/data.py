@@ -1,8 +1,8 @@
 """Labelled datasets: problems, their network features and HEFT's schedule as labels.
 
-Labels are HEFT's schedules: on the CPU from the compiled HEFT (`jaxsched.heft_batch_numba`, float64:
+Labels are HEFT's schedules: on the CPU from the compiled HEFT (`jaxsched.numba.heft_batch`, float64:
 equal to the NumPy reference to the last bit), on an accelerator from the batched JAX HEFT
-(`jaxsched.heft_batch`, float32), in chunks with a progress bar. A dataset is built once per
+(`jaxsched.jax.heft_batch`, float32), in chunks with a progress bar. A dataset is built once per
 `DataConfig` and saved under `<directory>/<config hash>/` (problems as ragged arrays, features and
 labels as padded arrays; a `jaxsched.common.Workdir` that records the configuration), so every later run and
 every variant reuses it.

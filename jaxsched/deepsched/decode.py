@@ -2,7 +2,7 @@
 
 The network's outputs never reach the user raw. A decoder picks a processor per task (greedy: the
 argmax over real processors; sampling: K draws from the softmax, plus the argmax) and a priority
-order (HEFT's upward rank, or the predicted start times), and `jaxsched.simulate_padded` (the
+order (HEFT's upward rank, or the predicted start times), and `jaxsched.jax.simulate` (the
 wavefront method, in float64: equal to `jaxsched.simulate`) places the tasks. Every schedule
 therefore satisfies precedence, communication delays and processor exclusivity. The sampling
 decoder simulates all K assignments in one vmapped call and keeps the shortest makespan.

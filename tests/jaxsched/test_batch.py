@@ -4,8 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsched import Problem, Shape, heft, heft_batch, pad_problem, pad_problems, simulate, simulate_batch
+from jaxsched import Problem, Shape, heft, pad_problem, pad_problems, simulate
 from jaxsched.deepsched.features import problem_features
+from jaxsched.jax import heft_batch, simulate_batch
 from tests.jaxsched.problems import random_problem
 
 CHAIN = dict(src=[0, 1], dst=[1, 2], data=[1.0, 1.0])

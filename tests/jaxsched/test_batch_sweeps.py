@@ -8,9 +8,9 @@ import pytest
 from jaxsched import Problem, Shape
 from jaxsched.batch import fitted_graph, pad_costs
 from jaxsched.batch_graph import BatchGraph, padded
-from jaxsched.batch_sweeps import mean_costs
 from jaxsched.jax_listsched import schedule_batch
 from jaxsched.listsched import schedule
+from jaxsched.numba_batch_graph import mean_costs
 from jaxsched.order import priority_order
 from tests.jaxsched.problems import random_problem
 

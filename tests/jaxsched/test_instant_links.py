@@ -4,20 +4,10 @@ across it take zero time in every consumer, with no inf x 0 = NaN anywhere; bad 
 import numpy as np
 import pytest
 
-from jaxsched import (
-    Problem,
-    Schedule,
-    heft,
-    heft_batch,
-    pad_problems,
-    simulate,
-    simulate_batch,
-    summary,
-    upward_rank,
-    validate,
-)
+from jaxsched import Problem, Schedule, heft, pad_problems, simulate, summary, upward_rank, validate
 from jaxsched.deepsched import problem_features
 from jaxsched.deepsched.features import bucket_shape
+from jaxsched.jax import heft_batch, simulate_batch
 
 
 def fork_join_with_one_instant_link() -> Problem:

@@ -10,20 +10,11 @@ import numpy as np
 import pytest
 
 import jaxsched
-from jaxsched import (
-    Problem,
-    Shape,
-    heft,
-    heft_batch,
-    heft_padded,
-    pad_problem,
-    pad_problems,
-    row_capacity,
-    simulate,
-    simulate_batch,
-    simulate_padded,
-)
+from jaxsched import Problem, Shape, heft, pad_problem, pad_problems, simulate
 from jaxsched.generate import cloudsim, random_dag
+from jaxsched.jax import heft as heft_padded
+from jaxsched.jax import heft_batch, row_capacity, simulate_batch
+from jaxsched.jax import simulate as simulate_padded
 from tests.jaxsched.problems import random_problem, topcuoglu_example
 
 SHAPE = Shape(num_tasks=12, num_procs=4, num_edges=66, max_in_degree=11)

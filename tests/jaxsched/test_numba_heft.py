@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 
 import jaxsched
-from jaxsched import heft, heft_batch, heft_batch_numba, heft_numba, pad_problems
+from jaxsched import heft, pad_problems
 from jaxsched.generate import random_dag
+from jaxsched.jax import heft_batch
+from jaxsched.numba import heft as heft_numba
+from jaxsched.numba import heft_batch as heft_batch_numba
 from tests.jaxsched.problems import random_problem, topcuoglu_example, varied_problems
 from tests.jaxsched.test_jax_simulate import SHAPE
 

@@ -4,9 +4,11 @@ GA's fitness, and the GA run with it."""
 import numpy as np
 import pytest
 
-from jaxsched import population_fitness_numba, simulate, simulate_population_numba
+from jaxsched import simulate
 from jaxsched.ga import fitness_of, ga
 from jaxsched.generate import cloudsim, random_dag
+from jaxsched.numba import population_fitness as population_fitness_numba
+from jaxsched.numba import simulate_population as simulate_population_numba
 from tests.jaxsched.problems import random_problem, varied_problems
 
 

@@ -70,7 +70,7 @@ def list_schedulers():
     """A static preset with gap insertion (HEFT: 7 problems, 8 on 4 devices) and a dynamic one (MinMin)."""
     problems = [jaxsched.random_dag(12 + i, 3, integer=True, seed=i) for i in range(7)]
     for name in ("HEFT", "MinMin"):
-        same(f"schedule_batch {name}", lambda n, name=name: jaxsched.schedule_batch(problems, name, devices=n))
+        same(f"schedule_batch {name}", lambda n, name=name: jaxsched.jax.schedule_batch(problems, name, devices=n))
 
 
 def adversarial_search():

@@ -1,4 +1,4 @@
-"""The DAG sweeps of a `jaxsched.batch_graph.BatchGraph`, compiled for the CPU with numba.
+"""The compiled half of `jaxsched.batch_graph` (numba): the DAG sweeps of a `BatchGraph` and the passes that build it.
 
 Each sweep walks every problem of a batch once in its canonical topological order (forwards or
 backwards) over the batch's edges in compressed rows (edges grouped by the task they start or end at,
