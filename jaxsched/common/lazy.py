@@ -6,7 +6,8 @@ A face declares its names once, grouped by the module that defines them, and `la
 one that imports a module the first time one of its names is read (`jaxsched.heft`, `from jaxsched import heft`)
 and keeps the value. A name that is also a submodule (`jaxsched.heft` the function, `jaxsched/heft.py` the
 module) stays the function: importing the submodule does not replace it, as it would on a plain package. Any
-other submodule is still reachable as an attribute (`jaxsched.deepsched`), imported on first use.
+other submodule is still reachable as an attribute (`jaxsched.deepsched`), imported on first use. A plain module
+can be a face too (`jaxsched.jax`, `jaxsched.numba`: the tiers, each a module holding only its `lazy_face`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import types
 
 
 class LazyFace(types.ModuleType):
-    """A package whose public names (`_lazy_names`: name -> (module, attribute)) are imported on first use."""
+    """A package (or face module) whose public names (`_lazy_names`: name -> (module, attribute)) are imported on
+    first use."""
 
     def __getattr__(self, name: str):
         where = self.__dict__.get("_lazy_names", {})
