@@ -13,13 +13,13 @@ reference's) in schedules per second, then the batched JAX form once compiled (`
 planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
 on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
 transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
-end to end minus kernel, over the instances, in microseconds; the same difference in the CPU time of the calling
-thread (where the host's work runs; XLA's kernels run in threads of their own) is printed beside it, steadier on a
-shared machine. With `--repeats R` the measurements alternate R
-times and the medians are printed (for shared, noisy machines). `--devices N` splits the end-to-end batch
-across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least 20x the loop;
-host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at 8,192
-instances.
+end to end minus kernel, over the instances, in microseconds; the same difference in the process's CPU time (every
+thread: the host's planning threads and XLA's) is printed beside it, steadier on a shared machine, and with
+`--jax-only` the host time with the planning in one thread (`schedule_batch(threads=1)`). With `--repeats R` the
+measurements alternate R times and the medians are printed (for shared, noisy machines). `--devices N` splits
+the end-to-end batch across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at
+least 20x the loop; host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its
+kernel at 8,192 instances.
 
 `end_to_end_times(names, instances, tasks, procs)` measures the batched form alone and returns the figures
 (for `benchmarks.gpu`).
@@ -63,12 +63,11 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
 
 
 def _cpu_and_wall(fn) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of the calling thread, output) of one call of `fn`: the host's work runs in the
-    calling thread, XLA's kernels in its own threads, so on a shared machine the thread's CPU time measures the
-    host part without the waits for a core."""
-    cpu = time.thread_time()
+    """(wall seconds, CPU seconds of the process, output) of one call of `fn`: on a shared machine the CPU time
+    leaves out the waits for a core."""
+    cpu = time.process_time()
     wall, out = _seconds(fn)
-    return wall, time.thread_time() - cpu, out
+    return wall, time.process_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -102,8 +101,8 @@ class _Batched:
         self.end_to_end()
         self.kernel()
 
-    def end_to_end(self):
-        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh)
+    def end_to_end(self, threads: int | None = None):
+        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh, threads=threads)
 
     def kernel(self):
         return [list_schedule_batch(self.costs, plans, *rest) for plans, *rest in self.kernels]
@@ -125,13 +124,14 @@ def _figures(instances: int, end_to_end_s: float, kernel_s: float) -> dict[str, 
 
 def end_to_end_times(
     names: Sequence[str] = BATCHED, instances: int = 1024, tasks: int = 100, procs: int = 4, *, repeats: int = 1,
-    devices=None, check: int = 8, cpu_time: bool = False,
+    devices=None, check: int = 8, cpu_time: bool = False, one_thread: bool = False,
 ) -> dict[str, dict[str, float]]:
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
-    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in the calling thread's CPU
-    time, steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
+    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in the process's CPU time,
+    steadier than wall time on a shared machine; `one_thread` adds host_us_one_thread: the host time with the
+    planning in one thread (measured in the same rounds). ValueError for an unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
@@ -144,11 +144,16 @@ def end_to_end_times(
     for name in names:
         batched = _Batched(problems, name, shape, mesh)
         batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
-        rounds = [(*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2]) for _ in range(repeats)]
-        wall, cpu, kernel_wall, kernel_cpu = np.median(np.array(rounds), axis=0)
+        rounds = []
+        for _ in range(repeats):
+            alone = _seconds(batched.end_to_end, 1)[0] if one_thread else 0.0
+            rounds.append((*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2], alone))
+        wall, cpu, kernel_wall, kernel_cpu, alone = np.median(np.array(rounds), axis=0)
         figures[name] = _figures(instances, wall, kernel_wall)
         if cpu_time:
             figures[name]["host_cpu_us_per_instance"] = (cpu - kernel_cpu) / instances * 1e6
+        if one_thread:
+            figures[name]["host_us_one_thread"] = (alone - kernel_wall) / instances * 1e6
     return figures
 
 
@@ -179,14 +184,14 @@ def main(argv=None) -> None:
           f"{machine_description(load=True)}")
     if args.jax_only:
         figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
-                                   devices=mesh, cpu_time=True)
+                                   devices=mesh, cpu_time=True, one_thread=True)
         print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance | "
-              "host CPU us per instance |")
-        print("|---|---|---|---|---|---|")
+              "host us, planning in one thread | host CPU us per instance |")
+        print("|---|---|---|---|---|---|---|")
         for name, f in figures.items():
             print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
                   f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
-                  f"{f['host_cpu_us_per_instance']:.1f} |")
+                  f"{f['host_us_one_thread']:.1f} | {f['host_cpu_us_per_instance']:.1f} |")
         return
     problems = _instances(args.instances, args.tasks, args.procs)
     shape = Shape.of(problems)

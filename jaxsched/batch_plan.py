@@ -14,7 +14,9 @@ of 100 tasks). CPOP's and PEFT's plans, and the "saga" ranks, are made on the `B
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
 
 import numba
 import numpy as np
@@ -27,6 +29,7 @@ from jaxsched.batch_sweeps import (
     priority_position_of,
     stream_of,
 )
+from jaxsched.common.arguments import integer
 from jaxsched.listsched import ListConfig, ListPlan, draws
 from jaxsched.problem import Problem
 from jaxsched.pull_stream import PullStream, empty_streams
@@ -59,14 +62,48 @@ def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.n
     return draw
 
 
+PART = 64  # the fewest problems a thread plans by default: handing a part to a thread costs about 50 us
+
+
+def default_threads(size: int) -> int:
+    """Threads that plan a batch of `size` problems by default: one per core this process may run on, each
+    with at least `PART` problems."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, size // PART))
+
+
+_POOL: list[ThreadPoolExecutor] = []  # the worker threads of `in_parts`, started on first use
+
+
+def in_parts(run: Callable[[int, int], None], size: int, threads: int) -> None:
+    """`run(first, last)` on `threads` contiguous parts of range(size), one in the calling thread and the
+    others at once in worker threads (`run` compiled without the GIL, writing only its part's rows); then
+    re-raises the first error. Python threads, not numba's parallel loops: they need no threading layer
+    (TBB, OpenMP; numba's fallback one aborts when two threads enter it at once) and callers may plan from
+    several threads."""
+    bounds = [size * part // threads for part in range(threads + 1)]
+    if threads > 1 and not _POOL:
+        _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
+    others = [_POOL[0].submit(run, first, last) for first, last in zip(bounds[1:-1], bounds[2:])]
+    try:
+        run(bounds[0], bounds[1])
+    finally:
+        for future in others:
+            future.result()
+
+
 def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,
-              buffers: HostBuffers | None = None) -> tuple[Shape, PaddedCosts, ListPlan, PullStream | None,
-                                                           PaddedEdges | None]:
+              buffers: HostBuffers | None = None, threads: int | None = None) -> tuple[
+                  Shape, PaddedCosts, ListPlan, PullStream | None, PaddedEdges | None]:
     """(shape, costs, plans, streams, edges) of `problems` under `config` (one that is `fused`), padded to
     `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
-    None for the other; every array in `buffers` when given (valid until they are taken again). ValueError as
-    `pad_problems` for a problem that does not fit or times beyond `dtype`."""
+    None for the other; every array in `buffers` when given (valid until they are taken again). The problems
+    are planned in `threads` parts at once (default `default_threads`; the arrays do not depend on it).
+    ValueError as `pad_problems` for a problem that does not fit or times beyond `dtype`, or for `threads`
+    not a positive integer."""
     problems, shape = checked_batch(problems, shape, "plan_flat")
+    threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
+                                                                         len(problems))
     flat = FlatBatch.read(problems, buffers)
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
@@ -83,15 +120,18 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
             ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
     else:
         width = stream_width(config)
-        lengths = _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks, width)
+        lengths = np.empty(size, np.int64)
+        in_parts(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
+                                                     width, lengths, first, last), size, threads)
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
-    _plan_problems(
+    arguments = (
         *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
         comp, sizes, position, order, pin,
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
+    in_parts(lambda first, last: _plan_problems(*arguments, first, last), size, threads)
     if fitted:
         shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
     check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))
@@ -115,46 +155,50 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _stream_lengths(task_off, edge_off, dst, num_tasks, width):
-    """[B] micro-steps of each problem's stream (`compact_streams`) from its edges' destinations."""
-    size = len(task_off) - 1
-    lengths = np.zeros(size, np.int64)
+def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, last):
+    """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
+    edges' destinations."""
     inputs = np.zeros(num_tasks, np.int64)
-    for b in range(size):
+    for b in range(first, last):
         inputs[:] = 0
         for e in range(edge_off[b], edge_off[b + 1]):
             inputs[dst[e]] += 1
+        steps = 0
         for t in range(task_off[b + 1] - task_off[b]):
-            lengths[b] += max(1, (inputs[t] + width - 1) // width)
-    return lengths
+            steps += max(1, (inputs[t] + width - 1) // width)
+        lengths[b] = steps
 
 
 @_jit
 def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, divisor, upward, fastest, costs, sizes,
-                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask):
-    """Writes each problem's padded costs [B, T, P], `sizes` (`BatchGraph.sizes`), priority positions and visit
-    order [B, T] (decreasing upward rank when `upward`, else the topological order), pins (the processor of
-    least total cost when `fastest`, else -1), and its stream (`stream_of`; when task.shape[1] > 0) or padded
-    edges (when edge_src.shape[1] > 0), from the batch's flat arrays (`FlatBatch`) and each problem's mean
-    bandwidth `divisor`; every entry of the outputs written. Only the edges by destination are grouped (the
-    stream reads them): the upward rank is taken over them, each task's rank final when the reverse
-    topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
-    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
-    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum
-    that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding
-    keeps that), and ties go to the topological position, where u comes first."""
-    size, num_tasks, num_procs = costs.shape
-    most = 1
-    for b in range(size):
+                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
+                   first, last):
+    """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
+    priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
+    order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
+    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's flat
+    arrays (`FlatBatch`) and each problem's mean bandwidth `divisor`; every entry of those rows written. Only
+    the edges by destination are grouped (the stream reads them): the upward rank is taken over them, each
+    task's rank final when the reverse topological walk reaches it and passed on to its predecessors (the
+    same maxima of the same sums as `upward_rank_of`); and the positions increase along every edge, so the
+    ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
+    + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
+    (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
+    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads
+    (`in_parts`)."""
+    num_tasks, num_procs = costs.shape[1:]
+    most, row = 1, 0
+    for b in range(first, last):
         most = max(most, edge_off[b + 1] - edge_off[b])
+    for b in range(first):
+        row += (task_off[b + 1] - task_off[b]) * procs[b]
     in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
     scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
-    row = 0
-    for b in range(size):
+    for b in range(first, last):
         t0, e0, e1 = task_off[b], edge_off[b], edge_off[b + 1]
         tasks, width = task_off[b + 1] - t0, procs[b]
         largest_sum, least = 0.0, np.inf

@@ -458,11 +458,12 @@ def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, 
 _HOST = threading.local()  # each thread's `HostBuffers` for `schedule_batch`
 
 
-def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None):
+def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None,
+                  threads: int | None):
     """(shape, costs, [(plans, streams, edges)] per config) of `schedule_batch`: the costs, and of the graph
     only what the scans read: predecessor streams (static selections), edges (dynamic ones). Planned in one
-    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`) when every config allows it, else on the
-    `BatchGraph`."""
+    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`, in `threads` parts) when every config
+    allows it, else on the `BatchGraph`."""
     problems, shape = checked_batch(problems, shape, "schedule_batch")
     num_procs = max(p.num_procs for p in problems) if shape is None else shape.num_procs
     if all(fused(config, num_procs) for config in configs):
@@ -470,7 +471,7 @@ def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: Ho
         keys = [(c.priority, c.pinning, c.selection == "wba", c.seed, c.dynamic, c.insertion) for c in configs]
         for key, config in zip(keys, configs):
             if key not in planned:
-                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers)
+                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers, threads)
         shape, batch = planned[keys[0]][:2]
         return shape, batch, [planned[key][2:] for key in keys]
     problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
@@ -490,6 +491,7 @@ def schedule_batch(
     dtype=np.float32,
     capacity: int | None = None,
     devices: Devices = None,
+    threads: int | None = None,
     **options,
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
@@ -499,9 +501,13 @@ def schedule_batch(
     processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
     again with twice the room. On one device the host arrays are built in buffers kept for the next call
     of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors).
+    `threads`: how many threads plan the presets planned in one pass (`batch_plan.plan_flat`; default one per
+    core, the schedules do not depend on it).
     The GA batches differently: `jaxsched.evolve_padded`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
+    if threads is not None:
+        integer("threads", threads, 1)
     mesh = batch_mesh(devices)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
@@ -509,7 +515,7 @@ def schedule_batch(
     if mesh.devices.size == 1:  # the inputs reach the device as copies (`_run_across`): their host arrays are reused
         buffers = getattr(_HOST, "buffers", None) or HostBuffers()
         _HOST.buffers = buffers
-    shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers)
+    shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers, threads)
     results = []
     for config, (plans, streams, edges) in zip(configs, inputs):
         if not config.insertion or capacity is not None:
