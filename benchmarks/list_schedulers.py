@@ -5,21 +5,20 @@ loop, and the batched form's host time per instance.
     python benchmarks/list_schedulers.py --instances 64 --sample 16 --names HEFT MinMin
     python benchmarks/list_schedulers.py --instances 8192 --jax-only   # the batched form alone (GPU row)
 
-Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the
-same makespans: checked and printed). For each scheduler, in turns: the NumPy reference
-(`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, the compiled loop
-(`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
-reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
-planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
-on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
-transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
-end to end minus kernel, over the instances, in microseconds; the same difference in the process's CPU time (every
-thread: the host's planning threads and XLA's) is printed beside it, steadier on a shared machine, and with
-`--jax-only` the host time with the planning in one thread (`schedule_batch(threads=1)`). With `--repeats R` the
-measurements alternate R times and the medians are printed (for shared, noisy machines). `--devices N` splits
-the end-to-end batch across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at
-least 20x the loop; host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its
-kernel at 8,192 instances.
+Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the same makespans:
+checked and printed). For each scheduler, in turns: the NumPy reference (`jaxsched.schedule`) over the first
+`--sample` instances, scaled to all of them, the compiled loop (`list_schedule_numba`, one instance at a time with
+its host planning; its schedules must equal the reference's) in schedules per second, then the batched JAX form once
+compiled (`schedule_batch`: host planning, padding, the transfer and the vmapped scan, end to end) and its kernel
+alone (`list_schedule_batch` on ready plans, and streams for the static selections or edges for the dynamic ones,
+placed on the device beforehand: the transfer counts as host time; gap insertion at its default capacity; Duplex:
+its two halves). Host time per instance is end to end minus kernel, over the instances, in microseconds; the same
+difference in the process's CPU time (every thread: the host's planning threads and XLA's) is printed beside it,
+steadier on a shared machine, and with `--jax-only` the host time with the planning in one thread
+(`schedule_batch(threads=1)`). With `--repeats R` the measurements alternate R times and the medians are printed
+(for shared, noisy machines). `--devices N` splits the end-to-end batch across N devices (default all; the kernel
+alone runs on one). Targets: JAX end to end at least 20x the loop; host time at most 10 us per instance (HEFT); on a
+GPU, HEFT end to end within 3x of its kernel at 8,192 instances.
 
 `end_to_end_times(names, instances, tasks, procs)` measures the batched form alone and returns the figures
 (for `benchmarks.gpu`).
@@ -84,12 +83,12 @@ def _instances(instances: int, tasks: int, procs: int) -> list:
 
 class _Batched:
     """One scheduler's batched form on one batch: the end-to-end call and its kernels on inputs built once
-    (host arrays), both compiled on construction."""
+    and placed on the device, both compiled on construction."""
 
     def __init__(self, problems, name: str, shape: Shape, mesh):
         self.problems, self.name, self.shape, self.mesh = problems, name, shape, mesh
         graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
-        self.costs = pad_costs(problems, shape, graph=graph)
+        self.costs = jax.device_put(pad_costs(problems, shape, graph=graph))
         self.kernels = []
         for half in ("MinMin", "MaxMin") if name == "Duplex" else (name,):
             config = preset(half)
@@ -97,6 +96,7 @@ class _Batched:
             streams = stream_batch(graph, plans, config)
             edges = pad_edges(problems, shape, graph=graph) if config.dynamic else None
             capacity = default_capacity(shape) if config.insertion else None
+            plans, streams, edges = jax.device_put((plans, streams, edges))
             self.kernels.append((plans, config, capacity, streams, edges))
         self.end_to_end()
         self.kernel()

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
-from jaxsched.batch_graph import FlatBatch, HostBuffers, check_fit, mean_bandwidths, take
+from jaxsched.batch_graph import FlatReader, HostBuffers, check_fit, mean_bandwidths, take
 from jaxsched.batch_sweeps import (
     pad_rows,
     pairwise_sum,
@@ -63,6 +63,7 @@ def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.n
 
 
 PART = 64  # the fewest problems a thread plans by default: handing a part to a thread costs about 50 us
+CHUNK = 64  # problems read and planned in turn: their arrays (about 10 KB each at 100 tasks) stay in cache
 
 
 def default_threads(size: int) -> int:
@@ -104,7 +105,8 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     problems, shape = checked_batch(problems, shape, "plan_flat")
     threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
                                                                          len(problems))
-    flat = FlatBatch.read(problems, buffers)
+    reader = FlatReader(problems, buffers)
+    flat, fields = reader.flat, FlatReader.FIELDS
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
         edges = max(1, int(np.diff(flat.edge_offsets).max()))
@@ -120,6 +122,8 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
             ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
     else:
         width = stream_width(config)
+        reader.read(0, size, ("dst",))
+        fields = tuple(name for name in fields if name != "dst")
         lengths = np.empty(size, np.int64)
         in_parts(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
                                                      width, lengths, first, last), size, threads)
@@ -131,7 +135,14 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
-    in_parts(lambda first, last: _plan_problems(*arguments, first, last), size, threads)
+
+    def plan(first: int, last: int) -> None:  # each chunk read, then planned while its arrays are in cache
+        for start in range(first, last, CHUNK):
+            end = min(start + CHUNK, last)
+            reader.read(start, end, fields)
+            _plan_problems(*arguments, start, end)
+
+    in_parts(plan, size, threads)
     if fitted:
         shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
     check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))

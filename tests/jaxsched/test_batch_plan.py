@@ -102,20 +102,23 @@ def test_a_shape_given_is_kept_and_checked():
 def test_buffers_are_reused_and_grow():
     buffers = HostBuffers()
     first = buffers.take("x", (2, 3), np.int32, fill=7)
+    assert first.ctypes.data % HostBuffers.ALIGN == 0
     again = buffers.take("x", (3, 2), np.int32)
     assert np.shares_memory(first, again) and (again == 7).all()
     larger = buffers.take("x", (4, 4), np.float64, fill=0)
     assert larger.shape == (4, 4) and not np.shares_memory(first, larger)
 
 
-def test_schedules_outlive_the_buffers_of_the_next_batch():
-    """Two batches of different problems one after the other through the same buffers: the first batch's
-    schedules (device copies) still equal the NumPy reference after the second batch overwrote the buffers."""
+@pytest.mark.parametrize("name", ["HEFT", "MCT"])  # gap insertion reads its overflow flags; MCT reads nothing
+def test_schedules_outlive_the_buffers_of_the_next_batch(name):
+    """Two batches of different problems one after the other through the same buffers (which the CPU device
+    reads in place): the first batch's schedules still equal the NumPy reference after the second batch
+    overwrote the buffers."""
     first = [random_problem(s, 12, 4, arrival=s % 2 == 0) for s in range(12)]  # integer times: exact in float32
     second = [random_problem(100 + s, 8, 4) for s in range(12)]  # smaller: the same buffers, overwritten
-    got = schedule_batch(first, "HEFT")
-    schedule_batch(second, "HEFT")
+    got = schedule_batch(first, name)
+    schedule_batch(second, name)
     for b, problem in enumerate(first):
-        reference, t = schedule(problem, "HEFT"), problem.num_tasks
+        reference, t = schedule(problem, name), problem.num_tasks
         np.testing.assert_array_equal(np.asarray(got.proc[b, :t]), reference.proc)
         np.testing.assert_array_equal(np.asarray(got.finish[b, :t]), reference.finish)
