@@ -14,11 +14,13 @@ alone (`list_schedule_batch` on ready plans, and streams for the static selectio
 placed on the device beforehand: the transfer counts as host time; gap insertion at its default capacity; Duplex:
 its two halves). Host time per instance is end to end minus kernel, over the instances, in microseconds; the same
 difference in the process's CPU time (every thread: the host's planning threads and XLA's) is printed beside it,
-steadier on a shared machine, and with `--jax-only` the host time with the planning in one thread
-(`schedule_batch(threads=1)`). With `--repeats R` the measurements alternate R times and the medians are printed
-(for shared, noisy machines). `--devices N` splits the end-to-end batch across N devices (default all; the kernel
-alone runs on one). Targets: JAX end to end at least 20x the loop; host time at most 10 us per instance (HEFT); on a
-GPU, HEFT end to end within 3x of its kernel at 8,192 instances.
+steadier on a shared machine. With `--jax-only` also the difference in the calling thread's CPU time (the host's
+work but the other planning threads' parts: its critical path on free cores), and wall and calling thread with the
+planning in one thread (`schedule_batch(threads=1)`: all the host's work in the calling thread). With `--repeats R`
+the measurements alternate R times and the medians are printed (for shared, noisy machines). `--devices N` splits
+the end-to-end batch across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least
+20x the loop; host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at
+8,192 instances.
 
 `end_to_end_times(names, instances, tasks, procs)` measures the batched form alone and returns the figures
 (for `benchmarks.gpu`).
@@ -61,12 +63,14 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def _cpu_and_wall(fn) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of the process, output) of one call of `fn`: on a shared machine the CPU time
-    leaves out the waits for a core."""
-    cpu = time.process_time()
-    wall, out = _seconds(fn)
-    return wall, time.process_time() - cpu, out
+def _cpu_and_wall(fn, *args) -> tuple[float, float, float, object]:
+    """(wall seconds, CPU seconds of the calling thread, CPU seconds of the process, output) of one call of
+    `fn(*args)`: on a shared machine CPU time leaves out the waits for a core. The calling thread runs the host's
+    work but the planning threads' parts (XLA's kernels run in threads of their own): its CPU time is the host
+    part's critical path on free cores."""
+    thread, cpu = time.thread_time(), time.process_time()
+    wall, out = _seconds(fn, *args)
+    return wall, time.thread_time() - thread, time.process_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -129,9 +133,11 @@ def end_to_end_times(
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
-    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in the process's CPU time,
-    steadier than wall time on a shared machine; `one_thread` adds host_us_one_thread: the host time with the
-    planning in one thread (measured in the same rounds). ValueError for an unknown name or a size below 1."""
+    if they differ). `cpu_time` adds the same difference in CPU time, steadier than wall time on a shared
+    machine: host_cpu_us_per_instance in the process's, host_thread_us_per_instance in the calling thread's;
+    `one_thread` adds host_us_one_thread and host_thread_us_one_thread: wall and calling thread with the planning
+    in one thread (all the host's work in the calling thread), measured in the same rounds. ValueError for an
+    unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
@@ -146,14 +152,16 @@ def end_to_end_times(
         batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
         rounds = []
         for _ in range(repeats):
-            alone = _seconds(batched.end_to_end, 1)[0] if one_thread else 0.0
-            rounds.append((*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2], alone))
-        wall, cpu, kernel_wall, kernel_cpu, alone = np.median(np.array(rounds), axis=0)
+            alone = _cpu_and_wall(batched.end_to_end, 1)[:2] if one_thread else (0.0, 0.0)
+            rounds.append((*_cpu_and_wall(batched.end_to_end)[:3], *_cpu_and_wall(batched.kernel)[:3], *alone))
+        wall, thread, cpu, kernel_wall, kernel_thread, kernel_cpu, alone, alone_thread = np.median(rounds, axis=0)
         figures[name] = _figures(instances, wall, kernel_wall)
-        if cpu_time:
-            figures[name]["host_cpu_us_per_instance"] = (cpu - kernel_cpu) / instances * 1e6
-        if one_thread:
-            figures[name]["host_us_one_thread"] = (alone - kernel_wall) / instances * 1e6
+        per_instance = {
+            "host_cpu_us_per_instance": cpu - kernel_cpu, "host_thread_us_per_instance": thread - kernel_thread,
+            "host_us_one_thread": alone - kernel_wall, "host_thread_us_one_thread": alone_thread - kernel_thread,
+        }
+        wanted = [*(list(per_instance)[:2] if cpu_time else []), *(list(per_instance)[2:] if one_thread else [])]
+        figures[name].update({key: per_instance[key] / instances * 1e6 for key in wanted})
     return figures
 
 
@@ -185,13 +193,14 @@ def main(argv=None) -> None:
     if args.jax_only:
         figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
                                    devices=mesh, cpu_time=True, one_thread=True)
-        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance | "
-              "host us, planning in one thread | host CPU us per instance |")
-        print("|---|---|---|---|---|---|---|")
+        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance: wall "
+              "| calling thread's CPU | process CPU | planning in one thread: wall | calling thread's CPU |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for name, f in figures.items():
             print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
                   f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
-                  f"{f['host_us_one_thread']:.1f} | {f['host_cpu_us_per_instance']:.1f} |")
+                  f"{f['host_thread_us_per_instance']:.1f} | {f['host_cpu_us_per_instance']:.1f} | "
+                  f"{f['host_us_one_thread']:.1f} | {f['host_thread_us_one_thread']:.1f} |")
         return
     problems = _instances(args.instances, args.tasks, args.procs)
     shape = Shape.of(problems)
@@ -207,9 +216,9 @@ def main(argv=None) -> None:
             numba_time, compiled = _seconds(_numba_makespans, problems, name)
             if compiled[: args.sample] != reference:
                 raise SystemExit(f"{name}: numba and NumPy makespans differ")
-            jax_time, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
+            jax_time, _, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
             batched.check(out, reference)
-            kernel_time, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
+            kernel_time, _, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
             host_cpu = (jax_cpu - kernel_cpu) / args.instances * 1e6
             rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time, host_cpu))
         numpy_time, numba_time, jax_time, kernel_time, host_cpu = np.median(np.array(rounds), axis=0)
