@@ -4,24 +4,28 @@
 selection, the predecessor streams (`jaxsched.pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
-order, pinned or not). The problems are read once as concatenated arrays (`FlatBatch`); then one compiled
-pass (`_plan_problems`) builds each problem's graph, upward ranks, priority positions, visit order and stream
-in scratch arrays the size of one problem and writes the batch arrays once. The passes over the whole batch
+order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
+problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
+graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
+writes the batch arrays once, while the chunk's arrays are still in cache. The passes over the whole batch
 that `BatchGraph` makes, one per quantity, streamed each quantity of 1,024 problems through memory: a
 problem's scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems
-of 100 tasks). CPOP's and PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
+of 100 tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
+holds the GIL, the compiled pass does not, so one thread's reading overlaps another's planning. CPOP's and
+PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import numba
 import numpy as np
 
-from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
+from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
 from jaxsched.batch_graph import FlatReader, HostBuffers, check_fit, mean_bandwidths, take
 from jaxsched.batch_sweeps import (
     pad_rows,
@@ -62,8 +66,8 @@ def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.n
     return draw
 
 
-PART = 64  # the fewest problems a thread plans by default: handing a part to a thread costs about 50 us
-CHUNK = 64  # problems read and planned in turn: their arrays (about 10 KB each at 100 tasks) stay in cache
+PART = 64  # the fewest problems a thread plans by default: handing work to a thread costs about 50 us
+CHUNK = 32  # problems read and planned in turn: their arrays (about 10 KB each at 100 tasks) stay in cache
 
 
 def default_threads(size: int) -> int:
@@ -73,21 +77,35 @@ def default_threads(size: int) -> int:
     return max(1, min(cores, size // PART))
 
 
-_POOL: list[ThreadPoolExecutor] = []  # the worker threads of `in_parts`, started on first use
+_POOL: list[ThreadPoolExecutor] = []  # the worker threads of `in_chunks`, started on first use
 
 
-def in_parts(run: Callable[[int, int], None], size: int, threads: int) -> None:
-    """`run(first, last)` on `threads` contiguous parts of range(size), one in the calling thread and the
-    others at once in worker threads (`run` compiled without the GIL, writing only its part's rows); then
-    re-raises the first error. Python threads, not numba's parallel loops: they need no threading layer
-    (TBB, OpenMP; numba's fallback one aborts when two threads enter it at once) and callers may plan from
-    several threads."""
-    bounds = [size * part // threads for part in range(threads + 1)]
+def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: int,
+              meanwhile: Callable[[], object] | None = None) -> object:
+    """`run(first, last)` on the chunks of `chunk` consecutive indices of range(size), each taken by the first
+    of `threads` threads free (the calling thread one of them, once it has run `meanwhile()`; the others worker
+    threads): `run` must write only its chunk's rows, and runs at once in several threads where it releases
+    the GIL (compiled code). Then re-raises the first error. Python threads, not numba's parallel loops: they
+    need no threading layer (TBB, OpenMP; numba's fallback one aborts when two threads enter it at once) and
+    callers may plan from several threads; chunks taken in turn keep the threads busy to the end on a shared
+    machine, where a thread may wait for a core. Returns what `meanwhile` returned (None without it)."""
+    starts, lock = iter(range(0, size, chunk)), threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                start = next(starts, size)
+            if start >= size:
+                return
+            run(start, min(start + chunk, size))
+
     if threads > 1 and not _POOL:
         _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
-    others = [_POOL[0].submit(run, first, last) for first, last in zip(bounds[1:-1], bounds[2:])]
+    others = [_POOL[0].submit(work) for _ in range(threads - 1)]
     try:
-        run(bounds[0], bounds[1])
+        done = None if meanwhile is None else meanwhile()
+        work()
+        return done
     finally:
         for future in others:
             future.result()
@@ -99,7 +117,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     """(shape, costs, plans, streams, edges) of `problems` under `config` (one that is `fused`), padded to
     `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
     None for the other; every array in `buffers` when given (valid until they are taken again). The problems
-    are planned in `threads` parts at once (default `default_threads`; the arrays do not depend on it).
+    are planned by `threads` threads at once (default `default_threads`; the arrays do not depend on it).
     ValueError as `pad_problems` for a problem that does not fit or times beyond `dtype`, or for `threads`
     not a positive integer."""
     problems, shape = checked_batch(problems, shape, "plan_flat")
@@ -125,8 +143,8 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         reader.read(0, size, ("dst",))
         fields = tuple(name for name in fields if name != "dst")
         lengths = np.empty(size, np.int64)
-        in_parts(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
-                                                     width, lengths, first, last), size, threads)
+        in_chunks(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
+                                                      width, lengths, first, last), size, threads, -(-size // threads))
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
     arguments = (
@@ -136,13 +154,18 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
 
-    def plan(first: int, last: int) -> None:  # each chunk read, then planned while its arrays are in cache
-        for start in range(first, last, CHUNK):
-            end = min(start + CHUNK, last)
-            reader.read(start, end, fields)
-            _plan_problems(*arguments, start, end)
+    def plan(first: int, last: int) -> None:  # a chunk read, then planned while its arrays are in cache
+        reader.read(first, last, fields)
+        _plan_problems(*arguments, first, last)
 
-    in_parts(plan, size, threads)
+    def unplanned():  # what needs no plan, made while the other threads plan
+        task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
+                            out=take(buffers, "task_mask", (size, num_tasks), bool))
+        proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
+        draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
+        return task_mask, proc_mask, links_of(problems, proc_mask), take(buffers, "oct", comp.shape, dtype, 0), draw
+
+    task_mask, proc_mask, links, oct_table, draw = in_chunks(plan, size, threads, CHUNK, unplanned)
     if fitted:
         shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
     check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))
@@ -152,12 +175,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
         return full
 
-    task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
-                        out=take(buffers, "task_mask", (size, num_tasks), bool))
-    proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
-    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers)
-    oct_table = take(buffers, "oct", comp.shape, dtype, 0)
-    draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
+    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
     plans = ListPlan(position, order, pin, oct_table, draw)
     return shape, costs, plans, streams, edges
 
@@ -196,7 +214,7 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, diviso
     + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
     (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
     scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads
-    (`in_parts`)."""
+    (`in_chunks`)."""
     num_tasks, num_procs = costs.shape[1:]
     most, row = 1, 0
     for b in range(first, last):

@@ -5,10 +5,10 @@ counts, bandwidths and release times; and its reused host buffers against fresh 
 import numpy as np
 import pytest
 
-from jaxsched import Shape
+from jaxsched import Shape, batch_plan
 from jaxsched.batch import fitted_graph, pad_costs, pad_edges
 from jaxsched.batch_graph import HostBuffers
-from jaxsched.batch_plan import fused, in_parts, plan_flat
+from jaxsched.batch_plan import fused, in_chunks, plan_flat
 from jaxsched.jax_listsched import plan_batch, schedule_batch, stream_batch
 from jaxsched.listsched import PRESETS, ListConfig, schedule
 from tests.jaxsched.problems import random_problem
@@ -50,11 +50,12 @@ def test_one_pass_equals_the_batch_graph_path(name, dtype):
 
 
 @pytest.mark.parametrize("name", ["HEFT", "MinMin", "MST"])
-def test_planning_in_parts_equals_one_part(name):
-    """Threads planning disjoint parts of the batch at once write what one thread writes, array for array (one
+def test_planning_in_threads_equals_one_thread(name, monkeypatch):
+    """Threads planning chunks of the batch at once write what one thread writes, array for array (one
     thread's arrays are checked against the batch graph's above)."""
     problems = _problems(seed=50, count=13)
     alone = plan_flat(problems, PRESETS[name], None, np.float32, None, threads=1)
+    monkeypatch.setattr(batch_plan, "CHUNK", 2)  # 7 chunks for 4 threads
     parts = plan_flat(problems, PRESETS[name], None, np.float32, HostBuffers(), threads=4)
     assert alone[0] == parts[0]
     for got, want in zip(parts[1:], alone[1:]):
@@ -63,8 +64,9 @@ def test_planning_in_parts_equals_one_part(name):
             np.testing.assert_array_equal(got_array, want_array)
 
 
-def test_schedules_planned_in_parts_equal_the_reference():
+def test_schedules_planned_in_threads_equal_the_reference(monkeypatch):
     problems = [random_problem(s, 12, 4, arrival=s % 2 == 0) for s in range(9)]  # integer times: exact in float32
+    monkeypatch.setattr(batch_plan, "CHUNK", 2)
     got = schedule_batch(problems, "ETF", threads=3)
     for b, problem in enumerate(problems):
         reference, t = schedule(problem, "ETF"), problem.num_tasks
@@ -74,17 +76,17 @@ def test_schedules_planned_in_parts_equal_the_reference():
         schedule_batch(problems, "CPOP", threads=0)
 
 
-def test_parts_cover_the_range_once_and_errors_reach_the_caller():
+def test_chunks_cover_the_range_once_and_errors_reach_the_caller():
     seen = []
-    in_parts(lambda first, last: seen.append((first, last)), 10, 3)
-    assert sorted(seen) == [(0, 3), (3, 6), (6, 10)]
+    assert in_chunks(lambda first, last: seen.append((first, last)), 10, 3, 4, lambda: "meanwhile") == "meanwhile"
+    assert sorted(seen) == [(0, 4), (4, 8), (8, 10)]
 
     def fail_late(first, last):
         if last == 10:
-            raise RuntimeError("part failed")
+            raise RuntimeError("chunk failed")
 
-    with pytest.raises(RuntimeError, match="part failed"):
-        in_parts(fail_late, 10, 3)
+    with pytest.raises(RuntimeError, match="chunk failed"):
+        in_chunks(fail_late, 10, 3, 2)
 
 
 def test_a_shape_given_is_kept_and_checked():
