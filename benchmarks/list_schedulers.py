@@ -5,21 +5,22 @@ loop, and the batched form's host time per instance.
     python benchmarks/list_schedulers.py --instances 64 --sample 16 --names HEFT MinMin
     python benchmarks/list_schedulers.py --instances 8192 --jax-only   # the batched form alone (GPU row)
 
-Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the
-same makespans: checked and printed). For each scheduler, in turns: the NumPy reference
-(`jaxsched.schedule`) over the first `--sample` instances, scaled to all of them, the compiled loop
-(`list_schedule_numba`, one instance at a time with its host planning; its schedules must equal the
-reference's) in schedules per second, then the batched JAX form once compiled (`schedule_batch`: host
-planning, padding, the transfer and the vmapped scan, end to end) and its kernel alone (`list_schedule_batch`
-on ready plans, and streams for the static selections or edges for the dynamic ones, from host arrays: the
-transfer included; gap insertion at its default capacity; Duplex: its two halves). Host time per instance is
-end to end minus kernel, over the instances, in microseconds; the same difference in the CPU time of the calling
-thread (where the host's work runs; XLA's kernels run in threads of their own) is printed beside it, steadier on a
-shared machine. With `--repeats R` the measurements alternate R
-times and the medians are printed (for shared, noisy machines). `--devices N` splits the end-to-end batch
-across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least 20x the loop;
-host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at 8,192
-instances.
+Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both forms must give the same makespans:
+checked and printed). For each scheduler, in turns: the NumPy reference (`jaxsched.schedule`) over the first
+`--sample` instances, scaled to all of them, the compiled loop (`list_schedule_numba`, one instance at a time with
+its host planning; its schedules must equal the reference's) in schedules per second, then the batched JAX form once
+compiled (`schedule_batch`: host planning, padding, the transfer and the vmapped scan, end to end) and its kernel
+alone (`list_schedule_batch` on ready plans, and streams for the static selections or edges for the dynamic ones,
+placed on the device beforehand: the transfer counts as host time; gap insertion at its default capacity; Duplex:
+its two halves). Host time per instance is end to end minus kernel, over the instances, in microseconds; the same
+difference in the process's CPU time (every thread: the host's planning threads and XLA's) is printed beside it,
+steadier on a shared machine. With `--jax-only` also the difference in the calling thread's CPU time (the host's
+work but the other planning threads' parts: its critical path on free cores), and wall and calling thread with the
+planning in one thread (`schedule_batch(threads=1)`: all the host's work in the calling thread). With `--repeats R`
+the measurements alternate R times and the medians are printed (for shared, noisy machines). `--devices N` splits
+the end-to-end batch across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least
+20x the loop; host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at
+8,192 instances.
 
 `end_to_end_times(names, instances, tasks, procs)` measures the batched form alone and returns the figures
 (for `benchmarks.gpu`).
@@ -57,13 +58,14 @@ def _seconds(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def _cpu_and_wall(fn) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of the calling thread, output) of one call of `fn`: the host's work runs in the
-    calling thread, XLA's kernels in its own threads, so on a shared machine the thread's CPU time measures the
-    host part without the waits for a core."""
-    cpu = time.thread_time()
-    wall, out = _seconds(fn)
-    return wall, time.thread_time() - cpu, out
+def _cpu_and_wall(fn, *args) -> tuple[float, float, float, object]:
+    """(wall seconds, CPU seconds of the calling thread, CPU seconds of the process, output) of one call of
+    `fn(*args)`: on a shared machine CPU time leaves out the waits for a core. The calling thread runs the host's
+    work but the planning threads' parts (XLA's kernels run in threads of their own): its CPU time is the host
+    part's critical path on free cores."""
+    thread, cpu = time.thread_time(), time.process_time()
+    wall, out = _seconds(fn, *args)
+    return wall, time.thread_time() - thread, time.process_time() - cpu, out
 
 
 def _reference_makespans(problems, name) -> list[float]:
@@ -80,12 +82,12 @@ def _instances(instances: int, tasks: int, procs: int) -> list:
 
 class _Batched:
     """One scheduler's batched form on one batch: the end-to-end call and its kernels on inputs built once
-    (host arrays), both compiled on construction."""
+    and placed on the device, both compiled on construction."""
 
     def __init__(self, problems, name: str, shape: Shape, mesh):
         self.problems, self.name, self.shape, self.mesh = problems, name, shape, mesh
         graph = BatchGraph.of(problems, shape.num_tasks, shape.num_procs)
-        self.costs = pad_costs(problems, shape, graph=graph)
+        self.costs = jax.device_put(pad_costs(problems, shape, graph=graph))
         self.kernels = []
         for half in ("MinMin", "MaxMin") if name == "Duplex" else (name,):
             config = preset(half)
@@ -93,12 +95,13 @@ class _Batched:
             streams = stream_batch(graph, plans, config)
             edges = pad_edges(problems, shape, graph=graph) if config.dynamic else None
             capacity = default_capacity(shape) if config.insertion else None
+            plans, streams, edges = jax.device_put((plans, streams, edges))
             self.kernels.append((plans, config, capacity, streams, edges))
         self.end_to_end()
         self.kernel()
 
-    def end_to_end(self):
-        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh)
+    def end_to_end(self, threads: int | None = None):
+        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh, threads=threads)
 
     def kernel(self):
         return [list_schedule_batch(self.costs, plans, *rest) for plans, *rest in self.kernels]
@@ -120,13 +123,16 @@ def _figures(instances: int, end_to_end_s: float, kernel_s: float) -> dict[str, 
 
 def end_to_end_times(
     names: Sequence[str] = BATCHED, instances: int = 1024, tasks: int = 100, procs: int = 4, *, repeats: int = 1,
-    devices=None, check: int = 8, cpu_time: bool = False,
+    devices=None, check: int = 8, cpu_time: bool = False, one_thread: bool = False,
 ) -> dict[str, dict[str, float]]:
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
-    if they differ). `cpu_time` adds host_cpu_us_per_instance: the same difference in the calling thread's CPU
-    time, steadier than wall time on a shared machine. ValueError for an unknown name or a size below 1."""
+    if they differ). `cpu_time` adds the same difference in CPU time, steadier than wall time on a shared
+    machine: host_cpu_us_per_instance in the process's, host_thread_us_per_instance in the calling thread's;
+    `one_thread` adds host_us_one_thread and host_thread_us_one_thread: wall and calling thread with the planning
+    in one thread (all the host's work in the calling thread), measured in the same rounds. ValueError for an
+    unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
@@ -139,11 +145,18 @@ def end_to_end_times(
     for name in names:
         batched = _Batched(problems, name, shape, mesh)
         batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
-        rounds = [(*_cpu_and_wall(batched.end_to_end)[:2], *_cpu_and_wall(batched.kernel)[:2]) for _ in range(repeats)]
-        wall, cpu, kernel_wall, kernel_cpu = np.median(np.array(rounds), axis=0)
+        rounds = []
+        for _ in range(repeats):
+            alone = _cpu_and_wall(batched.end_to_end, 1)[:2] if one_thread else (0.0, 0.0)
+            rounds.append((*_cpu_and_wall(batched.end_to_end)[:3], *_cpu_and_wall(batched.kernel)[:3], *alone))
+        wall, thread, cpu, kernel_wall, kernel_thread, kernel_cpu, alone, alone_thread = np.median(rounds, axis=0)
         figures[name] = _figures(instances, wall, kernel_wall)
-        if cpu_time:
-            figures[name]["host_cpu_us_per_instance"] = (cpu - kernel_cpu) / instances * 1e6
+        per_instance = {
+            "host_cpu_us_per_instance": cpu - kernel_cpu, "host_thread_us_per_instance": thread - kernel_thread,
+            "host_us_one_thread": alone - kernel_wall, "host_thread_us_one_thread": alone_thread - kernel_thread,
+        }
+        wanted = [*(list(per_instance)[:2] if cpu_time else []), *(list(per_instance)[2:] if one_thread else [])]
+        figures[name].update({key: per_instance[key] / instances * 1e6 for key in wanted})
     return figures
 
 
@@ -174,14 +187,15 @@ def main(argv=None) -> None:
           f"{machine_description(load=True)}")
     if args.jax_only:
         figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
-                                   devices=mesh, cpu_time=True)
-        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance | "
-              "host CPU us per instance |")
-        print("|---|---|---|---|---|---|")
+                                   devices=mesh, cpu_time=True, one_thread=True)
+        print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance: wall "
+              "| calling thread's CPU | process CPU | planning in one thread: wall | calling thread's CPU |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for name, f in figures.items():
             print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
                   f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
-                  f"{f['host_cpu_us_per_instance']:.1f} |")
+                  f"{f['host_thread_us_per_instance']:.1f} | {f['host_cpu_us_per_instance']:.1f} | "
+                  f"{f['host_us_one_thread']:.1f} | {f['host_thread_us_one_thread']:.1f} |")
         return
     problems = _instances(args.instances, args.tasks, args.procs)
     shape = Shape.of(problems)
@@ -197,9 +211,9 @@ def main(argv=None) -> None:
             numba_time, compiled = _seconds(_numba_makespans, problems, name)
             if compiled[: args.sample] != reference:
                 raise SystemExit(f"{name}: numba and NumPy makespans differ")
-            jax_time, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
+            jax_time, _, jax_cpu, out = _cpu_and_wall(batched.end_to_end)
             batched.check(out, reference)
-            kernel_time, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
+            kernel_time, _, kernel_cpu, _ = _cpu_and_wall(batched.kernel)
             host_cpu = (jax_cpu - kernel_cpu) / args.instances * 1e6
             rounds.append((numpy_time * args.instances / args.sample, numba_time, jax_time, kernel_time, host_cpu))
         numpy_time, numba_time, jax_time, kernel_time, host_cpu = np.median(np.array(rounds), axis=0)

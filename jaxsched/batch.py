@@ -228,7 +228,7 @@ def _arrivals(problems: list[Problem], task_mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _links(problems: list[Problem], proc_mask: np.ndarray) -> np.ndarray:
+def links_of(problems: list[Problem], proc_mask: np.ndarray) -> np.ndarray:
     """[B, P, P] float64 inverse bandwidths (`Problem.inverse_bandwidth`), 0 where padded: 1 between distinct
     real processors of the problems without bandwidths, padded from the others."""
     num_procs = proc_mask.shape[1]
@@ -261,13 +261,14 @@ def pad_costs(
 
 
 def checked_costs(problems: list[Problem], comp: np.ndarray, task_mask: np.ndarray, proc_mask: np.ndarray,
-                  sizes: np.ndarray, comp64, buffers: HostBuffers | None = None) -> PaddedCosts:
+                  sizes: np.ndarray, comp64, buffers: HostBuffers | None = None,
+                  links: np.ndarray | None = None) -> PaddedCosts:
     """The `PaddedCosts` of `problems` from their costs `comp` [B, T, P], already padded in the dtype the costs
     take, their masks and `sizes` (`BatchGraph.sizes`): release times and inverse bandwidths padded (in
     `buffers` when given), every time checked to fit that dtype (ValueError, as `pad_problems`; `comp64()`:
-    the costs in float64, for the message)."""
+    the costs in float64, for the message); `links`: `links_of(problems, proc_mask)`, when already made."""
     dtype = comp.dtype
-    links = _links(problems, proc_mask)
+    links = links_of(problems, proc_mask) if links is None else links
     _, largest_sum, data_sum, least_comp, least_data = sizes.T
     bounds = largest_sum + data_sum * links.max(axis=(1, 2))
     arrays = {"inverse bandwidth": links}

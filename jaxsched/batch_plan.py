@@ -4,23 +4,30 @@
 selection, the predecessor streams (`jaxsched.pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
-order, pinned or not). The problems are read once as concatenated arrays (`FlatBatch`); then one compiled
-pass (`_plan_problems`) builds each problem's graph, upward ranks, priority positions, visit order and stream
-in scratch arrays the size of one problem and writes the batch arrays once. The passes over the whole batch
+order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
+problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
+graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
+writes the batch arrays once, while the chunk's arrays are still in cache. The passes over the whole batch
 that `BatchGraph` makes, one per quantity, streamed each quantity of 1,024 problems through memory: a
 problem's scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems
-of 100 tasks). CPOP's and PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
+of 100 tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
+holds the GIL, the compiled pass does not, so one thread's reading overlaps another's planning. CPOP's and
+PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
 
 import numba
 import numpy as np
 
-from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs
-from jaxsched.batch_graph import FlatBatch, HostBuffers, check_fit, mean_bandwidths, take
+from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
+from jaxsched.batch_graph import FlatReader, HostBuffers, check_fit, mean_bandwidths, take
+from jaxsched.common.arguments import integer
 from jaxsched.listsched import ListConfig, ListPlan, draws
 from jaxsched.numba_batch_graph import (
     pad_rows,
@@ -59,15 +66,65 @@ def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.n
     return draw
 
 
+PART = 64  # the fewest problems a thread plans by default: handing work to a thread costs about 50 us
+CHUNK = 32  # problems read and planned in turn: their arrays (about 10 KB each at 100 tasks) stay in cache
+
+
+def default_threads(size: int) -> int:
+    """Threads that plan a batch of `size` problems by default: one per core this process may run on, each
+    with at least `PART` problems."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, size // PART))
+
+
+_POOL: list[ThreadPoolExecutor] = []  # the worker threads of `in_chunks`, started on first use
+
+
+def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: int,
+              meanwhile: Callable[[], object] | None = None) -> object:
+    """`run(first, last)` on the chunks of `chunk` consecutive indices of range(size), each taken by the first
+    of `threads` threads free (the calling thread one of them, once it has run `meanwhile()`; the others worker
+    threads): `run` must write only its chunk's rows, and runs at once in several threads where it releases
+    the GIL (compiled code). Then re-raises the first error. Python threads, not numba's parallel loops: they
+    need no threading layer (TBB, OpenMP; numba's fallback one aborts when two threads enter it at once) and
+    callers may plan from several threads; chunks taken in turn keep the threads busy to the end on a shared
+    machine, where a thread may wait for a core. Returns what `meanwhile` returned (None without it)."""
+    starts, lock = iter(range(0, size, chunk)), threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                start = next(starts, size)
+            if start >= size:
+                return
+            run(start, min(start + chunk, size))
+
+    if threads > 1 and not _POOL:
+        _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
+    others = [_POOL[0].submit(work) for _ in range(threads - 1)]
+    try:
+        done = None if meanwhile is None else meanwhile()
+        work()
+        return done
+    finally:
+        for future in others:
+            future.result()
+
+
 def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,
-              buffers: HostBuffers | None = None) -> tuple[Shape, PaddedCosts, ListPlan, PullStream | None,
-                                                           PaddedEdges | None]:
+              buffers: HostBuffers | None = None, threads: int | None = None) -> tuple[
+                  Shape, PaddedCosts, ListPlan, PullStream | None, PaddedEdges | None]:
     """(shape, costs, plans, streams, edges) of `problems` under `config` (one that is `fused`), padded to
     `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
-    None for the other; every array in `buffers` when given (valid until they are taken again). ValueError as
-    `pad_problems` for a problem that does not fit or times beyond `dtype`."""
+    None for the other; every array in `buffers` when given (valid until they are taken again). The problems
+    are planned by `threads` threads at once (default `default_threads`; the arrays do not depend on it).
+    ValueError as `pad_problems` for a problem that does not fit or times beyond `dtype`, or for `threads`
+    not a positive integer."""
     problems, shape = checked_batch(problems, shape, "plan_flat")
-    flat = FlatBatch.read(problems, buffers)
+    threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
+                                                                         len(problems))
+    reader = FlatReader(problems, buffers)
+    flat, fields = reader.flat, FlatReader.FIELDS
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
         edges = max(1, int(np.diff(flat.edge_offsets).max()))
@@ -83,15 +140,32 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
             ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
     else:
         width = stream_width(config)
-        lengths = _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks, width)
+        reader.read(0, size, ("dst",))
+        fields = tuple(name for name in fields if name != "dst")
+        lengths = np.empty(size, np.int64)
+        in_chunks(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
+                                                      width, lengths, first, last), size, threads, -(-size // threads))
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
-    _plan_problems(
+    arguments = (
         *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
         comp, sizes, position, order, pin,
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
+
+    def plan(first: int, last: int) -> None:  # a chunk read, then planned while its arrays are in cache
+        reader.read(first, last, fields)
+        _plan_problems(*arguments, first, last)
+
+    def unplanned():  # what needs no plan, made while the other threads plan
+        task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
+                            out=take(buffers, "task_mask", (size, num_tasks), bool))
+        proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
+        draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
+        return task_mask, proc_mask, links_of(problems, proc_mask), take(buffers, "oct", comp.shape, dtype, 0), draw
+
+    task_mask, proc_mask, links, oct_table, draw = in_chunks(plan, size, threads, CHUNK, unplanned)
     if fitted:
         shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
     check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))
@@ -101,12 +175,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
         return full
 
-    task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
-                        out=take(buffers, "task_mask", (size, num_tasks), bool))
-    proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
-    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers)
-    oct_table = take(buffers, "oct", comp.shape, dtype, 0)
-    draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
+    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
     plans = ListPlan(position, order, pin, oct_table, draw)
     return shape, costs, plans, streams, edges
 
@@ -115,46 +184,50 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _stream_lengths(task_off, edge_off, dst, num_tasks, width):
-    """[B] micro-steps of each problem's stream (`compact_streams`) from its edges' destinations."""
-    size = len(task_off) - 1
-    lengths = np.zeros(size, np.int64)
+def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, last):
+    """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
+    edges' destinations."""
     inputs = np.zeros(num_tasks, np.int64)
-    for b in range(size):
+    for b in range(first, last):
         inputs[:] = 0
         for e in range(edge_off[b], edge_off[b + 1]):
             inputs[dst[e]] += 1
+        steps = 0
         for t in range(task_off[b + 1] - task_off[b]):
-            lengths[b] += max(1, (inputs[t] + width - 1) // width)
-    return lengths
+            steps += max(1, (inputs[t] + width - 1) // width)
+        lengths[b] = steps
 
 
 @_jit
 def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, divisor, upward, fastest, costs, sizes,
-                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask):
-    """Writes each problem's padded costs [B, T, P], `sizes` (`BatchGraph.sizes`), priority positions and visit
-    order [B, T] (decreasing upward rank when `upward`, else the topological order), pins (the processor of
-    least total cost when `fastest`, else -1), and its stream (`stream_of`; when task.shape[1] > 0) or padded
-    edges (when edge_src.shape[1] > 0), from the batch's flat arrays (`FlatBatch`) and each problem's mean
-    bandwidth `divisor`; every entry of the outputs written. Only the edges by destination are grouped (the
-    stream reads them): the upward rank is taken over them, each task's rank final when the reverse
-    topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
-    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
-    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum
-    that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding
-    keeps that), and ties go to the topological position, where u comes first."""
-    size, num_tasks, num_procs = costs.shape
-    most = 1
-    for b in range(size):
+                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
+                   first, last):
+    """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
+    priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
+    order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
+    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's flat
+    arrays (`FlatBatch`) and each problem's mean bandwidth `divisor`; every entry of those rows written. Only
+    the edges by destination are grouped (the stream reads them): the upward rank is taken over them, each
+    task's rank final when the reverse topological walk reaches it and passed on to its predecessors (the
+    same maxima of the same sums as `upward_rank_of`); and the positions increase along every edge, so the
+    ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
+    + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
+    (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
+    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads
+    (`in_chunks`)."""
+    num_tasks, num_procs = costs.shape[1:]
+    most, row = 1, 0
+    for b in range(first, last):
         most = max(most, edge_off[b + 1] - edge_off[b])
+    for b in range(first):
+        row += (task_off[b + 1] - task_off[b]) * procs[b]
     in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
     scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
-    row = 0
-    for b in range(size):
+    for b in range(first, last):
         t0, e0, e1 = task_off[b], edge_off[b], edge_off[b + 1]
         tasks, width = task_off[b + 1] - t0, procs[b]
         largest_sum, least = 0.0, np.inf

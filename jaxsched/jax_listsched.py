@@ -428,11 +428,12 @@ def default_capacity(shape: Shape) -> int:
 def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity, streams, edges) -> ScheduleArrays:
     """`list_schedule_batch` with the batch split across `mesh` (padded to a multiple of its device count by
     repeating the last problem) and the schedules gathered back, the padding dropped; on one device, placed
-    there whole and left there (no copies through the host)."""
-    if mesh.devices.size == 1:  # copies, complete on return: the host arrays may then be reused
-        placed = jax.block_until_ready(jax.device_put((batch, plans, streams, edges), mesh.devices.flat[0],
-                                                      may_alias=False))
-        return list_schedule_batch(*placed[:2], config, capacity, *placed[2:])
+    there whole by the call itself (XLA's CPU client reads aligned host arrays in place: `schedule_batch` waits
+    for the schedules before its buffers are used again; a `device_put` first costs about 20 us per array) and
+    left there (no copies through the host)."""
+    if mesh.devices.size == 1:
+        with jax.default_device(mesh.devices.flat[0]):
+            return list_schedule_batch(batch, plans, config, capacity, streams, edges)
     (batch, plans, streams, edges), size = shard_batch((batch, plans, streams, edges), mesh)
     return gather(list_schedule_batch(batch, plans, config, capacity, streams, edges), size)
 
@@ -459,11 +460,12 @@ def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, 
 _HOST = threading.local()  # each thread's `HostBuffers` for `schedule_batch`
 
 
-def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None):
+def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None,
+                  threads: int | None):
     """(shape, costs, [(plans, streams, edges)] per config) of `schedule_batch`: the costs, and of the graph
     only what the scans read: predecessor streams (static selections), edges (dynamic ones). Planned in one
-    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`) when every config allows it, else on the
-    `BatchGraph`."""
+    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`, in `threads` parts) when every config
+    allows it, else on the `BatchGraph`."""
     problems, shape = checked_batch(problems, shape, "schedule_batch")
     num_procs = max(p.num_procs for p in problems) if shape is None else shape.num_procs
     if all(fused(config, num_procs) for config in configs):
@@ -471,7 +473,7 @@ def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: Ho
         keys = [(c.priority, c.pinning, c.selection == "wba", c.seed, c.dynamic, c.insertion) for c in configs]
         for key, config in zip(keys, configs):
             if key not in planned:
-                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers)
+                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers, threads)
         shape, batch = planned[keys[0]][:2]
         return shape, batch, [planned[key][2:] for key in keys]
     problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
@@ -491,6 +493,7 @@ def schedule_batch(
     dtype=np.float32,
     capacity: int | None = None,
     devices: Devices = None,
+    threads: int | None = None,
     **options,
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
@@ -499,18 +502,23 @@ def schedule_batch(
     `options` override the preset's `ListConfig` fields. Gap insertion keeps `capacity` idle gaps per
     processor; by default `default_capacity(shape)`, and the problems where some processor overflows run
     again with twice the room. On one device the host arrays are built in buffers kept for the next call
-    of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors).
+    of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors), which
+    the device may read in place: the call returns once the schedules are computed.
+    `threads`: how many threads plan the presets planned in one pass (`batch_plan.plan_flat`; default one per
+    core, the schedules do not depend on it).
     The GA batches differently: `jaxsched.jax.evolve`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
+    if threads is not None:
+        integer("threads", threads, 1)
     mesh = batch_mesh(devices)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
     buffers = None
-    if mesh.devices.size == 1:  # the inputs reach the device as copies (`_run_across`): their host arrays are reused
+    if mesh.devices.size == 1:  # the host arrays are reused once the schedules are computed (`_run_across`)
         buffers = getattr(_HOST, "buffers", None) or HostBuffers()
         _HOST.buffers = buffers
-    shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers)
+    shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers, threads)
     results = []
     for config, (plans, streams, edges) in zip(configs, inputs):
         if not config.insertion or capacity is not None:
@@ -519,9 +527,10 @@ def schedule_batch(
         else:
             room = default_capacity(shape)
             results.append(_with_room(mesh, batch, plans, config, streams, edges, room, shape.num_tasks))
-    if name != "Duplex":
-        return results[0]
-    better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties
-    return jax.tree.map(
-        lambda a, b: jnp.where(better.reshape(better.shape + (1,) * (a.ndim - 1)), b, a), results[0], results[1]
-    )
+    out = results[0]
+    if name == "Duplex":
+        better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties
+        out = jax.tree.map(
+            lambda a, b: jnp.where(better.reshape(better.shape + (1,) * (a.ndim - 1)), b, a), results[0], results[1]
+        )
+    return out if buffers is None else jax.block_until_ready(out)

@@ -5,10 +5,10 @@ counts, bandwidths and release times; and its reused host buffers against fresh 
 import numpy as np
 import pytest
 
-from jaxsched import Shape
+from jaxsched import Shape, batch_plan
 from jaxsched.batch import fitted_graph, pad_costs, pad_edges
 from jaxsched.batch_graph import HostBuffers
-from jaxsched.batch_plan import fused, plan_flat
+from jaxsched.batch_plan import fused, in_chunks, plan_flat
 from jaxsched.jax_listsched import plan_batch, schedule_batch, stream_batch
 from jaxsched.listsched import PRESETS, ListConfig, schedule
 from tests.jaxsched.problems import random_problem
@@ -49,6 +49,46 @@ def test_one_pass_equals_the_batch_graph_path(name, dtype):
             assert got_array.dtype == want_array.dtype
 
 
+@pytest.mark.parametrize("name", ["HEFT", "MinMin", "MST"])
+def test_planning_in_threads_equals_one_thread(name, monkeypatch):
+    """Threads planning chunks of the batch at once write what one thread writes, array for array (one
+    thread's arrays are checked against the batch graph's above)."""
+    problems = _problems(seed=50, count=13)
+    alone = plan_flat(problems, PRESETS[name], None, np.float32, None, threads=1)
+    monkeypatch.setattr(batch_plan, "CHUNK", 2)  # 7 chunks for 4 threads
+    parts = plan_flat(problems, PRESETS[name], None, np.float32, HostBuffers(), threads=4)
+    assert alone[0] == parts[0]
+    for got, want in zip(parts[1:], alone[1:]):
+        assert (got is None) == (want is None)
+        for got_array, want_array in zip(got or (), want or ()):
+            np.testing.assert_array_equal(got_array, want_array)
+
+
+def test_schedules_planned_in_threads_equal_the_reference(monkeypatch):
+    problems = [random_problem(s, 12, 4, arrival=s % 2 == 0) for s in range(9)]  # integer times: exact in float32
+    monkeypatch.setattr(batch_plan, "CHUNK", 2)
+    got = schedule_batch(problems, "ETF", threads=3)
+    for b, problem in enumerate(problems):
+        reference, t = schedule(problem, "ETF"), problem.num_tasks
+        np.testing.assert_array_equal(np.asarray(got.proc[b, :t]), reference.proc)
+        np.testing.assert_array_equal(np.asarray(got.finish[b, :t]), reference.finish)
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        schedule_batch(problems, "CPOP", threads=0)
+
+
+def test_chunks_cover_the_range_once_and_errors_reach_the_caller():
+    seen = []
+    assert in_chunks(lambda first, last: seen.append((first, last)), 10, 3, 4, lambda: "meanwhile") == "meanwhile"
+    assert sorted(seen) == [(0, 4), (4, 8), (8, 10)]
+
+    def fail_late(first, last):
+        if last == 10:
+            raise RuntimeError("chunk failed")
+
+    with pytest.raises(RuntimeError, match="chunk failed"):
+        in_chunks(fail_late, 10, 3, 2)
+
+
 def test_a_shape_given_is_kept_and_checked():
     problems = _problems(count=8)
     shape = Shape.of(problems)._replace(num_tasks=16, num_edges=80)
@@ -64,20 +104,23 @@ def test_a_shape_given_is_kept_and_checked():
 def test_buffers_are_reused_and_grow():
     buffers = HostBuffers()
     first = buffers.take("x", (2, 3), np.int32, fill=7)
+    assert first.ctypes.data % HostBuffers.ALIGN == 0
     again = buffers.take("x", (3, 2), np.int32)
     assert np.shares_memory(first, again) and (again == 7).all()
     larger = buffers.take("x", (4, 4), np.float64, fill=0)
     assert larger.shape == (4, 4) and not np.shares_memory(first, larger)
 
 
-def test_schedules_outlive_the_buffers_of_the_next_batch():
-    """Two batches of different problems one after the other through the same buffers: the first batch's
-    schedules (device copies) still equal the NumPy reference after the second batch overwrote the buffers."""
+@pytest.mark.parametrize("name", ["HEFT", "MCT"])  # gap insertion reads its overflow flags; MCT reads nothing
+def test_schedules_outlive_the_buffers_of_the_next_batch(name):
+    """Two batches of different problems one after the other through the same buffers (which the CPU device
+    reads in place): the first batch's schedules still equal the NumPy reference after the second batch
+    overwrote the buffers."""
     first = [random_problem(s, 12, 4, arrival=s % 2 == 0) for s in range(12)]  # integer times: exact in float32
     second = [random_problem(100 + s, 8, 4) for s in range(12)]  # smaller: the same buffers, overwritten
-    got = schedule_batch(first, "HEFT")
-    schedule_batch(second, "HEFT")
+    got = schedule_batch(first, name)
+    schedule_batch(second, name)
     for b, problem in enumerate(first):
-        reference, t = schedule(problem, "HEFT"), problem.num_tasks
+        reference, t = schedule(problem, name), problem.num_tasks
         np.testing.assert_array_equal(np.asarray(got.proc[b, :t]), reference.proc)
         np.testing.assert_array_equal(np.asarray(got.finish[b, :t]), reference.finish)
