@@ -123,7 +123,7 @@ class SearchConfig:
         MoveConfig(self.moves, self.step, self.value_range, self.speed_range)  # ValueError on bad moves or ranges
         MoveConfig(self.moves, None, self.start_values, self.start_speeds)
         needed = self.memory_bytes
-        chains = len(self.pairs)
+        chains = len(self._ordered_pairs()) * self.chains_per_pair
         if needed > self.memory_limit:
             raise ValueError(
                 f"{chains:,} chains ({self.chains_per_pair} restarts per pair) of {self.num_tasks[1]} tasks x "
@@ -155,10 +155,14 @@ class SearchConfig:
     def pairs(self) -> np.ndarray:
         """[C, 2] scheduler indices (worse candidate a, reference b) of every chain: every ordered pair whose
         a is one of `targets` (default all)."""
+        return np.repeat(np.array(self._ordered_pairs(), dtype=np.int32), self.chains_per_pair, axis=0)
+
+    def _ordered_pairs(self) -> list[tuple[int, int]]:
+        """The pairs of `pairs` once each: what the memory check counts, so that refusing billions of chains
+        builds none of them."""
         count = len(self.names)
         judged = [a for a in range(count) if not self.targets or self.names[a] in self.targets]
-        pairs = [(a, b) for a in judged for b in range(count) if a != b]
-        return np.repeat(np.array(pairs, dtype=np.int32), self.chains_per_pair, axis=0)
+        return [(a, b) for a in judged for b in range(count) if a != b]
 
     @property
     def temperatures(self) -> np.ndarray:
@@ -175,7 +179,7 @@ class SearchConfig:
         """Estimated working memory of one search step over all chains (float32 scheduler state)."""
         tasks, procs = self.shape
         per_schedule = 4 * (6 * tasks * tasks + 12 * tasks * procs + 8 * procs * procs) + 4096
-        return len(self.pairs) * (len(self.names) + 3) * per_schedule
+        return len(self._ordered_pairs()) * self.chains_per_pair * (len(self.names) + 3) * per_schedule
 
     @property
     def move_masks(self) -> np.ndarray:

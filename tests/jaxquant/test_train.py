@@ -73,11 +73,14 @@ def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, tiny_digits, popul
     def stop(epoch, metrics):
         raise KeyboardInterrupt
 
+    # On one device, as trained_population, whose compiled program serves (the default, every device, compiles
+    # another: the sharded run is tested end to end by tests/experiments/ternary_sweep).
     with pytest.raises(KeyboardInterrupt):
-        jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False, on_epoch_end=stop)
+        jq.fit(TINY, keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False, on_epoch_end=stop,
+               devices=1)
     other_keys, _ = jq.member_inputs([dataclasses.replace(m, seed=m.seed + 7) for m in population_members])
     with pytest.raises(ValueError, match="different run"):
-        jq.fit(TINY, other_keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False)
+        jq.fit(TINY, other_keys, regimes, workdir=tmp_path, dataset=tiny_digits, progress=False, devices=1)
 
 
 def test_fit_validates_its_inputs(tiny_digits):
