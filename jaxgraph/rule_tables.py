@@ -7,9 +7,9 @@ is a set lookup. `generated_table` loads a generated file whole or restricted to
 `RuleTable` is one table as every method consumes it: host rules (`RULES`, then the file's data rules, as
 `TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog. A generated table is
 too large to state whole in egglog (8,282 rules took over 6 GB to compile); `reachable` keeps the rules that can
-ever match in a graph's e-graph: each source op's kind (op, inputs, constraints) must occur in the graph or be
-made by a target op of a rule already kept (a fixpoint), since an e-graph only ever holds the graph's nodes and
-what rule targets add.
+ever match in a graph's e-graph: each source op's kind (op, inputs, constraints) must occur in the graph (or be a
+conv kind's fused or biased form, which the hand rules make) or be made by a target op of a rule already kept (a
+fixpoint), since an e-graph only ever holds the graph's nodes and what rules add.
 """
 
 from __future__ import annotations
@@ -137,10 +137,16 @@ class RuleTable:
         patterns = tuple(p for p in self.patterns if p.xfer in xfers)
         return RuleTable(f"{self.name} (matching)", keep, patterns, self.new & xfers, self.rejected)
 
-    def reachable(self, graph: Any) -> frozenset[int]:
-        """The xfer ids of this table's data rules that can match in the e-graph of `graph`: every source op's kind
-        occurs in the graph or is made by a target op of a rule kept before (to a fixpoint)."""
-        present, kept = node_keys(graph), set()
+    def reachable(self, graphs: Sequence[Any]) -> frozenset[int]:
+        """The xfer ids of this table's data rules that can match in the e-graph of any of `graphs`: every source
+        op's kind occurs in one of the graphs, is a conv kind there with the other activation or bias (the hand
+        rules' fusions make those), or is made by a target op of a rule kept before (to a fixpoint)."""
+        present: set[tuple] = set().union(*(node_keys(g) for g in graphs))
+        for op, _, attrs in [k for k in present if k[0] == "conv2d"]:
+            for activation in ("none", "relu"):
+                for inputs in (2, 3):
+                    present.add((op, inputs, (("activation", activation),) + attrs[1:]))
+        kept: set[int] = set()
         while True:
             more = [p for p in self.patterns if p.xfer not in kept and all(op_key(o) in present for o in p.src)]
             if not more:
