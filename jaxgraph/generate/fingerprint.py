@@ -73,7 +73,7 @@ def _device_op(kind: OpKind) -> Callable:
         if kind.op == "matmul":
             y = a @ b
         elif kind.op == "conv2d":
-            y = _conv(kind, a, b) + (rest[0][:, None, None] if rest else 0)
+            y = _conv(kind, a, b) + (rest[0][None, :, None, None] if rest else 0)
         elif kind.op == "add":
             return a + b
         elif kind.op == "mul":
