@@ -335,32 +335,51 @@ def _rank(pattern: Pattern) -> int:
     return ranks[0] if ranks else (4 if any(o.op == "conv2d" for o in pattern.src) else 2)
 
 
-def _vectors(pattern: Pattern) -> set[int]:
-    """External inputs that are rank 1: conv biases and what rank-1 concats and element-wise ops tie to them."""
-    vectors: set[tuple] = set()
+def _tied(pattern: Pattern, seeds: set[tuple], through) -> set[int]:
+    """External inputs tied to the `seeds` (("ext", e) or (side, op) keys) by ops for which `through(op)` holds
+    (ops whose inputs and output share the property sampled: rank 1, or a conv weight's spatial size)."""
+    tied = set(seeds)
     while True:
-        before = len(vectors)
+        before = len(tied)
         for side, ops in (("src", pattern.src), ("dst", pattern.dst)):
             for k, o in enumerate(ops):
                 linked = {("ext", t.op) if t.external else (side, t.op) for t in o.inputs} | {(side, k)}
-                if o.op == "conv2d" and len(o.inputs) == 3:
-                    t = o.inputs[2]
-                    vectors.add(("ext", t.op) if t.external else (side, t.op))
-                if (o.op == "concat" and o.attr("rank") == 1) or (o.op in ("add", "mul", "relu") and vectors & linked):
-                    vectors |= linked
-        if len(vectors) == before:
-            return {e for kind, e in vectors if kind == "ext"}
+                if through(o) and tied & linked:
+                    tied |= linked
+        if len(tied) == before:
+            return {e for kind, e in tied if kind == "ext"}
+
+
+def _key(side: str, t: Tensor) -> tuple:
+    return ("ext", t.op) if t.external else (side, t.op)
+
+
+def _roles(pattern: Pattern) -> tuple[set[int], dict[int, tuple[int, int]]]:
+    """The rank-1 externals (conv biases and what element-wise ops and rank-1 concats tie to them) and the
+    spatial size of externals tied to a conv's weight (through element-wise ops and concats)."""
+    sides = (("src", pattern.src), ("dst", pattern.dst))
+    biases = {_key(side, o.inputs[2]) for side, ops in sides for o in ops if o.op == "conv2d" and len(o.inputs) == 3}
+    biases |= {_key(side, t) for side, ops in sides for o in ops if o.op == "concat" and o.attr("rank") == 1
+               for t in o.inputs}
+    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", "relu") or (
+        o.op == "concat" and o.attr("rank") == 1))
+    kernels: dict[int, tuple[int, int]] = {}
+    for side, ops in sides:
+        for o in ops:
+            if o.op == "conv2d":
+                for e in _tied(pattern, {_key(side, o.inputs[1])}, lambda o: o.op in ("add", "mul", "relu", "concat")):
+                    kernels.setdefault(e, tuple(o.attr("kernel")))
+    return vectors, kernels
 
 
 def sample_shapes(pattern: Pattern, rng: np.random.Generator, dims: Sequence[int] = (2, 3),
                   sizes: Sequence[int] = (3, 4), tries: int = 4000) -> dict[int, Shape] | None:
     """Shapes of the external inputs on which both sides are well typed, found by sampling: every dimension from
     `dims`, but the image sizes of rank-4 tensors from `sizes` (one draw for all of them) and those of conv
-    weights from the pattern's kernel; conv biases (and what they are combined with) are rank 1. None if `tries`
-    samples find none."""
+    weights (and what element-wise ops and concats tie to them) from the pattern's kernel; conv biases (and what
+    they are combined with) are rank 1. None if `tries` samples find none."""
     rank = _rank(pattern)
-    kernels = {o.inputs[1].op: tuple(o.attr("kernel")) for o in pattern.src if o.op == "conv2d"}
-    vectors = _vectors(pattern)
+    vectors, kernels = _roles(pattern)
     for _ in range(tries):
         image = tuple(int(rng.choice(sizes)) for _ in range(2))
         shapes = {e: (int(rng.choice(dims)),) if e in vectors else tuple(int(rng.choice(dims)) for _ in range(rank - 2))
