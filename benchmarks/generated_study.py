@@ -3,7 +3,7 @@ setting: TASO's cost), every result checked by execution; then the deployment se
 
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
         [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
-        [--ilp-seconds 20] [--match-graphs 20] [--max-stated 1500] [--multi 1] [--repeats 20]
+        [--ilp-seconds 20] [--match-graphs 20] [--max-stated 300] [--multi 1] [--repeats 20]
         [--out results/generated_study]
 
 Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--ilp-seconds", type=float, default=20.0)
     parser.add_argument("--max-nodes", type=int, default=20_000)
     parser.add_argument("--match-graphs", type=int, default=20, help="visited graphs whose matching rules count")
-    parser.add_argument("--max-stated", type=int, default=1500, help="most reachable generated rules saturation "
+    parser.add_argument("--max-stated", type=int, default=300, help="most reachable generated rules saturation "
                         "states (beyond: the matching ones only)")
     parser.add_argument("--multi", type=int, default=1, help="rounds in which multi-pattern rules run")
     parser.add_argument("--repeats", type=int, default=20, help="alternated latency rounds (deployment)")
@@ -282,7 +282,7 @@ def main() -> None:
             c = r["latency"]
             print(f"| {name} | {r['rule']} | {r['taso_cost']:+.4f} | {r['ort_cost']:+.4f} | {r['difference']:.1e} | "
                   f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}] |")
-    print(f"\ntotal {time.perf_counter() - start:.0f} s wall")
+    print(f"\ntotal {time.perf_counter() - start:.0f} s wall, {time.process_time():.0f} s CPU (this process)")
 
 
 if __name__ == "__main__":
