@@ -375,15 +375,18 @@ def _roles(pattern: Pattern) -> tuple[set[int], dict[int, tuple[int, int]]]:
 def sample_shapes(pattern: Pattern, rng: np.random.Generator, dims: Sequence[int] = (2, 3),
                   sizes: Sequence[int] = (3, 4), tries: int = 4000) -> dict[int, Shape] | None:
     """Shapes of the external inputs on which both sides are well typed, found by sampling: every dimension from
-    `dims`, but the image sizes of rank-4 tensors from `sizes` (one draw for all of them) and those of conv
+    `dims`, but the image sizes of rank-4 tensors from `sizes` (on alternate tries one draw for all of them or
+    one per tensor, so a rule true only when images agree is caught where they need not) and those of conv
     weights (and what element-wise ops and concats tie to them) from the pattern's kernel; conv biases (and what
     they are combined with) are rank 1. None if `tries` samples find none."""
     rank = _rank(pattern)
     vectors, kernels = _roles(pattern)
-    for _ in range(tries):
-        image = tuple(int(rng.choice(sizes)) for _ in range(2))
+    for attempt in range(tries):
+        shared = tuple(int(rng.choice(sizes)) for _ in range(2))
+        images = {e: shared if attempt % 2 else tuple(int(rng.choice(sizes)) for _ in range(2))
+                  for e in pattern.externals}
         shapes = {e: (int(rng.choice(dims)),) if e in vectors else tuple(int(rng.choice(dims)) for _ in range(rank - 2))
-                  + (kernels.get(e) or image if rank == 4 else tuple(int(rng.choice(dims)) for _ in range(2)))
+                  + (kernels.get(e) or images[e] if rank == 4 else tuple(int(rng.choice(dims)) for _ in range(2)))
                   for e in pattern.externals}
         try:
             zeros = {e: np.zeros(s) for e, s in shapes.items()}

@@ -27,8 +27,9 @@ from jaxgraph.generate.write import FIRST_XFER, entry, loader_error, write_rules
 STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
           "common subgraph", "common supergraph", "shape-specific", "loader rejected", "rules")
 # Bumped when a world's result changes meaning (2: the shape check; rejected rules and CPU seconds recorded; 3:
-# named extra worlds), so a checkpoint of an older generator is refused rather than mixed in.
-CHECKPOINT_FORMAT = 3
+# named extra worlds; 4: 8 loader checks), so a checkpoint of an older generator is refused rather than mixed in.
+CHECKPOINT_FORMAT = 4
+LOADER_CHECKS = 8  # sampled shapes per rule in the loader check (image sizes vary there, not in the shape check)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def run_world(config: Config, rank: int | str, progress: Callable[[str, int, int
 
     for rule, raw, error in zip(kept, raws, specific):
         if error is None:
-            error = loader_error(raw)
+            error = loader_error(raw, LOADER_CHECKS)
             if error is None:
                 result.keys.append(canon(rule))
                 result.entries.append(raw)

@@ -17,7 +17,7 @@ import pytest
 from jaxgraph import Roofline, execute_reference, random_inputs
 from jaxgraph.graph import GraphBuilder
 from jaxgraph.jax_patterns import lower
-from jaxgraph.pattern_data import load_patterns, parse_pattern
+from jaxgraph.pattern_data import check_numerics, load_patterns, parse_pattern
 from jaxgraph.patterns import CompiledPattern
 from jaxgraph.saturation import extract_greedy, pattern_rule, saturate, to_graph
 
@@ -144,3 +144,19 @@ def test_e_graph_states_a_biased_rule_and_extracts_the_merged_conv(tmp_path):
     inputs = random_inputs(graph, 0)
     np.testing.assert_allclose(execute_reference(found, inputs)["y"], execute_reference(graph, inputs)["y"],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_loader_catches_a_rule_true_only_on_3x3_images(tmp_path):
+    """In TASO's world weights double as activations and every image is 3x3, so a rule using a conv's output as
+    another conv's weight can be proved there and wrong elsewhere:
+    conv_valid(conv_same(x4, conv_same(x3, x1)), x1) -> conv_valid(x4, conv_same(x1, conv_same(x1, x3))). It holds
+    on 3x3 images everywhere and the loader, drawing image sizes from {3, 4} per tensor, rejects it."""
+    x1, x3, x4 = [-1, 0], [-3, 0], [-4, 0]
+    raw = {"xfer": 8109, "src": [_conv(x3, x1), _conv(x4, [0, 0]), _conv([1, 0], x1, padding="VALID")],
+           "dst": [_conv(x1, x3), _conv(x1, [0, 0]), _conv(x4, [1, 0], padding="VALID")], "mapped": [[[2, 0], [2, 0]]]}
+    rng = np.random.default_rng(0)
+    check_numerics(parse_pattern(raw), rng, {-1: (2, 2, 3, 3), -3: (2, 2, 3, 3), -4: (3, 2, 3, 3)})
+    with pytest.raises(ValueError):
+        check_numerics(parse_pattern(raw), rng, {-1: (2, 2, 3, 3), -3: (2, 2, 3, 3), -4: (3, 2, 4, 3)})
+    with pytest.raises(ValueError, match=r"xfer 8109\).*differ"):
+        load_patterns(_write(tmp_path, [raw]), checks=8)
