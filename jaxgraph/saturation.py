@@ -7,14 +7,11 @@ search.
 
 Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attributes as arguments:
 
-- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` of one group, `pad` "VALID" (none), "SAME" (TensorFlow's
-  SAME pads for the input, `pattern_data.same_pads`), "HALF" (`kernel // 2` each side) or "P top left bottom
-  right" (other pads, which data rules never match), the first of these that equals the node's pads (a data
-  rule's HALF is normalised the same way where it always equals SAME or VALID; at stride 2 it can equal SAME on
-  odd sizes, where a HALF rule then does not match in the e-graph: a rule lost, never a wrong one);
-  `(ConvB ... x w b)` with a bias (a data rule's three-input conv2d); `(AddB a b)` a broadcasting add; `(Add a b)`
-  and `(Mul a b)` of equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs,
-  axis normalised);
+- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` of one group, `pad` the first of "VALID", "SAME",
+  "HALF" (`pattern_data.conv_pads`) equal to the node's pads, else "P top left bottom right" (no rule matches;
+  a stride-2 HALF rule misses nodes whose pads are also SAME: a rule lost, never a wrong one); `(ConvB ... x w
+  b)` with a bias (a three-input pattern conv); `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)` of
+  equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
 - `(Part axis i x)`: output `i` of a two-way split of `x` along `axis` (the only splits the rules make). Its
   sizes are not in the term: part 0 is the first, part 1 the last `n` slices, `n` being the size along `axis` of
   its own e-class, the tensor it replaced;
