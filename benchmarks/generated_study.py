@@ -3,7 +3,8 @@ setting: TASO's cost), every result checked by execution; then the deployment se
 
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
         [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
-        [--ilp-seconds 20] [--match-graphs 20] [--multi 1] [--repeats 20] [--out results/generated_study]
+        [--ilp-seconds 20] [--match-graphs 20] [--max-stated 300] [--multi 1] [--repeats 20]
+        [--out results/generated_study]
 
 Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
 saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
@@ -15,8 +16,10 @@ full size, batch 1 (BERT with `--bert-layers` layers of BERT-base; `--small`: at
 Research setting, cost `Roofline(backend=TASO)`: greedy descent, `taso_search` (alpha 1.05, `--budget` graphs)
 and equality saturation (multi-pattern rules in the first `--multi` rounds, `--saturation-seconds`, ILP extraction
 of `--ilp-seconds`). The generated table's whole egglog program outgrows the machine's memory (over 6 GB to
-compile 8,282 rules), so its saturation states only the generated rules that match the original graph, the
-greedy and search results or one of the first `--match-graphs` graphs the search visited. The table prints cost
+compile 8,282 rules), so its saturation states the generated rules that can ever match in the e-graph
+(`RuleTable.reachable` from the original graph, the greedy and search results and the first `--match-graphs`
+graphs the search visited: every source op's kind occurs there or is made by a kept rule), or, where those are more
+than `--max-stated`, only the rules that match one of these graphs. The table prints cost
 reductions (1 - cost / initial), how many rules TASO's table lacks match (the original graph / any of those
 graphs) and are applied by each host search, and the target: the best generated method >= 10% below TASO's
 search with TASO's table. Every distinct result graph is saved as ONNX under `--out` and checked against the original
@@ -98,8 +101,8 @@ def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
 def research(graph, table: RuleTable, args) -> dict[str, dict]:
     """method -> cost, seconds, result graph, new rewrites applied and a note, on TASO's cost; "matching" -> the
     data rules matching the original graph, the greedy and search results or the first `--match-graphs` graphs
-    the search visited (the generated table's saturation states only these: its whole egglog program outgrows the
-    machine's memory)."""
+    the search visited (the generated table's saturation states the rules reachable from these graphs, or only the
+    matching ones beyond `--max-stated`: its whole egglog program outgrows the machine's memory)."""
     model = Roofline(backend=TASO)
     rows = {}
     g = greedy(graph, table.rules, model)
@@ -110,14 +113,19 @@ def research(graph, table: RuleTable, args) -> dict[str, dict]:
                     on_visit=lambda v, _: visited.append(v) if len(visited) < args.match_graphs else None)
     rows["taso"] = dict(cost=t.cost, seconds=t.seconds, graph=t.graph, new=table.new_rewrites(t.history),
                         note=f"{t.explored} graphs")
-    matching = table.matching([graph, g.graph, t.graph, *visited])
+    graphs = [graph, g.graph, t.graph, *visited]
+    matching = table.matching(graphs)
     start = time.perf_counter()
-    stated = table if table.name == "taso" else table.restricted(matching)
+    stated, how = table, "all"
+    if table.name != "taso":
+        reachable = table.reachable(graphs)
+        stated, how = ((table.restricted(reachable | matching), "reachable") if len(reachable) <= args.max_stated
+                       else (table.restricted(matching), f"matching; {len(reachable)} reachable"))
     found, note = equality_saturation(graph, stated, model, args)
     rows["e-graph"] = dict(cost=cost(found, model), seconds=time.perf_counter() - start, graph=found, new=None,
-                           note=f"{len(stated.patterns)} data rules, " + note)
+                           note=f"{len(stated.patterns)} data rules ({how}), " + note)
     rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new),
-                            graphs=[graph, g.graph, t.graph, *visited])
+                            graphs=graphs)
     return rows
 
 
@@ -211,6 +219,8 @@ def main() -> None:
     parser.add_argument("--ilp-seconds", type=float, default=20.0)
     parser.add_argument("--max-nodes", type=int, default=20_000)
     parser.add_argument("--match-graphs", type=int, default=20, help="visited graphs whose matching rules count")
+    parser.add_argument("--max-stated", type=int, default=300, help="most reachable generated rules saturation "
+                        "states (beyond: the matching ones only)")
     parser.add_argument("--multi", type=int, default=1, help="rounds in which multi-pattern rules run")
     parser.add_argument("--repeats", type=int, default=20, help="alternated latency rounds (deployment)")
     parser.add_argument("--out", type=Path, default=Path("results/generated_study"))
@@ -272,7 +282,7 @@ def main() -> None:
             c = r["latency"]
             print(f"| {name} | {r['rule']} | {r['taso_cost']:+.4f} | {r['ort_cost']:+.4f} | {r['difference']:.1e} | "
                   f"{c.baseline_ms:.3f} / {c.candidate_ms:.3f} | {c.ratio:.3f}x [{c.low:.3f}, {c.high:.3f}] |")
-    print(f"\ntotal {time.perf_counter() - start:.0f} s wall")
+    print(f"\ntotal {time.perf_counter() - start:.0f} s wall, {time.process_time():.0f} s CPU (this process)")
 
 
 if __name__ == "__main__":

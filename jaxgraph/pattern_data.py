@@ -6,7 +6,12 @@ same tensor). `mapped` pairs each source tensor that the rest of the graph may r
 replaces it. Attribute constraints use the IR's names; two are properties of a node rather than attributes:
 a conv2d's `kernel` (its weight's spatial size) and `padding` (`SAME`: the pads of TensorFlow's and TASO's
 SAME, i.e. `total = max((ceil(size / stride) - 1) * stride + kernel - size, 0)` split `total // 2` before and
-the rest after; `VALID`: no padding). A conv2d in a pattern has one group and no bias input. An add or mul
+the rest after; `VALID`: no padding; `HALF`: `kernel // 2` on both sides of each axis, the pads of Caffe's and
+PyTorch's `padding = kernel // 2`, which differ from SAME at stride 2 on even sizes). `HALF` is written as the
+padding it always equals where one does (`SAME` at stride 1 with odd kernels, `VALID` for 1x1 kernels:
+`parse_pattern` normalises it), so one conv node never meets two spellings of one constraint. A conv2d in a pattern
+has one group; with two inputs it matches only convs without a bias, with three (input, weight, bias: a rank-1
+tensor of the output channels) only convs with one. An add or mul
 reads two tensors of equal shape (TASO's element-wise ops; with NumPy broadcasting the concat rules 89-108 and
 114-142 would be wrong). A concat's `rank`
 is the rank of its inputs, its arity the pattern's input count; a split (target patterns only) has `parts`
@@ -30,10 +35,10 @@ from jaxgraph.ops import OPS, Shape, normalize_attrs
 
 DATA_FILE = Path(__file__).with_name("data") / "taso_rules.json"
 
-# op -> (input count, None for two or more; constraint keys)
+# op -> (input count, None for two or more (conv2d: two or three); constraint keys)
 PATTERN_OPS: Mapping[str, tuple[int | None, tuple[str, ...]]] = {
     "matmul": (2, ("activation",)),
-    "conv2d": (2, ("kernel", "stride", "padding", "activation")),
+    "conv2d": (None, ("kernel", "stride", "padding", "activation")),  # 2 inputs, or 3 with a bias
     "add": (2, ()),
     "mul": (2, ()),
     "relu": (1, ()),
@@ -41,7 +46,7 @@ PATTERN_OPS: Mapping[str, tuple[int | None, tuple[str, ...]]] = {
     "split": (1, ("axis", "parts")),
 }
 _ACTIVATIONS = ("none", "relu")
-_PADDINGS = ("SAME", "VALID")
+_PADDINGS = ("SAME", "VALID", "HALF")
 
 
 class Tensor(NamedTuple):
@@ -98,14 +103,37 @@ def same_pads(size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int,
     return pads[0][0], pads[1][0], pads[0][1], pads[1][1]
 
 
+def conv_pads(padding: str, size: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int]
+              ) -> tuple[int, int, int, int]:
+    """The pads (top, left, bottom, right) of a pattern padding constraint (SAME, VALID or HALF) on an input of
+    spatial `size`."""
+    if padding == "SAME":
+        return same_pads(size, kernel, stride)
+    if padding == "HALF":
+        return kernel[0] // 2, kernel[1] // 2, kernel[0] // 2, kernel[1] // 2
+    return 0, 0, 0, 0
+
+
+def canonical_padding(padding: str, kernel: tuple[int, int], stride: tuple[int, int]) -> str:
+    """`HALF` as the padding it equals at every input size where there is one (SAME at stride 1 with odd
+    kernels, VALID for 1x1 kernels), else `padding` unchanged."""
+    if padding != "HALF":
+        return padding
+    if tuple(kernel) == (1, 1):
+        return "VALID"
+    if tuple(stride) == (1, 1) and all(k % 2 for k in kernel):
+        return "SAME"
+    return padding
+
+
 def ir_attrs(op: PatternOp, shapes: Sequence[Shape], split_sizes: tuple[int, ...] = ()) -> dict[str, Any]:
     """The IR attributes of a target op reading tensors of `shapes` (a split's sizes are given)."""
     if op.op == "matmul":
         return {"activation": op.attr("activation")}
     if op.op == "conv2d":
         stride = tuple(op.attr("stride"))
-        pads = (same_pads(shapes[0][2:], tuple(shapes[1][2:]), stride) if op.attr("padding") == "SAME"
-                and len(shapes[0]) == 4 and len(shapes[1]) == 4 else (0, 0, 0, 0))
+        pads = (conv_pads(op.attr("padding"), shapes[0][2:], tuple(shapes[1][2:]), stride)
+                if len(shapes[0]) == 4 and len(shapes[1]) == 4 else (0, 0, 0, 0))
         return {"stride": stride, "pads": pads, "activation": op.attr("activation"), "groups": 1}
     if op.op == "concat":
         return {"axis": op.attr("axis")}
@@ -126,13 +154,14 @@ def infer(op: str, attrs: Mapping[str, Any], shapes: Sequence[Shape]) -> tuple[S
 
 
 def conv_matches(op: PatternOp, attrs: Mapping[str, Any], shapes: Sequence[Shape]) -> bool:
-    """Whether a conv2d (IR attributes `attrs`, input shapes `shapes`) meets the pattern op's constraints."""
+    """Whether a conv2d (IR attributes `attrs`, input shapes `shapes`) meets the pattern op's constraints (a bias
+    exactly when the pattern op has three inputs)."""
     kernel, stride = tuple(shapes[1][2:]), tuple(attrs["stride"])
-    if (attrs["groups"] != 1 or attrs["activation"] != op.attr("activation") or kernel != tuple(op.attr("kernel"))
+    if (len(shapes) != len(op.inputs) or attrs["groups"] != 1 or attrs["activation"] != op.attr("activation")
+            or kernel != tuple(op.attr("kernel"))
             or stride != tuple(op.attr("stride"))):
         return False
-    want = same_pads(shapes[0][2:], kernel, stride) if op.attr("padding") == "SAME" else (0, 0, 0, 0)
-    return tuple(attrs["pads"]) == want
+    return tuple(attrs["pads"]) == conv_pads(op.attr("padding"), shapes[0][2:], kernel, stride)
 
 
 # ---------------------------------------------------------------- parsing and validation
@@ -187,15 +216,18 @@ def _ops(raw: Any, side: str, externals: set[int] | None) -> tuple[PatternOp, ..
         _check_attrs(op, item["attrs"])
         inputs = tuple(_tensor(t) for t in item["inputs"])
         arity = PATTERN_OPS[op][0]
-        if (arity is None and len(inputs) < 2) or (arity is not None and len(inputs) != arity):
+        if ((arity is None and len(inputs) < 2) or (arity is not None and len(inputs) != arity)
+                or (op == "conv2d" and len(inputs) > 3)):
             raise ValueError(f"{side} op {k} ({op}) has {len(inputs)} inputs")
         for t in inputs:
             if not t.external and not (t.op < k and t.index < ops[t.op].outputs):
                 raise ValueError(f"{side} op {k} reads {list(t)}, not an output of an earlier op")
             if t.external and externals is not None and t.op not in externals:
                 raise ValueError(f"{side} op {k} reads external {t.op}, which the source does not read")
-        ops.append(PatternOp(op, inputs, tuple(sorted((a, tuple(v) if isinstance(v, list) else v)
-                                                      for a, v in item["attrs"].items()))))
+        attrs = {a: tuple(v) if isinstance(v, list) else v for a, v in item["attrs"].items()}
+        if op == "conv2d":
+            attrs["padding"] = canonical_padding(attrs["padding"], attrs["kernel"], attrs["stride"])
+        ops.append(PatternOp(op, inputs, tuple(sorted(attrs.items()))))
     return tuple(ops)
 
 
@@ -250,6 +282,9 @@ def _conv(x: np.ndarray, w: np.ndarray, stride, pads, groups: int) -> np.ndarray
 
 
 def _evaluate(op: str, attrs: Mapping[str, Any], values: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    if op == "conv2d" and len(values) == 3:
+        y = _conv(values[0], values[1], attrs["stride"], attrs["pads"], attrs["groups"]) + values[2][:, None, None]
+        return (np.maximum(y, 0.0) if attrs["activation"] == "relu" else y,)
     if op == "split":
         bounds = np.cumsum(attrs["sizes"])[:-1]
         return tuple(np.split(values[0], bounds, axis=attrs["axis"]))
@@ -273,7 +308,8 @@ def run_side(ops: Sequence[PatternOp], inputs: Mapping[int, np.ndarray],
         shapes = [a.shape for a in args]
         attrs = ir_attrs(op, shapes, (split_sizes or {}).get(k, ()))
         if split_sizes is None and op.op == "conv2d" and (
-                len(shapes[0]) != 4 or len(shapes[1]) != 4 or not conv_matches(op, attrs, shapes)):
+                len(shapes[0]) != 4 or len(shapes[1]) != 4 or not conv_matches(op, attrs, shapes)
+                or (len(shapes) == 3 and len(shapes[2]) != 1)):
             raise ValueError(f"conv2d {k} does not meet its constraints on shapes {shapes}")
         if split_sizes is None and op.op == "concat" and len(shapes[0]) != op.attr("rank"):
             raise ValueError(f"concat {k} reads rank {len(shapes[0])}, not {op.attr('rank')}")
@@ -295,21 +331,63 @@ def split_sizes(pattern: Pattern, shape_of) -> dict[int, tuple[int, ...]]:
 
 
 def _rank(pattern: Pattern) -> int:
-    ranks = [o.attr("rank") for o in pattern.src + pattern.dst if o.op == "concat"]
+    ranks = [o.attr("rank") for o in pattern.src + pattern.dst if o.op == "concat" and o.attr("rank") != 1]
     return ranks[0] if ranks else (4 if any(o.op == "conv2d" for o in pattern.src) else 2)
 
 
+def _tied(pattern: Pattern, seeds: set[tuple], through) -> set[int]:
+    """External inputs tied to the `seeds` (("ext", e) or (side, op) keys) by ops for which `through(op)` holds
+    (ops whose inputs and output share the property sampled: rank 1, or a conv weight's spatial size)."""
+    tied = set(seeds)
+    while True:
+        before = len(tied)
+        for side, ops in (("src", pattern.src), ("dst", pattern.dst)):
+            for k, o in enumerate(ops):
+                linked = {("ext", t.op) if t.external else (side, t.op) for t in o.inputs} | {(side, k)}
+                if through(o) and tied & linked:
+                    tied |= linked
+        if len(tied) == before:
+            return {e for kind, e in tied if kind == "ext"}
+
+
+def _key(side: str, t: Tensor) -> tuple:
+    return ("ext", t.op) if t.external else (side, t.op)
+
+
+def _roles(pattern: Pattern) -> tuple[set[int], dict[int, tuple[int, int]]]:
+    """The rank-1 externals (conv biases and what element-wise ops and rank-1 concats tie to them) and the
+    spatial size of externals tied to a conv's weight (through element-wise ops and concats)."""
+    sides = (("src", pattern.src), ("dst", pattern.dst))
+    biases = {_key(side, o.inputs[2]) for side, ops in sides for o in ops if o.op == "conv2d" and len(o.inputs) == 3}
+    biases |= {_key(side, t) for side, ops in sides for o in ops if o.op == "concat" and o.attr("rank") == 1
+               for t in o.inputs}
+    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", "relu") or (
+        o.op == "concat" and o.attr("rank") == 1))
+    kernels: dict[int, tuple[int, int]] = {}
+    for side, ops in sides:
+        for o in ops:
+            if o.op == "conv2d":
+                for e in _tied(pattern, {_key(side, o.inputs[1])}, lambda o: o.op in ("add", "mul", "relu", "concat")):
+                    kernels.setdefault(e, tuple(o.attr("kernel")))
+    return vectors, kernels
+
+
 def sample_shapes(pattern: Pattern, rng: np.random.Generator, dims: Sequence[int] = (2, 3),
-                  sizes: Sequence[int] = (3,), tries: int = 4000) -> dict[int, Shape] | None:
+                  sizes: Sequence[int] = (3, 4), tries: int = 4000) -> dict[int, Shape] | None:
     """Shapes of the external inputs on which both sides are well typed, found by sampling: every dimension from
-    `dims`, but the image sizes of rank-4 tensors from `sizes` and those of conv weights from the pattern's
-    kernel. None if `tries` samples find none."""
+    `dims`, but the image sizes of rank-4 tensors from `sizes` (on alternate tries one draw for all of them or
+    one per tensor, so a rule true only when images agree is caught where they need not) and those of conv
+    weights (and what element-wise ops and concats tie to them) from the pattern's kernel; conv biases (and what
+    they are combined with) are rank 1. None if `tries` samples find none."""
     rank = _rank(pattern)
-    kernels = {t.op: tuple(o.attr("kernel")) for o in pattern.src if o.op == "conv2d" for t in o.inputs[1:]}
-    for _ in range(tries):
-        shapes = {e: tuple(int(rng.choice(dims)) for _ in range(rank - 2)) + (
-            kernels.get(e) or tuple(int(rng.choice(sizes)) for _ in range(2)) if rank == 4
-            else tuple(int(rng.choice(dims)) for _ in range(2))) for e in pattern.externals}
+    vectors, kernels = _roles(pattern)
+    for attempt in range(tries):
+        shared = tuple(int(rng.choice(sizes)) for _ in range(2))
+        images = {e: shared if attempt % 2 else tuple(int(rng.choice(sizes)) for _ in range(2))
+                  for e in pattern.externals}
+        shapes = {e: (int(rng.choice(dims)),) if e in vectors else tuple(int(rng.choice(dims)) for _ in range(rank - 2))
+                  + (kernels.get(e) or images[e] if rank == 4 else tuple(int(rng.choice(dims)) for _ in range(2)))
+                  for e in pattern.externals}
         try:
             zeros = {e: np.zeros(s) for e, s in shapes.items()}
             source_shapes = {t: v.shape for t, v in run_side(pattern.src, zeros).items()}

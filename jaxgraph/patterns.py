@@ -6,8 +6,8 @@ is reached from one already bound (the producer of a bound op's input, a consume
 consumer of a bound external tensor). `match_at` binds ops along that order by backtracking and accepts a
 binding when:
 
-- every op meets its constraints (op, arity, attributes, equal add/mul shapes, concat rank) and reads the
-  tensors the pattern says, the same external id being the same tensor;
+- every op meets its constraints (op, arity, so a conv's bias, attributes, a conv's pads, equal add/mul shapes,
+  concat rank) and reads the tensors the pattern says, the same external id being the same tensor;
 - no external input is an output of a matched op, and every source tensor that is not mapped is read only by
   matched ops and is not a graph output (so all matched ops can go);
 - no rewrite can close a cycle: a mapped op whose replacement reads an external that it might reach (an

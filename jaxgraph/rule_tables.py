@@ -5,7 +5,11 @@ inputs, add and mul modulo commutativity: `jaxgraph.generate.known`), so "is thi
 is a set lookup. `generated_table` loads a generated file whole or restricted to the rules TASO's table lacks
 (`restrict="new"`), dropping (and naming) any rule the loader's float64 check rejects.
 `RuleTable` is one table as every method consumes it: host rules (`RULES`, then the file's data rules, as
-`TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog.
+`TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog. A generated table is
+too large to state whole in egglog (8,282 rules took over 6 GB to compile); `reachable` keeps the rules that can
+ever match in a graph's e-graph: each source op's kind (op, inputs, constraints) must occur in the graph (or be a
+conv kind's fused or biased form, which the hand rules make) or be made by a target op of a rule already kept (a
+fixpoint), since an e-graph only ever holds the graph's nodes and what rules add.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from jaxgraph.pattern_data import DATA_FILE, Pattern, load_patterns, parse_pattern
+from jaxgraph.pattern_data import DATA_FILE, Pattern, PatternOp, conv_pads, load_patterns, parse_pattern
 from jaxgraph.patterns import pattern_rules
 from jaxgraph.rules import RULES, Rule
 
@@ -40,6 +44,34 @@ def table_keys(entries: Sequence[Mapping[str, Any]], inputs: int = 6) -> dict[in
             keys[int(entry["xfer"])] = None if world is None else (rank, canonical(intern_entry(entry, world), world))
         except (ValueError, KeyError):
             keys[int(entry["xfer"])] = None
+    return keys
+
+
+def op_key(op: PatternOp) -> tuple:
+    """The kind of a pattern op: op, input count and constraints (what a node must have to match it)."""
+    return op.op, len(op.inputs), op.attrs
+
+
+def node_keys(graph: Any) -> set[tuple]:
+    """The kinds (`op_key`) of pattern ops that some node of `graph` meets (a conv may meet several paddings)."""
+    keys = set()
+    for node in graph.nodes.values():
+        shapes = [graph.shape(r) for r in node.inputs]
+        if node.op == "matmul":
+            keys.add(("matmul", 2, (("activation", node.attrs["activation"]),)))
+        elif node.op == "conv2d" and node.attrs["groups"] == 1 and len(shapes[0]) == 4 and len(shapes[1]) == 4:
+            kernel, stride = tuple(shapes[1][2:]), tuple(node.attrs["stride"])
+            for padding in ("SAME", "VALID", "HALF"):
+                if tuple(node.attrs["pads"]) == conv_pads(padding, shapes[0][2:], kernel, stride):
+                    keys.add(("conv2d", len(shapes), (("activation", node.attrs["activation"]), ("kernel", kernel),
+                                                      ("padding", padding), ("stride", stride))))
+        elif node.op in ("add", "mul") and shapes[0] == shapes[1]:
+            keys.add((node.op, 2, ()))
+        elif node.op == "relu":
+            keys.add(("relu", 1, ()))
+        elif node.op == "concat":
+            rank = len(shapes[0])
+            keys.add(("concat", len(shapes), (("axis", node.attrs["axis"] % rank), ("rank", rank))))
     return keys
 
 
@@ -104,6 +136,24 @@ class RuleTable:
         keep = tuple(r for r in self.rules if r.pattern is None or r.pattern.xfer in xfers)
         patterns = tuple(p for p in self.patterns if p.xfer in xfers)
         return RuleTable(f"{self.name} (matching)", keep, patterns, self.new & xfers, self.rejected)
+
+    def reachable(self, graphs: Sequence[Any]) -> frozenset[int]:
+        """The xfer ids of this table's data rules that can match in the e-graph of any of `graphs`: every source
+        op's kind occurs in one of the graphs, is a conv kind there with the other activation or bias (the hand
+        rules' fusions make those), or is made by a target op of a rule kept before (to a fixpoint)."""
+        present: set[tuple] = set().union(*(node_keys(g) for g in graphs))
+        for op, _, attrs in [k for k in present if k[0] == "conv2d"]:
+            for activation in ("none", "relu"):
+                for inputs in (2, 3):
+                    present.add((op, inputs, (("activation", activation),) + attrs[1:]))
+        kept: set[int] = set()
+        while True:
+            more = [p for p in self.patterns if p.xfer not in kept and all(op_key(o) in present for o in p.src)]
+            if not more:
+                return frozenset(kept)
+            for p in more:
+                kept.add(p.xfer)
+                present.update(op_key(o) for o in p.dst if o.op != "split")
 
     def new_rewrites(self, history: Sequence[tuple[int, Any]]) -> list[str]:
         """The names of the rules in a search `history` ((rule index, location) pairs) that TASO's table lacks."""

@@ -7,10 +7,11 @@ search.
 
 Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attributes as arguments:
 
-- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` of one group, `pad` "VALID" (none), "SAME" (TensorFlow's
-  SAME pads for the input, `pattern_data.same_pads`) or "P top left bottom right" (other pads, which data rules
-  never match); `(ConvB ... x w b)` with a bias; `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)`
-  of equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
+- `(Matmul act a b)`; `(Conv act kh kw sh sw pad x w)` of one group, `pad` the first of "VALID", "SAME",
+  "HALF" (`pattern_data.conv_pads`) equal to the node's pads, else "P top left bottom right" (no rule matches;
+  a stride-2 HALF rule misses nodes whose pads are also SAME: a rule lost, never a wrong one); `(ConvB ... x w
+  b)` with a bias (a three-input pattern conv); `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)` of
+  equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
 - `(Part axis i x)`: output `i` of a two-way split of `x` along `axis` (the only splits the rules make). Its
   sizes are not in the term: part 0 is the first, part 1 the last `n` slices, `n` being the size along `axis` of
   its own e-class, the tensor it replaced;
@@ -58,7 +59,7 @@ import numpy as np
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, node_cost
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 from jaxgraph.ops import OPS
-from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, infer, load_patterns, same_pads
+from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, conv_pads, infer, load_patterns
 from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
 
@@ -119,7 +120,9 @@ def _pattern_term(op: PatternOp, args: Sequence[str]) -> str:
         return f'(Matmul "{op.attr("activation")}" {args[0]} {args[1]})'
     if op.op == "conv2d":
         (kh, kw), (sh, sw) = op.attr("kernel"), op.attr("stride")
-        return f'(Conv "{op.attr("activation")}" {kh} {kw} {sh} {sw} "{op.attr("padding")}" {args[0]} {args[1]})'
+        bias = f"B {args[2]}" if len(args) == 3 else ""
+        return (f'(Conv{bias[:1]} "{op.attr("activation")}" {kh} {kw} {sh} {sw} "{op.attr("padding")}" {args[0]} '
+                f'{args[1]}{bias[1:]})')
     if op.op == "concat":
         rank, axis = op.attr("rank"), op.attr("axis")
         if len(args) != 2:
@@ -175,8 +178,8 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     if node.op == "conv2d" and attrs["groups"] == 1 and len(shapes[0]) == 4:
         kernel, stride = tuple(shapes[1][2:]), tuple(attrs["stride"])
         pads = tuple(attrs["pads"])
-        pad = ("VALID" if not any(pads) else "SAME" if pads == same_pads(shapes[0][2:], kernel, stride)
-               else "P" + " ".join(map(str, pads)))
+        pad = next((p for p in ("VALID", "SAME", "HALF") if pads == conv_pads(p, shapes[0][2:], kernel, stride)),
+                   "P" + " ".join(map(str, pads)))
         bias = f"B {args[2]}" if len(args) == 3 else ""
         return (f'(Conv{bias[:1]} "{attrs["activation"]}" {kernel[0]} {kernel[1]} {stride[0]} {stride[1]} '
                 f'"{pad}" {args[0]} {args[1]}{bias[1:]})')
@@ -300,7 +303,7 @@ def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | 
         return "enlarge", {"kernel": a}
     if enode.op in ("Conv", "ConvB"):
         act, kh, kw, sh, sw, pad = a
-        pads = (same_pads(shapes[0][2:], (kh, kw), (sh, sw)) if pad == "SAME" else (0, 0, 0, 0) if pad == "VALID"
+        pads = (conv_pads(pad, shapes[0][2:], (kh, kw), (sh, sw)) if pad in ("SAME", "VALID", "HALF")
                 else tuple(map(int, pad[1:].split())))
         if len(shapes[1]) != 4 or tuple(shapes[1][2:]) != (kh, kw):
             raise ValueError("kernel does not match the weight")

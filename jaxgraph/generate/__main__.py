@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-ops", type=int, default=3)
     parser.add_argument("--inputs", type=int, default=4, help="input tensors per world")
     parser.add_argument("--ranks", default="2,4", help="worlds: 2 (matrices) and/or 4 (images)")
+    parser.add_argument("--worlds", default="", help="extra worlds, comma-separated: bias3 and/or bias1 (biased "
+                        "convs, 3x3 or 1x1, stride 1 and 2, SAME/VALID/HALF)")
     parser.add_argument("--max-outputs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
@@ -42,16 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ranks = tuple(int(r) for r in args.ranks.split(","))
         config = Config(tuple(o.strip() for o in args.ops.split(",") if o.strip()), args.max_ops, args.inputs,
-                        ranks, args.max_outputs, args.seed)
+                        ranks, args.max_outputs, args.seed, tuple(w for w in args.worlds.split(",") if w))
         if not args.out.parent.is_dir():
             raise ValueError(f"output folder {args.out.parent} does not exist")
         results = generate(config, args.out, None if args.quiet else _progress(), resume=not args.fresh)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print("rank | " + " | ".join(STAGES) + " | seconds")
+    print("world | " + " | ".join(STAGES) + " | seconds")
     for r in results:
-        print(f"{r.rank} | " + " | ".join(str(r.counts.get(s, 0)) for s in STAGES)
+        print(f"{r.world or f'rank {r.rank}'} | " + " | ".join(str(r.counts.get(s, 0)) for s in STAGES)
               + f" | {sum(r.seconds.values()):.1f}")
     print(f"wrote {sum(r.counts['rules'] for r in results)} rules to {args.out}")
     return 0

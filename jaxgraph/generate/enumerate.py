@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from jaxgraph.pattern_data import same_pads
+from jaxgraph.pattern_data import canonical_padding, conv_pads
 
 Dim = tuple[int, int]  # coef * n + const
 SymShape = tuple[Dim, ...]
@@ -45,22 +45,57 @@ class OpKind:
 @dataclass(frozen=True)
 class World:
     """The input tensors of one enumeration: `inputs` tensors of rank `rank` (2: `(n, n)`; 4: `(n, n, image,
-    image)`, TASO's square setup in which activations and weights have the same shape)."""
+    image)`, TASO's square setup in which activations and weights have the same shape), then (rank 4 only)
+    `weights` conv weights `(n, n, kernel, kernel)` and `biases` conv biases `(n,)`. A world with biases has
+    biased convs (three inputs) at every stride of `strides` and padding SAME, VALID and HALF, each reading an
+    activation of the world's image size (so weights never double as activations, and a rule proved here is
+    proved at one image size; the loader checks it again at sizes 3 and 4)."""
 
     rank: int
     inputs: int
     image: int = 3
+    weights: int = 0
+    kernel: int = 3
+    biases: int = 0
+    strides: tuple[int, ...] = (1,)
 
     def __post_init__(self) -> None:
         if self.rank not in (2, 4):
             raise ValueError(f"a world has rank 2 or 4, got {self.rank}")
         if self.inputs < 1:
             raise ValueError(f"a world needs at least one input tensor, got {self.inputs}")
+        if (self.weights or self.biases) and self.rank != 4:
+            raise ValueError("conv weights and biases belong to a rank-4 world")
 
     @property
     def shape(self) -> SymShape:
-        """The symbolic shape of every input."""
+        """The symbolic shape of the first `inputs` inputs."""
         return ((1, 0), (1, 0)) + ((0, self.image), (0, self.image)) * (self.rank == 4)
+
+    @property
+    def shapes(self) -> tuple[SymShape, ...]:
+        """The symbolic shape of every input, in input order."""
+        weight = ((1, 0), (1, 0), (0, self.kernel), (0, self.kernel))
+        return (self.shape,) * self.inputs + (weight,) * self.weights + (((1, 0),),) * self.biases
+
+    @property
+    def count(self) -> int:
+        """How many input tensors the world has."""
+        return self.inputs + self.weights + self.biases
+
+    def kinds(self, ops: Sequence[str]) -> tuple[OpKind, ...]:
+        """The op kinds of `ops` in this world (`op_kinds`; with biases: biased convs of the world's kernel at its
+        strides, and concat of biases)."""
+        kernel = self.kernel if self.weights else 3
+        return op_kinds(ops, self.rank, (kernel,), self.strides, biased=self.biases > 0)
+
+
+# Worlds beyond TASO's two (`--worlds`): biased convs, 3x3 (stride 1 and 2) or 1x1, on 4x4 images (where SAME and
+# HALF differ at stride 2), one activation, two weights and two biases.
+EXTRA_WORLDS = {
+    "bias3": World(4, 1, image=4, weights=2, kernel=3, biases=2, strides=(1, 2)),
+    "bias1": World(4, 1, image=4, weights=2, kernel=1, biases=2, strides=(1, 2)),
+}
 
 
 def concrete(shape: SymShape, n: int) -> tuple[int, ...]:
@@ -68,11 +103,12 @@ def concrete(shape: SymShape, n: int) -> tuple[int, ...]:
     return tuple(c * n + k for c, k in shape)
 
 
-def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strides: Sequence[int] = (1,)
-             ) -> tuple[OpKind, ...]:
+def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strides: Sequence[int] = (1,),
+             biased: bool = False) -> tuple[OpKind, ...]:
     """The op kinds of `ops` in a world of `rank`: matmul and conv2d with activation none or relu, conv2d per
-    kernel, stride and padding (SAME, VALID), concat and split per symbolic axis. ValueError naming an op the
-    pattern format (and so the IR's rule machinery) cannot express."""
+    kernel, stride and padding (SAME, VALID; `biased`: also HALF where it differs from both, and every conv with
+    a bias input), concat and split per symbolic axis (`biased`: also concat of rank-1 biases). ValueError naming
+    an op the pattern format (and so the IR's rule machinery) cannot express."""
     unknown = [op for op in ops if op not in GENERATE_OPS]
     if unknown:
         raise ValueError(f"cannot generate rules over {unknown}: the pattern format expresses {list(GENERATE_OPS)}")
@@ -81,22 +117,25 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
         if op == "matmul" and rank == 2:
             kinds += [OpKind(f"matmul_{a}", "matmul", 2, (("activation", a),)) for a in ("none", "relu")]
         elif op == "conv2d" and rank == 4:
-            kinds += [OpKind(f"conv{k}s{s}_{p.lower()}_{a}", "conv2d", 2, (
+            paddings = ("SAME", "VALID", "HALF") if biased else ("SAME", "VALID")
+            kinds += [OpKind(f"conv{k}s{s}_{p.lower()}_{a}{'_b' * biased}", "conv2d", 2 + biased, (
                 ("activation", a), ("kernel", (k, k)), ("padding", p), ("stride", (s, s))))
-                for k in kernels for s in strides for p in ("SAME", "VALID") for a in ("none", "relu")]
+                for k in kernels for s in strides for p in paddings for a in ("none", "relu")
+                if canonical_padding(p, (k, k), (s, s)) == p and not (p == "SAME" and k == 1)]
         elif op in ("add", "mul"):
             kinds.append(OpKind(op, op, 2, (), True))
         elif op == "relu":
             kinds.append(OpKind("relu", "relu", 1))
         elif op == "concat":
             kinds += [OpKind(f"concat{a}", "concat", 2, (("axis", a), ("rank", rank))) for a in (0, 1)]
+            kinds += [OpKind("vconcat", "concat", 2, (("axis", 0), ("rank", 1)))] * biased
         elif op == "split":
             kinds += [OpKind(f"split{a}", "split", 1, (("axis", a), ("parts", 2))) for a in (0, 1)]
     return tuple(kinds)
 
 
 def _window(size: int, kernel: int, stride: int, padding: str) -> int | None:
-    pads = same_pads((size, size), (kernel, kernel), (stride, stride))[::2] if padding == "SAME" else (0, 0)
+    pads = conv_pads(padding, (size, size), (kernel, kernel), (stride, stride))[::2]
     out = (size + sum(pads) - kernel) // stride + 1
     return out if out >= 1 else None
 
@@ -122,16 +161,19 @@ def infer(kind: OpKind, shapes: Sequence[SymShape], split_size: int = 0) -> SymS
         return (a[0], b[1]) if a[1] == b[0] else None
     if kind.op == "concat":
         b, axis = shapes[1], kind.attr("axis")
-        if len(a) != len(b) or any(x != y for i, (x, y) in enumerate(zip(a, b)) if i != axis):
+        if len(a) != kind.attr("rank") or len(a) != len(b) or any(
+                x != y for i, (x, y) in enumerate(zip(a, b)) if i != axis):
             return None
         return a[:axis] + ((a[axis][0] + b[axis][0], a[axis][1] + b[axis][1]),) + a[axis + 1:]
     if kind.op == "split":
         axis = kind.attr("axis")
-        return a if a[axis][1] == 0 and 0 < split_size < a[axis][0] else None
+        return a if axis < len(a) and a[axis][1] == 0 and 0 < split_size < a[axis][0] else None
     if kind.op == "conv2d":
         w = shapes[1]
         k, s = kind.attr("kernel")[0], kind.attr("stride")[0]
-        if len(a) != 4 or w[1] != a[1] or w[2] != (0, k) or w[3] != (0, k) or a[2][0] or a[3][0]:
+        if len(a) != 4 or len(w) != 4 or w[1] != a[1] or w[2] != (0, k) or w[3] != (0, k) or a[2][0] or a[3][0]:
+            return None
+        if kind.arity == 3 and shapes[2] != (w[0],):
             return None
         h, wd = (_window(a[i][1], k, s, kind.attr("padding")) for i in (2, 3))
         return None if h is None or wd is None else (a[0], w[0], (0, h), (0, wd))
@@ -151,8 +193,8 @@ class Terms:
     _reads: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        for i in range(self.world.inputs):
-            self.intern((INPUT, (i,), 0), self.world.shape)
+        for i, shape in enumerate(self.world.shapes):
+            self.intern((INPUT, (i,), 0), shape)
 
     def intern(self, entry: tuple[int, tuple[int, ...], int], shape: SymShape) -> int:
         """The id of a term, adding it if new."""
@@ -214,17 +256,25 @@ def connected(graph: frozenset[int], terms: Terms) -> bool:
 
 
 def _extensions(graph: frozenset[int], terms: Terms) -> Iterator[int]:
-    available = list(range(terms.world.inputs)) + sorted(
+    available = list(range(terms.world.count)) + sorted(
         t for t in graph if terms.kinds[terms.entries[t][0]].op != "split")
     for k, kind in enumerate(terms.kinds):
         if kind.arity == 1:
             arg_lists: Any = ((t,) for t in available)
+        elif kind.arity == 3:  # a biased conv: an activation of the world's image size, a weight, a bias
+            image = (0, terms.world.image)
+            arg_lists = itertools.product(
+                [t for t in available if len(terms.shapes[t]) == 4 and terms.shapes[t][2:] == (image, image)],
+                [t for t in available if len(terms.shapes[t]) == 4 and terms.shapes[t][2:] != (image, image)],
+                [t for t in available if len(terms.shapes[t]) == 1])
         elif kind.commutative:
             arg_lists = itertools.combinations_with_replacement(available, 2)
         else:
             arg_lists = itertools.product(available, repeat=2)
         for args in arg_lists:
             shapes = [terms.shapes[a] for a in args]
+            if kind.op == "split" and kind.attr("axis") >= len(shapes[0]):
+                continue
             sizes = range(1, shapes[0][kind.attr("axis")][0]) if kind.op == "split" else (0,)
             for size in sizes:
                 shape = infer(kind, shapes, size)
@@ -255,5 +305,5 @@ def enumerate_graphs(terms: Terms, max_ops: int, progress=None) -> list[list[fro
         levels.append(frontier)
     if not levels[0]:
         raise ValueError(f"no op of {[k.name for k in terms.kinds]} types on the world's inputs "
-                         f"(rank {terms.world.rank}, shape {terms.world.shape})")
+                         f"(rank {terms.world.rank}, shapes {terms.world.shapes})")
     return levels

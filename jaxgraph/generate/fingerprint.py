@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgraph.generate.enumerate import INPUT, SPLIT_PART, OpKind, Terms, concrete
-from jaxgraph.pattern_data import same_pads
+from jaxgraph.pattern_data import conv_pads
 
 SIZE = 2  # the symbol n at which tensors are fingerprinted
 _TAG, _LOW = np.uint32(0xA5), np.uint32(0xFF)
@@ -57,8 +57,7 @@ def position_hash(shape: tuple[int, ...], salt: np.uint32) -> np.ndarray:
 def _conv(kind: OpKind, x: jax.Array, w: jax.Array) -> jax.Array:
     """Zero-padded convolution (NCHW, OIHW) as one contraction of patches: integer-exact on any device."""
     k, s = kind.attr("kernel")[0], kind.attr("stride")[0]
-    top, left, bottom, right = (same_pads(x.shape[2:], (k, k), (s, s)) if kind.attr("padding") == "SAME"
-                                else (0, 0, 0, 0))
+    top, left, bottom, right = conv_pads(kind.attr("padding"), x.shape[2:], (k, k), (s, s))
     x = jnp.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
     oh, ow = (x.shape[2] - k) // s + 1, (x.shape[3] - k) // s + 1
     patches = jnp.stack([x[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
@@ -68,12 +67,13 @@ def _conv(kind: OpKind, x: jax.Array, w: jax.Array) -> jax.Array:
 
 @lru_cache(maxsize=None)
 def _device_op(kind: OpKind) -> Callable:
-    """The jitted op of one kind, vmapped over a batch of argument values (the relu seed shared)."""
-    def one(a, b, seed):
+    """The jitted op of one kind, vmapped over a batch of argument values (the relu seed shared, last)."""
+    def one(*args):
+        (a, b, *rest), seed = (args[:-1] * 2)[:max(2, kind.arity)], args[-1]  # relu: a and b the same
         if kind.op == "matmul":
             y = a @ b
         elif kind.op == "conv2d":
-            y = _conv(kind, a, b)
+            y = _conv(kind, a, b) + (rest[0][None, :, None, None] if rest else 0)
         elif kind.op == "add":
             return a + b
         elif kind.op == "mul":
@@ -86,7 +86,7 @@ def _device_op(kind: OpKind) -> Callable:
             raise ValueError(f"no device op for {kind.op!r}")
         return relu_map(y, seed) if kind.attr("activation") == "relu" else y
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
+    return jax.jit(jax.vmap(one, in_axes=(0,) * kind.arity + (None,)))
 
 
 def _depths(terms: Terms, tensors: Sequence[int]) -> dict[int, int]:
@@ -141,8 +141,8 @@ def fingerprint(terms: Terms, tensors: Sequence[int], seed: int = 0, chunk: int 
 
     inputs = [t for t in depth if depth[t] == 0]
     salts = [np.uint32((int(seeds[0]) + i * 0x3C6EF372) % 2**32) for i in inputs]
-    store(inputs, np.stack([_mix(position_hash(concrete(terms.shapes[i], SIZE), salt))
-                            for i, salt in zip(inputs, salts)]))
+    for i, salt in zip(inputs, salts):  # inputs may differ in shape (weights, biases)
+        store([i], _mix(position_hash(concrete(terms.shapes[i], SIZE), salt))[None])
     for level in range(1, max(depth.values(), default=0) + 1):
         groups: dict[tuple, list[int]] = defaultdict(list)
         for t in sorted(t for t, d in depth.items() if d == level and terms.entries[t][0] != SPLIT_PART):
@@ -158,7 +158,7 @@ def fingerprint(terms: Terms, tensors: Sequence[int], seed: int = 0, chunk: int 
                 else:
                     width = 1 << math.ceil(math.log2(len(part)))
                     padded = [np.concatenate([a, np.repeat(a[-1:], width - len(a), 0)]) for a in args]
-                    out = _device_op(spec)(padded[0], padded[-1], jnp.uint32(seeds[1]))
+                    out = _device_op(spec)(*padded, jnp.uint32(seeds[1]))
                     store(part, np.asarray(out)[:len(part)])
                 if progress is not None:
                     progress(len(part))

@@ -25,7 +25,10 @@ def kind_name(op: Mapping[str, Any]) -> str:
     if op["op"] == "matmul":
         return f"matmul_{a['activation']}"
     if op["op"] == "conv2d":
-        return f"conv{a['kernel'][0]}s{a['stride'][0]}_{a['padding'].lower()}_{a['activation']}"
+        bias = "_b" * (len(op["inputs"]) == 3)
+        return f"conv{a['kernel'][0]}s{a['stride'][0]}_{a['padding'].lower()}_{a['activation']}{bias}"
+    if op["op"] == "concat" and a["rank"] == 1:
+        return "vconcat"
     if op["op"] in ("concat", "split"):
         return f"{op['op']}{a['axis']}"
     return op["op"]
@@ -36,8 +39,8 @@ def intern_entry(raw: Mapping[str, Any], terms: Terms) -> Candidate:
     names = {k.name: i for i, k in enumerate(terms.kinds)}
     externals = sorted({t[0] for side in ("src", "dst") for o in raw[side] for t in o["inputs"] if t[0] < 0},
                        reverse=True)
-    if len(externals) > terms.world.inputs:
-        raise ValueError(f"reads {len(externals)} inputs, the world has {terms.world.inputs}")
+    if len(externals) > terms.world.count:
+        raise ValueError(f"reads {len(externals)} inputs, the world has {terms.world.count}")
     external = {e: i for i, e in enumerate(externals)}
     sides = []
     for side in ("src", "dst"):
@@ -101,7 +104,7 @@ def known_answers(results: Sequence, config, path: Path | str = DATA_FILE) -> tu
     """For a generation run (`WorldResult`s of `config`): reference xfer -> 'found' or why not, and the number of
     generated rules the reference table lacks."""
     table = json.loads(Path(path).read_text())["rules"]
-    by_rank = {r.rank: r for r in results}
+    by_rank = {r.rank: r for r in results if not r.world}  # TASO's worlds
     verdict, taso_keys = {}, {rank: set() for rank in by_rank}
     for raw in table:
         rank = entry_rank(raw)

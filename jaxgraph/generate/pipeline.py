@@ -1,7 +1,8 @@
 """The generator end to end: enumerate, fingerprint, group, verify, prune, check shapes and the loader, write.
 
 One world per rank (2: matmul, add, mul, relu, concat, split over `(n, n)` tensors; 4: the same with conv2d in
-place of matmul over `(n, n, 3, 3)` tensors, TASO's setup). Each finished world is checkpointed next to the
+place of matmul over `(n, n, 3, 3)` tensors, TASO's setup), then the named `EXTRA_WORLDS` asked for (biased convs:
+`bias3`, `bias1`). Each finished world is checkpointed next to the
 output file (`OUT.ckpt/`, with the configuration it was made for); a rerun with the same configuration resumes
 after the last finished world, and a different configuration is refused rather than mixed in.
 """
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from jaxgraph.generate.enumerate import TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
+from jaxgraph.generate.enumerate import EXTRA_WORLDS, TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
 from jaxgraph.generate.fingerprint import fingerprint
 from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
 from jaxgraph.generate.shapes import shape_error
@@ -25,15 +26,16 @@ from jaxgraph.generate.write import FIRST_XFER, entry, loader_error, write_rules
 
 STAGES = ("graphs", "tensors", "equal tensors", "candidates", "refuted", "proved", "renaming", "unchanged output",
           "common subgraph", "common supergraph", "shape-specific", "loader rejected", "rules")
-# Bumped when a world's result changes meaning (2: the shape check; rejected rules and CPU seconds recorded), so a
-# checkpoint of an older generator is refused rather than mixed in.
-CHECKPOINT_FORMAT = 2
+# Bumped when a world's result changes meaning (2: the shape check; rejected rules and CPU seconds recorded; 3:
+# named extra worlds; 4: 8 loader checks), so a checkpoint of an older generator is refused rather than mixed in.
+CHECKPOINT_FORMAT = 4
+LOADER_CHECKS = 8  # sampled shapes per rule in the loader check (image sizes vary there, not in the shape check)
 
 
 @dataclass(frozen=True)
 class Config:
-    """What a generation run enumerates: ops, size bound, input tensors per world, ranks, outputs per graph and
-    the seed of every random draw."""
+    """What a generation run enumerates: ops, size bound, input tensors per world, ranks (TASO's worlds), outputs
+    per graph, the seed of every random draw and the extra worlds (`EXTRA_WORLDS` names)."""
 
     ops: tuple[str, ...] = TASO_OPS
     max_ops: int = 3
@@ -41,6 +43,7 @@ class Config:
     ranks: tuple[int, ...] = (2, 4)
     max_outputs: int = 2
     seed: int = 0
+    worlds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_ops < 1:
@@ -50,6 +53,9 @@ class Config:
         for rank in self.ranks:
             World(rank, self.inputs)
             op_kinds(self.ops, rank)
+        unknown = [w for w in self.worlds if w not in EXTRA_WORLDS]
+        if unknown:
+            raise ValueError(f"unknown worlds {unknown}; the extra worlds are {list(EXTRA_WORLDS)}")
 
 
 @dataclass
@@ -58,6 +64,7 @@ class WorldResult:
     proved rules the loader refused with its reasons."""
 
     rank: int
+    world: str = ""  # an `EXTRA_WORLDS` name; "" for TASO's world of this rank
     keys: list[tuple] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -85,13 +92,17 @@ class _Clock:
         self.wall, self.cpu = wall, cpu
 
 
-def run_world(config: Config, rank: int, progress: Callable[[str, int, int], None] | None = None) -> WorldResult:
-    """Generate one world's rules. ValueError if no op of the set types on the world's inputs."""
-    kinds = op_kinds(config.ops, rank)
+def run_world(config: Config, rank: int | str, progress: Callable[[str, int, int], None] | None = None
+              ) -> WorldResult:
+    """Generate one world's rules: TASO's world of a `rank`, or the extra world of that name. ValueError if no op
+    of the set types on the world's inputs."""
+    world = World(rank, config.inputs) if isinstance(rank, int) else EXTRA_WORLDS[rank]
+    kinds = world.kinds(config.ops)
     if not kinds:
-        raise ValueError(f"none of {list(config.ops)} applies to rank-{rank} tensors")
-    terms = Terms(World(rank, config.inputs), kinds)
-    result = WorldResult(rank)
+        raise ValueError(f"none of {list(config.ops)} applies to rank-{world.rank} tensors")
+    terms = Terms(world, kinds)
+    result = WorldResult(world.rank, "" if isinstance(rank, int) else rank)
+    rank = world.rank
     clock = _Clock(result)
     levels = enumerate_graphs(terms, config.max_ops, (lambda k: progress(f"enumerate rank {rank}", k, 0))
                               if progress else None)
@@ -100,13 +111,13 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     result.counts["graphs"] = len(graphs)
     clock.lap("enumerate")
 
-    tensors = sorted(set(range(config.inputs)) | {t for g in graphs for t in _tensors(g, terms)})
+    tensors = sorted(set(range(world.count)) | {t for g in graphs for t in _tensors(g, terms)})
     result.counts["tensors"] = len(tensors)
     step = (lambda k: progress(f"fingerprint rank {rank}", k, len(tensors))) if progress else None
     prints = fingerprint(terms, tensors, seed=config.seed, progress=step)
-    world = [prints[i] for i in range(config.inputs)]
-    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)}.union(world))
-                == len(_tensors(g, terms)) + len(world)]
+    given = [prints[i] for i in range(world.count)]
+    distinct = [g for g in graphs if len({prints[t] for t in _tensors(g, terms)}.union(given))
+                == len(_tensors(g, terms)) + len(given)]
     result.counts["equal tensors"] = len(graphs) - len(distinct)
     groups: dict[tuple, list[frozenset[int]]] = defaultdict(list)
     for g in distinct:
@@ -137,14 +148,14 @@ def run_world(config: Config, rank: int, progress: Callable[[str, int, int], Non
     clock.lap("prune")
 
     raws = [entry(rule, terms, 0) for rule in kept]
-    specific = [shape_error(raw, rank, config.seed) for raw in raws]
+    specific = [shape_error(raw, world, config.seed) for raw in raws]
     result.rejected += [(raw, error) for raw, error in zip(raws, specific) if error is not None]
     result.counts["shape-specific"] = len(result.rejected)
     clock.lap("shape check")
 
     for rule, raw, error in zip(kept, raws, specific):
         if error is None:
-            error = loader_error(raw)
+            error = loader_error(raw, LOADER_CHECKS)
             if error is None:
                 result.keys.append(canon(rule))
                 result.entries.append(raw)
@@ -178,8 +189,8 @@ def generate(config: Config, out: Path | str, progress: Callable[[str, int, int]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(stamp)
     results = []
-    for rank in config.ranks:
-        saved = folder / f"rank{rank}.pkl"
+    for rank in (*config.ranks, *config.worlds):
+        saved = folder / (f"rank{rank}.pkl" if isinstance(rank, int) else f"{rank}.pkl")
         if resume and saved.exists():
             results.append(pickle.loads(saved.read_bytes()))
             continue
@@ -192,7 +203,8 @@ def generate(config: Config, out: Path | str, progress: Callable[[str, int, int]
             unique.setdefault(key, raw)
     entries = [dict(e, xfer=FIRST_XFER + k) for k, e in enumerate(unique.values())]
     write_rules(entries, out, f"jaxgraph.generate: ops {list(config.ops)}, max_ops {config.max_ops}, "
-                              f"{config.inputs} inputs per world, ranks {list(config.ranks)}, seed {config.seed}")
+                              f"{config.inputs} inputs per world, ranks {list(config.ranks)}, seed {config.seed}"
+                              + (f", worlds {list(config.worlds)}" if config.worlds else ""))
     return results
 
 

@@ -102,14 +102,14 @@ def canonical(candidate: Candidate, terms: Terms) -> tuple:
 def common_subgraph(candidate: Candidate, terms: Terms) -> bool:
     """TASO's first pruning rule: both sides compute one op (same kind) from the same inputs of the world, so the
     rule is a special case of the rule with that op's output as a fresh input."""
-    inputs = range(terms.world.inputs)
+    inputs = range(terms.world.count)
     return any(all(a in inputs for a in terms.entries[t][1]) for t in candidate.src & candidate.dst)
 
 
 def common_supergraph(candidate: Candidate, terms: Terms) -> bool:
     """TASO's second pruning rule: a mapped output is made on both sides by the same op kind whose arguments all
     but at most one are the same world input, so the rule is a smaller rule under a common context."""
-    inputs = range(terms.world.inputs)
+    inputs = range(terms.world.count)
     for s, d in candidate.mapped:
         (ks, sargs, _), (kd, dargs, _) = terms.entries[s], terms.entries[d]
         if ks == kd and ks >= 0 and sum(not (a == b and a in inputs) for a, b in zip(sargs, dargs)) <= 1:

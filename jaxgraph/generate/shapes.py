@@ -18,7 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, check_numerics, parse_pattern, same_pads
+from jaxgraph.generate.enumerate import World
+from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, check_numerics, conv_pads, parse_pattern
 
 
 def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: Callable, fixed: Callable,
@@ -44,7 +45,9 @@ def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: 
             equal(w[2], fixed(kh))
             equal(w[3], fixed(kw))
             size = (int(a[2][-1]), int(a[3][-1]))
-            pads = same_pads(size, (kh, kw), (sh, sw)) if op.attr("padding") == "SAME" else (0, 0, 0, 0)
+            pads = conv_pads(op.attr("padding"), size, (kh, kw), (sh, sw))
+            if len(args) == 3:
+                equal(args[2][0], w[0])
             out = [[a[0], w[0], fixed((size[0] + pads[0] + pads[2] - kh) // sh + 1),
                     fixed((size[1] + pads[1] + pads[3] - kw) // sw + 1)]]
         elif op.op == "concat":
@@ -67,12 +70,14 @@ def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: 
     return shapes
 
 
-def _constraints(pattern: Pattern, rank: int, image: int) -> tuple[int, list[np.ndarray], dict[int, list]] | None:
+def _constraints(pattern: Pattern, world: World) -> tuple[int, list[np.ndarray], dict[int, list]] | None:
     """The free sides' count, the equalities between them (rows of coefficients) and each input's symbolic
-    shape (a side is a vector of coefficients and a constant); None if two fixed sides disagree."""
+    shape (a side is a vector of coefficients and a constant: external `-(i + 1)` has world input `i`'s shape,
+    each of its symbolic sides free); None if two fixed sides disagree."""
     externals = sorted({t.op for side in (pattern.src, pattern.dst) for o in side for t in o.inputs if t.external},
                        reverse=True)
-    count = 2 * len(externals)
+    world_shapes = [world.shapes[-1 - e] for e in externals]
+    count = sum(c != 0 for shape in world_shapes for c, _ in shape)
     rows: list[np.ndarray] = []
     broken = []
 
@@ -88,8 +93,9 @@ def _constraints(pattern: Pattern, rank: int, image: int) -> tuple[int, list[np.
         elif d[-1]:
             broken.append(d)
 
-    inputs = {e: [fixed(1, 2 * k), fixed(1, 2 * k + 1)] + [fixed(image)] * (rank - 2)
-              for k, e in enumerate(externals)}
+    inputs, free = {}, iter(range(count))
+    for e, shape in zip(externals, world_shapes):
+        inputs[e] = [fixed(1, next(free)) if c else fixed(k) for c, k in shape]
     source = _side(pattern.src, inputs, equal, fixed)
     replaced = {d: source[s] for s, d in pattern.mapped}
     target = _side(pattern.dst, inputs, equal, fixed, replaced)
@@ -126,11 +132,11 @@ def _null_space(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
     return basis
 
 
-def generic_shapes(pattern: Pattern, rank: int, rng: np.random.Generator, image: int = 3, base: int = 6,
+def generic_shapes(pattern: Pattern, world: World, rng: np.random.Generator, base: int = 6,
                    tries: int = 200) -> dict[int, tuple[int, ...]] | None:
     """Input shapes at a random point of the shapes on which the rule applies (every free side at least 1; all
     sides `base` is a point, as the rule typed in the square world). None if no such point is found."""
-    found = _constraints(pattern, rank, image)
+    found = _constraints(pattern, world)
     if found is None:
         return None
     count, rows, inputs = found
@@ -144,7 +150,7 @@ def generic_shapes(pattern: Pattern, rank: int, rng: np.random.Generator, image:
     return None
 
 
-def shape_error(raw: Mapping[str, Any], rank: int, seed: int = 0, points: int = 2) -> str | None:
+def shape_error(raw: Mapping[str, Any], world: World, seed: int = 0, points: int = 2) -> str | None:
     """Why a pattern-file entry fails at a generic point of the shapes on which it applies (both sides run in the
     loader's float64 evaluator at `points` random points), or None (also for a malformed entry: the loader's
     own check names those)."""
@@ -154,7 +160,7 @@ def shape_error(raw: Mapping[str, Any], rank: int, seed: int = 0, points: int = 
         return None
     rng = np.random.default_rng(seed)
     for _ in range(points):
-        shapes = generic_shapes(pattern, rank, rng)
+        shapes = generic_shapes(pattern, world, rng)
         if shapes is None:
             return "no shapes on which the rule applies"
         try:

@@ -1,7 +1,8 @@
 """Prove candidate equalities: exact polynomial identity testing over GF(2^61 - 1), relu by its axioms.
 
-Every op of the pattern format but relu is a polynomial map of its inputs' entries (matmul, conv2d with SAME or
-VALID zero padding, add, mul) or a rearrangement of them (concat, split). Relu is not, and is treated by the
+Every op of the pattern format but relu is a polynomial map of its inputs' entries (matmul, conv2d with SAME,
+VALID or HALF zero padding and with or without a bias, which adds a degree-1 term, add, mul) or a rearrangement
+of them (concat, split). Relu is not, and is treated by the
 axioms the rules rely on, which `relu_axioms_hold` proves for the real relu with z3: relu is elementwise (relu of
 a concat is the concat of relus, a fused activation is relu after the op) and idempotent, `relu(relu(x)) =
 relu(x)`. Under these axioms relu is an uninterpreted idempotent function: each tensor is evaluated exactly in
@@ -30,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from jaxgraph.generate.enumerate import SPLIT_PART, OpKind, Terms, concrete
-from jaxgraph.pattern_data import same_pads
+from jaxgraph.pattern_data import conv_pads
 
 PRIME = (1 << 61) - 1
 SIZES = (2, 3)
@@ -53,7 +54,7 @@ class IdempotentRandom:
 
 def _conv(kind: OpKind, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     k, s = kind.attr("kernel")[0], kind.attr("stride")[0]
-    pads = same_pads(x.shape[2:], (k, k), (s, s)) if kind.attr("padding") == "SAME" else (0, 0, 0, 0)
+    pads = conv_pads(kind.attr("padding"), x.shape[2:], (k, k), (s, s))
     padded = np.zeros(x.shape[:2] + (x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]), dtype=object)
     padded[:, :, pads[0]:pads[0] + x.shape[2], pads[1]:pads[1] + x.shape[3]] = x  # np.pad would insert int64 zeros
     x = padded
@@ -73,10 +74,9 @@ class Evaluator:
         self.terms, self.n = terms, n
         rng = np.random.default_rng(seed)
         self.relu = np.vectorize(IdempotentRandom(rng), otypes=[object])
-        shape = concrete(terms.world.shape, n)
         self.values: dict[int, np.ndarray] = {
-            i: np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, shape, dtype=np.int64))
-            for i in range(terms.world.inputs)}
+            i: np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, concrete(shape, n), dtype=np.int64))
+            for i, shape in enumerate(terms.world.shapes)}
 
     def value(self, tensor: int) -> np.ndarray:
         """The exact value of a tensor (a split's value is its input; `part` cuts it)."""
@@ -101,6 +101,8 @@ class Evaluator:
         if kind.op == "split":
             return a  # the parts are cut by `part`
         y = np.dot(a, args[1]) % PRIME if kind.op == "matmul" else _conv(kind, a, args[1])
+        if kind.arity == 3:  # a conv's bias, per output channel
+            y = (y + args[2][:, None, None]) % PRIME
         return self.relu(y) if kind.attr("activation") == "relu" else y
 
     def part(self, tensor: int) -> np.ndarray:

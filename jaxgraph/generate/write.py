@@ -2,7 +2,7 @@
 
 An entry has the loader's keys (`xfer`, `src`, `dst`, `mapped`; see `jaxgraph.pattern_data`): world input `i` is
 external `-(i + 1)`, ops are listed in term order (arguments first), a split is one target op with two outputs.
-Each entry is parsed and run by the loader's float64 NumPy evaluator on two sampled shapes before it is written;
+Each entry is parsed and run by the loader's float64 NumPy evaluator on sampled shapes before it is written;
 an entry that fails is dropped, counted and kept with the loader's reason. The proof is exact in the world, whose
 tensors all have sides `n`; the loader samples each input's sides independently, so it refuses a rule true only
 when sides the source leaves free are equal (a matmul of concats whose blocks line up only on square inputs).

@@ -20,6 +20,13 @@ def tf_same_pads(size, kernel, stride):
     return out[0][0], out[1][0], out[0][1], out[1][1]
 
 
+def _pads(padding, size, kernel, stride):
+    """A pattern padding's pads: TensorFlow's SAME, none (VALID), or half the kernel each side (HALF)."""
+    if padding == "SAME":
+        return tf_same_pads(size, kernel, stride)
+    return (kernel[0] // 2, kernel[1] // 2) * 2 if padding == "HALF" else (0, 0, 0, 0)
+
+
 def _fits(pop, graph: Graph, node_id: int) -> bool:
     node = graph.nodes[node_id]
     if node.op != pop.op or len(node.inputs) != len(pop.inputs):
@@ -31,8 +38,7 @@ def _fits(pop, graph: Graph, node_id: int) -> bool:
     if pop.op == "conv2d":
         if len(shapes[0]) != 4 or len(shapes[1]) != 4:
             return False
-        pads = (tf_same_pads(shapes[0][2:], shapes[1][2:], attrs["stride"]) if attrs["padding"] == "SAME"
-                else (0, 0, 0, 0))
+        pads = _pads(attrs["padding"], shapes[0][2:], shapes[1][2:], attrs["stride"])
         return (node.attrs["groups"] == 1 and node.attrs["activation"] == attrs["activation"]
                 and tuple(node.attrs["stride"]) == tuple(attrs["stride"]) and shapes[1][2:] == tuple(attrs["kernel"])
                 and tuple(node.attrs["pads"]) == pads)
@@ -85,8 +91,7 @@ def _target_fits(pattern, graph: Graph, binding: dict, externals: dict) -> bool:
         elif pop.op == "conv2d":
             if len(shapes[0]) != 4 or len(shapes[1]) != 4:
                 return False
-            pads = (tf_same_pads(shapes[0][2:], shapes[1][2:], attrs["stride"]) if attrs["padding"] == "SAME"
-                    else (0, 0, 0, 0))
+            pads = _pads(attrs["padding"], shapes[0][2:], shapes[1][2:], attrs["stride"])
             ir = {"stride": attrs["stride"], "pads": pads, "activation": attrs["activation"]}
         elif pop.op == "concat":
             ir = {"axis": attrs["axis"]}
@@ -166,8 +171,7 @@ def source_attrs(pop, shapes) -> dict:
     if pop.op == "matmul":
         return {"activation": attrs["activation"]}
     if pop.op == "conv2d":
-        pads = (tf_same_pads(shapes[0][2:], shapes[1][2:], attrs["stride"]) if attrs["padding"] == "SAME"
-                else (0, 0, 0, 0))
+        pads = _pads(attrs["padding"], shapes[0][2:], shapes[1][2:], attrs["stride"])
         return {"stride": attrs["stride"], "pads": pads, "activation": attrs["activation"]}
     if pop.op == "concat":
         return {"axis": attrs["axis"]}

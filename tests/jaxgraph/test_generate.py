@@ -11,7 +11,7 @@ import chex
 import numpy as np
 import pytest
 
-from jaxgraph.generate import Config, generate, relu_axioms_hold
+from jaxgraph.generate import Config, describe, generate, relu_axioms_hold, run_world
 from jaxgraph.generate import pipeline as pipeline_module
 from jaxgraph.generate.__main__ import main
 from jaxgraph.generate.enumerate import SPLIT_PART, Terms, World, enumerate_graphs, infer, op_kinds, split_parts
@@ -239,3 +239,20 @@ def test_taso_operator_set_rediscovers_taso_table(tmp_path):
     assert len(found) >= 0.95 * len(expressible), {x: verdict[x] for x in expressible if verdict[x] != "found"}
     written = set().union(*(set(r.keys) for r in results))  # a rule found in both worlds is written once
     chex.assert_equal(len(load_patterns(tmp_path / "rules.json", checks=1)), len(written))
+
+
+def test_a_world_of_biased_convs_finds_the_fusions_at_both_strides(tmp_path):
+    """Biased 1x1 convs and relu, 2 ops: by hand, the only identities are relu(conv(x, w, b)) = conv_relu(x, w, b)
+    at stride 1 and 2, each rule in both directions (relu(conv_relu) = conv_relu is dropped with the graphs that
+    hold two equal tensors, as TASO drops them). The rules load, biased, and run in the host matcher."""
+    result = run_world(Config(ops=("conv2d", "relu"), max_ops=2, worlds=("bias1",)), "bias1")
+    chex.assert_equal(result.counts["refuted"], 0)
+    found = sorted((describe(raw), raw["src"][0]["attrs"]["stride"][0]) for raw in result.entries)
+    chex.assert_equal(found, sorted((text, stride) for stride in (1, 2) for text in (
+        "conv1_valid_relu(x1, x2, x5) -> relu(conv1_valid(x1, x2, x5))",
+        "relu(conv1_valid(x1, x2, x5)) -> conv1_valid_relu(x1, x2, x5)")))
+    path = tmp_path / "bias.json"
+    path.write_text(json.dumps({"rules": [dict(raw, xfer=1000 + k) for k, raw in enumerate(result.entries)]}))
+    patterns = load_patterns(path)
+    assert all(len(p.src[0].inputs) == 3 for p in patterns)
+    assert len(pattern_rules(patterns)) == 4

@@ -8,7 +8,7 @@ import chex
 import numpy as np
 import pytest
 
-from jaxgraph.generate import Config, run_world
+from jaxgraph.generate import Config, World, run_world
 from jaxgraph.generate.shapes import generic_shapes, shape_error
 from jaxgraph.generate.write import describe
 from jaxgraph.pattern_data import DATA_FILE, check_numerics, parse_pattern, sample_shapes
@@ -36,14 +36,14 @@ def test_a_rule_true_only_when_blocks_line_up_is_caught():
     square = [rng.normal(size=(3, 3)) for _ in range(4)]
     a, b, c, d = square
     np.testing.assert_allclose(np.hstack([a, b]) @ np.vstack([c, d]), np.hstack([b, a]) @ np.vstack([d, c]))
-    error = shape_error(BLOCKS, rank=2)
+    error = shape_error(BLOCKS, World(2, 4))
     assert error is not None and error.startswith("wrong at generic shapes"), error
     chex.assert_equal(describe(BLOCKS), "matmul(concat1(x1, x2), concat0(x3, x4)) -> "
                                         "matmul(concat1(x2, x1), concat0(x4, x3))")
 
 
 def test_generic_shapes_type_the_source_and_leave_free_sides_apart():
-    shapes = generic_shapes(parse_pattern(BLOCKS), 2, np.random.default_rng(1))
+    shapes = generic_shapes(parse_pattern(BLOCKS), World(2, 4), np.random.default_rng(1))
     (r1, c1), (r2, c2), (r3, c3), (r4, c4) = (shapes[e] for e in (-1, -2, -3, -4))
     chex.assert_equal((r1, c3), (r2, c4))  # the concats' other axes agree
     chex.assert_equal(c1 + c2, r3 + r4)  # the matmul's inner sizes agree
@@ -56,7 +56,7 @@ def test_no_rule_of_tasos_table_is_flagged():
     for raw in rules:
         ranks = [o["attrs"]["rank"] for o in raw["src"] + raw["dst"] if o["op"] == "concat"]
         rank = ranks[0] if ranks else (4 if any(o["op"] == "conv2d" for o in raw["src"]) else 2)
-        chex.assert_equal(shape_error(raw, rank), None)
+        chex.assert_equal(shape_error(raw, World(rank, 19)), None)  # external ids reach -19
 
 
 @pytest.mark.slow

@@ -106,3 +106,21 @@ def test_matching_rules_and_the_restricted_table(tmp_path):
     restricted = table.restricted(frozenset({1001}))
     chex.assert_equal([p.xfer for p in restricted.patterns], [1001])
     assert len(restricted.rules) == len(table.rules) - 1 and restricted.new == {1001}
+
+
+def test_reachable_rules_need_every_source_kind_in_the_graph_or_made_by_fusion(tmp_path):
+    """A rule is reachable when every source op's kind is in the graph (or is a conv kind's fused or biased form,
+    which hand rules make): the relu rule in a graph of one relu (where it does not match yet), the conv rules
+    only with a SAME-padded conv, the rule over the fused conv too, and none of them with a VALID conv."""
+    unfuse = dict(FUSE, xfer=1002, src=FUSE["dst"] + [{"op": "relu", "inputs": [[0, 0]], "attrs": {}}],
+                  mapped=[[[1, 0], [0, 0]]])  # relu(conv_relu(x, w)) -> conv_relu(x, w)
+    table = generated_rule_table(_write(tmp_path, [FUSE, IDEMPOTENT, unfuse]))
+    b = GraphBuilder()
+    x = b.input("x", (1, 2, 4, 4))
+    once = b.build({"y": b.add("relu", [x])})
+    chex.assert_equal(table.reachable([once]), frozenset({1001}))
+    conv = b.add("conv2d", [x, b.weight("w", np.ones((2, 2, 3, 3), np.float32))], pads=(1, 1, 1, 1))
+    relu = b.add("relu", [x])
+    chex.assert_equal(table.reachable([b.build({"y": conv, "z": relu})]), frozenset({1000, 1001, 1002}))
+    valid = b.add("conv2d", [x, b.weight("v", np.ones((2, 2, 3, 3), np.float32))])  # VALID: not FUSE's kind
+    chex.assert_equal(table.reachable([b.build({"y": valid, "z": relu})]), frozenset({1001}))
