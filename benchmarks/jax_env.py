@@ -78,13 +78,16 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
     return rollout
 
 
-def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool = True, chunk: int = 0):
-    """(timer, first call): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
-    `repeats` times and returns their steps/s (median); the first call's compile_s (wall seconds, compilation
-    included), compile_cpu_s (the process's CPU seconds: on a shared machine the work, where wall seconds wait) and
+def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool = True, chunk: int = 0,
+                      opt_level: int | None = None):
+    """(timer, compilation): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
+    `repeats` times and returns their steps/s (median); compile_s (wall seconds of tracing, lowering and compiling),
+    compile_cpu_s (the process's CPU seconds of the same: on a shared machine the work, where wall seconds wait),
+    first_call_s (wall seconds of the first call, apart: at a few hundred steps/s it runs for seconds) and
     instructions (of the lowered StableHLO program). With `chunk`, the environments run as groups of `chunk` vmapped
     environments one after another (`lax.map`) in the same program: a group's state stays in the CPU's caches for
-    its whole rollout."""
+    its whole rollout. `opt_level`: XLA's backend optimisation level (`xla_backend_optimization_level`, the LLVM
+    passes that take most of a CPU compilation; default XLA's own)."""
     groups = num_envs // chunk if chunk else 1
     shape = (groups, num_envs // groups) if chunk else (num_envs,)
     batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), env.params())
@@ -104,15 +107,16 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     keys = jax.random.split(jax.random.key(0), num_envs).reshape(shape)
     lowered = run.lower(keys, batched)
     instructions = sum(" = " in line for line in lowered.as_text().splitlines())
-    run = lowered.compile()
+    run = lowered.compile({} if opt_level is None else {"xla_backend_optimization_level": opt_level})
+    compiled, compiled_cpu = time.perf_counter(), time.process_time()
     run(keys, batched).block_until_ready()
-    return timer, {"compile_s": time.perf_counter() - start, "compile_cpu_s": time.process_time() - cpu,
-                   "instructions": instructions}
+    return timer, {"compile_s": compiled - start, "compile_cpu_s": compiled_cpu - cpu,
+                   "first_call_s": time.perf_counter() - compiled, "instructions": instructions}
 
 
 def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
                          ) -> tuple[float, float]:
-    """(steps/s after compilation, seconds of the first call), as `compiled_rollouts` measures them."""
+    """(steps/s after compilation, seconds of the compilation), as `compiled_rollouts` measures them."""
     timer, first = compiled_rollouts(env, num_envs, num_steps, observe, chunk)
     return timer(repeats), first["compile_s"]
 
@@ -133,8 +137,8 @@ def table_rules(table: str) -> tuple:
 def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str | None = None, steps: int = 64,
                   repeats: int = 3, max_locations: int = 64, backend: str = "taso") -> dict[str, float]:
     """{compile_s, steps_per_s} of `num_envs` random-agent environments on `model` (a `MODELS` name) with the rules
-    of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the first call's seconds
-    (compilation included), then steps/s, the median of `repeats` calls of `steps` steps each."""
+    of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the seconds of compilation (the
+    first call apart), then steps/s, the median of `repeats` calls of `steps` steps each."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
     env = JaxEnv(MODELS[model](), max_locations=max_locations, rules=table_rules(table), matcher=matcher,
@@ -144,7 +148,7 @@ def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str |
 
 
 def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_locations: int, cost_model: Roofline,
-                    matchers: list[str], doubled: bool, rounds: int = 2) -> list[dict]:
+                    matchers: list[str], doubled: bool, rounds: int = 2, opt_level: int | None = None) -> list[dict]:
     """Rows (model, table, matcher, xfers, matched, groups, compile_s, compile_cpu_s, instructions, steps_per_s,
     over_hand) of `--full-table`: every environment compiled once, then timed in `rounds` alternated rounds (a
     change of load weighs on all)."""
@@ -154,7 +158,7 @@ def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_loca
     for table, matcher in setups:
         env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model, rules=table_rules(table),
                      matcher=None if matcher == "-" else matcher)
-        timer, first = compiled_rollouts(env, num_envs, steps)
+        timer, first = compiled_rollouts(env, num_envs, steps, opt_level=opt_level)
         matched = sum(r.family != DATA_FAMILY for r in env.rules) + (
             sum(len(rows) for _, _, rows in env.data_rules.groups) if env.data_rules else 0)
         rows.append(dict(model=name, table=table, matcher=env.matcher if env.data_rules else "-",
@@ -259,6 +263,8 @@ def main() -> None:
     parser.add_argument("--matcher", default="",
                         help=f"with --full-table, the data rules' matchers, comma-separated ({', '.join(MATCHERS)}; "
                              "default: the backend's)")
+    parser.add_argument("--opt-level", type=int, default=None,
+                        help="with --full-table, XLA's backend optimisation level (0-3; default XLA's)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
@@ -291,16 +297,16 @@ def main() -> None:
     if args.full_table:
         print(f"# {args.num_envs} environments x {args.steps} steps, median of {args.repeats}, 2 alternated rounds")
         print("| model | table | matcher | xfers (matched) | groups | instructions | compile s, wall | compile s, CPU "
-              "| steps/s | over the hand rules (same rounds) |")
-        print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+              "| first call s | steps/s | over the hand rules (same rounds) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
         rows = []
         for name in names:
             rows += full_table_rows(name, args.num_envs, args.steps, args.repeats, args.max_locations, models[0],
-                                    matchers, args.doubled)
+                                    matchers, args.doubled, opt_level=args.opt_level)
             for r in rows[-(1 + len(matchers) * (1 + args.doubled)):]:
                 print(f"| {r['model']} | {r['table']} | {r['matcher']} | {r['xfers']} ({r['matched']}) | "
                       f"{r['groups']} | {r['instructions']:,} | {r['compile_s']:.0f} | {r['compile_cpu_s']:.0f} | "
-                      f"{r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
+                      f"{r['first_call_s']:.1f} | {r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         if args.json:
             with open(args.json, "w") as f:
