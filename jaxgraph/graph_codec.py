@@ -46,8 +46,9 @@ class GraphCodec:
     num_outputs: int
 
     def __post_init__(self) -> None:
-        for name in ("node_capacity", "edge_capacity", "max_inputs", "max_outputs", "max_rank", "num_outputs"):
-            integer(name, getattr(self, name), 1)
+        """Every size an integer >= 1 (stored as a Python int); ValueError naming the one that is not."""
+        for field in dataclasses.fields(self):
+            object.__setattr__(self, field.name, integer(field.name, getattr(self, field.name), 1))
 
     @classmethod
     def over(cls, graphs: Sequence[Graph], node_capacity: int | None = None, edge_capacity: int | None = None,

@@ -127,10 +127,11 @@ class JaxEnv:
     """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`, both
     returning `(EnvState, TimeStep)`.
 
-    Static sizes live here (node capacity C, inputs per node K, outputs per node O, rank R, graph outputs
-    Q, xfers X, locations L, location size M), taken over every graph of `graphs` (one `Graph` or a sequence);
-    the instances live in `EnvParams` (`self.params(graphs)`, default all of `self.instances`): any graphs that
-    fit the same sizes. A graph over the capacities raises `ValueError`.
+    Static sizes live here (xfers X, locations L, location size M) and in `codec`, the `GraphCodec` built once over
+    every graph of `graphs` (one `Graph` or a sequence): node capacity C, inputs per node K, outputs per node O (at
+    least `max_siblings`), rank R, graph outputs Q. The instances live in `EnvParams` (`self.params(graphs)`,
+    default all of `self.instances`): any graphs that fit the same sizes. A graph over the capacities raises
+    `ValueError`.
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`) or be data rules
     (`jaxgraph.patterns`: `TASO_RULES` is both), matched by `jaxgraph.jax_match.PatternTable` with the grouping
     `matcher` (one of `jax_match.MATCHERS`; default: the fastest measured on `jax.default_backend()`). A data rule that
@@ -182,7 +183,6 @@ class JaxEnv:
         self.invalid_penalty = number("invalid_penalty", invalid_penalty, 0.0)
         self.max_siblings = (max(4, max(_max_siblings(g) for g in self.instances)) if max_siblings is None
                              else integer("max_siblings", max_siblings, 1))
-        # a node's outputs also hold a split's parts (SplitConcat splits a tensor among its first max_siblings readers)
         self.codec = GraphCodec.over(self.instances, node_capacity, edge_capacity, max(2, self.max_siblings))
         self.node_capacity, self.edge_capacity = self.codec.node_capacity, self.codec.edge_capacity
         self.max_inputs, self.max_outputs, self.max_rank = (self.codec.max_inputs, self.codec.max_outputs,
