@@ -2,9 +2,12 @@
 in fixed sizes and decodes a state into a `Graph` again, node ids = slots.
 
 A codec is immutable, sizes only, built once (`GraphCodec.over`) from the graphs it will hold; encoding and decoding
-read nothing else (a float attribute travels as its float64 bits, so no table of values grows as graphs are
-encoded), and any graph that fits the sizes encodes. Attribute vectors are written by `jaxgraph.jax_graph.attr_row`,
-the one writer of the layout, which the rules' and patterns' rewrites use in jit as well.
+read nothing else, and any graph that fits the sizes encodes. A float attribute (eps, clip bounds) travels as a 32-bit
+fingerprint of its value (`jaxgraph.jax_graph.attr_code`), so no table of values grows as graphs are encoded: `decode`
+reads the value back from the graph the state started from (rewrites copy floats, never make new ones; the ops'
+defaults are known too), and `encode` refuses a graph two of whose floats share a fingerprint. Attribute vectors are
+written by `jaxgraph.jax_graph.attr_row`, the one writer of the layout, which the rules' and patterns' rewrites use
+in jit as well.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 
 from jaxgraph.graph import Graph, Node, Ref, make_node
 from jaxgraph.jax_graph import (
+    FLOAT_FIELDS,
     OP_ID,
     PLACES,
     TUPLE_FIELDS,
@@ -31,6 +35,21 @@ from jaxgraph.jax_graph import (
 )
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxsched.common.arguments import integer
+
+_DEFAULT_FLOATS = [value for op in OP_TYPES for key, value in OPS[op].defaults.items() if key in FLOAT_FIELDS]
+
+
+def _floats(graph: Graph) -> dict[int, float]:
+    """fingerprint -> value of every float attribute of `graph` and of the ops' defaults. ValueError if two values
+    share a fingerprint."""
+    table: dict[int, float] = {}
+    values = _DEFAULT_FLOATS + [v for n in graph.nodes.values() for k, v in n.attrs.items() if k in FLOAT_FIELDS]
+    for value in values:
+        code = attr_code("eps", value)
+        if table.setdefault(code, value) != value:
+            raise ValueError(f"float attributes {table[code]!r} and {value!r} share the fingerprint {code}; one graph "
+                             "cannot hold both")
+    return table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +97,14 @@ class GraphCodec:
 
     def encode(self, graph: Graph) -> GraphState:
         """A `Graph` in slots: node k of `graph.order` in slot k (as `Env` places them). ValueError if it does not fit
-        the sizes."""
+        the sizes or two of its floats share a fingerprint."""
         capacity = self.node_capacity
         if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
             raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
                              f"capacity {capacity} with {self.num_outputs} outputs")
         if graph.num_edges > self.edge_capacity:
             raise ValueError(f"graph with {graph.num_edges} edges does not fit edge capacity {self.edge_capacity}")
+        _floats(graph)
         op = np.full(capacity, -1, np.int32)
         attrs = np.zeros((capacity, self.attr_size), np.int32)
         inputs = np.full((capacity, self.max_inputs), capacity, np.int32)
@@ -125,17 +145,30 @@ class GraphCodec:
                 raise ValueError(f"attribute {key!r} of op {node.op!r} has no slot in the attribute vector")
         return attr_row(np.zeros(self.attr_size, np.int32), **codes)
 
-    def _attrs(self, op: str, row: np.ndarray) -> dict[str, Any]:
-        """The attributes of an `op` node from its attribute vector (the inverse of `_attr_row`)."""
-        return {key: tuple(int(d) for d in row[TUPLE_START:TUPLE_START + row[TUPLE_LEN]]) if key in TUPLE_FIELDS
-                else attr_value(key, attr_field(row, key)) for key in OPS[op].defaults}
+    def _attrs(self, op: str, row: np.ndarray, floats: dict[int, float]) -> dict[str, Any]:
+        """The attributes of an `op` node from its attribute vector (the inverse of `_attr_row`), the float values
+        looked up by fingerprint in `floats`."""
+        attrs = {}
+        for key in OPS[op].defaults:
+            if key in TUPLE_FIELDS:
+                attrs[key] = tuple(int(d) for d in row[TUPLE_START:TUPLE_START + row[TUPLE_LEN]])
+            elif key in FLOAT_FIELDS:
+                code = int(attr_field(row, key))
+                if code not in floats:
+                    raise ValueError(f"{op} attribute {key} has fingerprint {code}, which no float of the instance "
+                                     "graph has: decode a state with the graph it started from")
+                attrs[key] = floats[code]
+            else:
+                attrs[key] = attr_value(key, attr_field(row, key))
+        return attrs
 
     def decode(self, g: GraphState, instance: Graph) -> Graph:
         """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and checked against
         the state's. Leaves take their names and weight values from `instance`, the graph the state's episode started
-        from (`g` is its encoding or a rewrite of it), so the decoded graph runs (`jaxgraph.execute`). ValueError if
-        the state is not a graph the IR accepts."""
+        from (`g` is its encoding or a rewrite of it), so the decoded graph runs (`jaxgraph.execute`); so do its float
+        attributes' values. ValueError if the state is not a graph the IR accepts."""
         ids = sorted(instance.nodes)  # `origin` holds ranks in this order
+        floats = _floats(instance)
         g = jax.tree.map(np.asarray, g)
         alive = np.flatnonzero(g.op >= 0)
         pending = {int(k): set(int(s) for s in g.inputs[k, :g.num_inputs[k]]) for k in alive}
@@ -154,7 +187,7 @@ class GraphCodec:
                     continue
                 refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
                                                             g.input_index[k, :g.num_inputs[k]])]
-                node = make_node(op, refs, self._attrs(op, g.attrs[k]), nodes.__getitem__, f"slot {k}")
+                node = make_node(op, refs, self._attrs(op, g.attrs[k], floats), nodes.__getitem__, f"slot {k}")
                 if node.shapes != shapes or node.constant != bool(g.constant[k]):
                     raise ValueError(f"slot {k} ({op}) holds shapes {shapes}, constness {bool(g.constant[k])}; the IR "
                                      f"infers {node.shapes}, {node.constant}")

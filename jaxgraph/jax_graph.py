@@ -20,27 +20,30 @@ from jaxgraph.ops import ACTIVATIONS, OP_TYPES
 OP_ID = {op: i for i, op in enumerate(OP_TYPES)}
 PADDINGS = ("SAME", "VALID")
 
-# Attribute vector layout: integer fields, float attributes as the two int32 words of their float64 bits (exact,
-# so any graph encodes without a table of values), and one tuple field (perm, reshape target or split sizes) with its
-# length.
+# Attribute vector layout: integer fields, float attributes as a 32-bit fingerprint of their float64 value (no table
+# of values grows as graphs are encoded; the value comes back from the graph a state started from, whose floats
+# rewrites copy and never add to: `jaxgraph.graph_codec`), and one tuple field (perm, reshape target or split sizes)
+# with its length.
 SCALAR_FIELDS = {"activation": 0, "groups": 7, "axis": 10, "count": 11, "count_include_pad": 12}
 PAIR_FIELDS = {"stride": 1, "kernel": 8}
 PADS_FIELD = 3
-FLOAT_FIELDS = {"eps": 13, "min": 15, "max": 17}  # two words each
+FLOAT_FIELDS = {"eps": 13, "min": 14, "max": 15}
 TUPLE_FIELDS = ("perm", "shape", "sizes")
-TUPLE_LEN = 19
-TUPLE_START = 20
+TUPLE_LEN = 16
+TUPLE_START = 17
 # attribute -> (first word, words) of every attribute but the tuple
-PLACES = {**{key: (start, 1) for key, start in SCALAR_FIELDS.items()},
-          **{key: (start, 2) for key, start in {**PAIR_FIELDS, **FLOAT_FIELDS}.items()}, "pads": (PADS_FIELD, 4)}
+PLACES = {**{key: (start, 1) for key, start in {**SCALAR_FIELDS, **FLOAT_FIELDS}.items()},
+          **{key: (start, 2) for key, start in PAIR_FIELDS.items()}, "pads": (PADS_FIELD, 4)}
 
 
 def attr_code(key: str, value: Any) -> int | np.ndarray:
     """An attribute or rule parameter as what the attribute vector holds: an activation as its index in
-    `ACTIVATIONS`, a padding class as its index in `PADDINGS`, a float attribute as its float64 bits in two int32
-    words [2], a flag or count as an int (pairs, pads and tuples are their ints as they are)."""
+    `ACTIVATIONS`, a padding class as its index in `PADDINGS`, a float attribute as the two 32-bit halves of its
+    float64 bits xor-ed (an int32 fingerprint: equal floats, equal codes), a flag or count as an int; pairs, pads
+    and tuples as int32 arrays."""
     if key in FLOAT_FIELDS:
-        return np.array([value], np.float64).view(np.int32)
+        bits = int(np.array(value, np.float64).view(np.uint64))
+        return int(np.array((bits ^ (bits >> 32)) & 0xFFFFFFFF, np.uint32).view(np.int32))
     if key == "padding":
         return PADDINGS.index(value)
     if key == "activation":
@@ -48,10 +51,11 @@ def attr_code(key: str, value: Any) -> int | np.ndarray:
     return int(value) if np.ndim(value) == 0 else np.asarray(value, np.int32)
 
 
-def attr_value(key: str, code: np.ndarray) -> Any:
-    """The attribute `key` from its code (`attr_field` of a host row): the inverse of `attr_code`."""
+def attr_value(key: str, code: Any) -> Any:
+    """The attribute `key` (not a float: its value comes from a table, `GraphCodec.decode`) from its code
+    (`attr_field` of a host row): the inverse of `attr_code`."""
     if key in FLOAT_FIELDS:
-        return float(np.asarray(code, np.int32).view(np.float64)[0])
+        raise ValueError(f"float attribute {key!r} is a fingerprint: read its value from the graph's floats")
     if key == "activation":
         return ACTIVATIONS[code]
     if key == "padding":
@@ -70,7 +74,7 @@ def _place(key: str) -> int | slice:
 
 def attr_field(row: Any, key: str) -> Any:
     """The code of attribute `key` (not a tuple) in attribute vectors `row` [..., A]: [...] for a one-word field,
-    [..., W] for a pair, the pads or a float's words."""
+    [..., W] for a pair or the pads."""
     return row[..., _place(key)]
 
 
