@@ -25,8 +25,9 @@ from jaxgraph.env import Env, Observation
 from jaxgraph.execute import execute, random_inputs, runner
 from jaxgraph.exhaustive import canonical_key, exhaustive_search
 from jaxgraph.graph import Delta, Graph, GraphBuilder, Node, Patch, Ref, canonical_form, node_signatures
+from jaxgraph.graph_codec import GraphCodec
 from jaxgraph.instances import Instances, graph_list, random_instances, trap_instances
-from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_cost import CostParams, node_costs
 from jaxgraph.jax_edits import Edit, apply_edit
 from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
 from jaxgraph.jax_graph import GraphState
@@ -56,7 +57,7 @@ from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, 
 from jaxgraph.rules import RULES, Location, Rule, make_rule
 from jaxgraph.saturation import equality_saturation, extract_greedy, extract_ilp, saturate, to_graph
 from jaxgraph.search import SearchResult, greedy, taso_search
-from jaxgraph.timestep import StepType, TimeStep
+from jaxgraph.timestep import StepType, TimeStep, outcome, restart, termination, transition, truncation
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "taso_table",
     "to_graph",
     "CostModel",
+    "CostParams",
     "Delta",
     "Edit",
     "Env",
@@ -84,6 +86,7 @@ __all__ = [
     "EnvState",
     "Graph",
     "GraphBuilder",
+    "GraphCodec",
     "GraphState",
     "Instances",
     "JAX_RULES",
@@ -144,11 +147,13 @@ __all__ = [
     "mobilenet_v2",
     "node_costs",
     "node_signatures",
+    "outcome",
     "random_graph",
     "random_instances",
     "random_inputs",
     "random_taso_graph",
     "replay_parity",
+    "restart",
     "resnet18",
     "resnet50",
     "save_onnx",
@@ -157,9 +162,12 @@ __all__ = [
     "taso_attention_stack",
     "taso_rules",
     "taso_search",
+    "termination",
     "to_onnx",
+    "transition",
     "trap_graph",
     "trap_instances",
+    "truncation",
     "with_random_weights",
     "zoo_path",
 ]

@@ -31,7 +31,7 @@ from jaxgraph.graph import Delta, Graph, Node
 from jaxgraph.locations import LocationIndex
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES
 from jaxgraph.rules import RULES, Location, Rule
-from jaxgraph.timestep import StepType, TimeStep
+from jaxgraph.timestep import TimeStep, outcome, restart, termination
 from jaxsched.common.arguments import integer
 
 NODE_FEATURES = len(OP_TYPES) + len(ACTIVATIONS) + 13
@@ -231,7 +231,7 @@ class Env:
         self._location_mask, self._location_nodes = (a.copy() for a in self._initial_locations)
         self._ordered = list(self._initial_ordered)
         self._episode_over = False
-        return TimeStep(StepType.FIRST, 0.0, 1.0, self._observe(), {"cost": self._cost, "rule": None, "location": None})
+        return restart(self._observe(), {"cost": self._cost, "rule": None, "location": None})
 
     def step(self, action: tuple[int, int]) -> TimeStep:
         """Apply `(xfer, location id)`; xfer X is the NO-OP. ValueError for a bad action or after the episode's end."""
@@ -244,8 +244,7 @@ class Env:
         xfer, location_id = integer("xfer id", xfer), integer("location id", location_id)
         if xfer == self.num_xfers:
             self._episode_over = True
-            return TimeStep(StepType.LAST, 0.0, 0.0, self._observe(), {"cost": self._cost, "rule": "NO-OP",
-                                                                       "location": None})
+            return termination(0.0, self._observe(), {"cost": self._cost, "rule": "NO-OP", "location": None})
         location = self.location(xfer, location_id)
         rule = self.rules[xfer]
         before = self._graph
@@ -264,9 +263,8 @@ class Env:
         terminated = not obs.xfer_mask[:-1].any()
         truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
         self._episode_over = terminated or truncated
-        step_type = StepType.LAST if self._episode_over else StepType.MID
-        return TimeStep(step_type, float(reward), 0.0 if terminated else 1.0, obs,
-                        {"cost": self._cost, "rule": rule.name, "location": location})
+        return outcome(float(reward), obs, terminated, truncated,
+                       {"cost": self._cost, "rule": rule.name, "location": location})
 
     def _check_action(self, xfer: int, location_id: int) -> None:
         if not 0 <= xfer < self.num_xfers:

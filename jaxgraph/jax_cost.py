@@ -9,12 +9,12 @@ length: an XLA chain restarts after `XLA_MAX_CHAIN` ops, and onnxruntime's resid
 input's layout, which follows a ResNet stage's residual chain. `Backend.absorb_depth(graph)` gives the passes a
 graph needs (ResNet-50: 13 for onnxruntime, 2 for XLA); `JaxEnv` runs that of its graph plus `SPARE_PASSES`
 (`fusion_passes`) and `params` refuses a graph that needs more. A fused cost depends on a node's neighbours, so the
-reward is the full-cost difference.
+reward is the full-cost difference. The machine's numbers are a `CostParams`, traced.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,9 @@ from jaxgraph.backends import (
     XLA_ELEMENTWISE,
     XLA_MAX_CHAIN,
     Backend,
+    nchwc_block,
 )
+from jaxgraph.cost import Roofline
 from jaxgraph.jax_graph import (
     OP_ID,
     SCALAR_FIELDS,
@@ -42,8 +44,21 @@ from jaxgraph.jax_graph import (
 )
 from jaxgraph.ops import ACTIVATIONS, OPS
 
-if TYPE_CHECKING:
-    from jaxgraph.jax_env import EnvParams
+
+class CostParams(NamedTuple):
+    """The numbers `node_costs` reads (`jaxgraph.cost.Roofline`'s and the machine's); traced, so one compilation
+    serves every machine."""
+
+    peak_flops: jax.Array  # FLOP/s
+    bandwidth: jax.Array  # bytes/s
+    overhead: jax.Array  # s per kernel
+    nchwc_block: jax.Array  # int32 onnxruntime's NCHWc channel block (`backends.nchwc_block`) for its residual fusion
+
+    @classmethod
+    def of(cls, model: Roofline) -> CostParams:
+        """The numbers of `model` on this machine."""
+        return cls(jnp.float32(model.peak_flops), jnp.float32(model.bandwidth), jnp.float32(model.overhead),
+                   jnp.int32(nchwc_block()))
 
 def _sizes(g: GraphState, v: SlotView) -> tuple[jax.Array, jax.Array]:
     """Elements of every input [C, K] and every output [C, O] float32, 0 past num_inputs / num_outputs."""
@@ -251,7 +266,7 @@ def _ort_epilogue_work(g: GraphState, v: SlotView, root: jax.Array, stage: jax.A
     return out * steps, 4.0 * (reads + jnp.where(residual | skip, out, 0.0))
 
 
-def node_costs(g: GraphState, params: EnvParams, backend: Backend = TASO, passes: int = 0,
+def node_costs(g: GraphState, params: CostParams, backend: Backend = TASO, passes: int = 0,
                rows: jax.Array | None = None) -> jax.Array:
     """[C] float32 ms: `jaxgraph.cost.node_cost` under `Roofline(backend=backend)` for every slot: the time of the
     kernel it roots, 0 when it is absorbed into another node's kernel, free on the backend, constant, an input or

@@ -1,7 +1,8 @@
 """The graph-rewriting environment as pure JAX, the jitted twin of `jaxgraph.env.Env`: `reset` and `step` jit and
 vmap and equal `Env` step for step (`jaxgraph.parity`). The graph is a `GraphState` (`jaxgraph.jax_graph`), the rules
 match and build in `jaxgraph.jax_rules` and `jaxgraph.jax_match` (data rules), edits commit in `jaxgraph.jax_edits`,
-the cost is `jaxgraph.jax_cost.node_costs`; this module holds the environment's state types, step and observation.
+the cost is `jaxgraph.jax_cost.node_costs`, graphs convert through a `jaxgraph.graph_codec.GraphCodec`; this module
+holds the environment's state types, step and observation.
 
 Convention (shared with `Env`, `jaxgraph.timestep`): `reset(key, params) -> (EnvState, TimeStep)` and `step(key,
 state, action, params) -> (EnvState, TimeStep)`; the time step's discount is 0 when the episode terminated, 1 when it
@@ -26,52 +27,36 @@ Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from jaxgraph.backends import BACKENDS, TASO, nchwc_block
+from jaxgraph.backends import BACKENDS, TASO
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
 from jaxgraph.env import NODE_FEATURES, Observation
-from jaxgraph.graph import Graph, Node, Ref, make_node
-from jaxgraph.jax_cost import SPARE_PASSES, node_costs
+from jaxgraph.graph import Graph
+from jaxgraph.graph_codec import GraphCodec
+from jaxgraph.jax_cost import SPARE_PASSES, CostParams, node_costs
 from jaxgraph.jax_edits import apply_edit, sweep
-from jaxgraph.jax_graph import (
-    FLOAT_FIELDS,
-    OP_ID,
-    PADDINGS,
-    PADS_FIELD,
-    PAIR_FIELDS,
-    SCALAR_FIELDS,
-    TUPLE_FIELDS,
-    TUPLE_LEN,
-    TUPLE_START,
-    GraphState,
-    first_true,
-    slot_view,
-    tensors,
-)
+from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, slot_view, tensors
 from jaxgraph.jax_match import MATCHERS, PatternTable, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
 from jaxgraph.patterns import FAMILY as DATA_FAMILY
 from jaxgraph.rules import Rule
-from jaxgraph.timestep import StepType, TimeStep
+from jaxgraph.timestep import TimeStep, outcome, restart
 from jaxsched.common.arguments import integer, number
 
 
 class EnvParams(NamedTuple):
-    """The instances (initial graphs) `reset` draws from and the numbers of the cost model and the episode; all
-    traced, so one compilation serves every instance of the same capacity."""
+    """The instances (initial graphs) `reset` draws from, the cost model's numbers and the episode's; all traced, so
+    one compilation serves every instance of the same capacity."""
 
     instances: GraphState  # leaves [N, ...]: N initial graphs in slots
-    peak_flops: jax.Array  # FLOP/s (Roofline)
-    bandwidth: jax.Array  # bytes/s
-    overhead: jax.Array  # s per kernel
-    nchwc_block: jax.Array  # int32 onnxruntime's NCHWc channel block (`backends.nchwc_block`) for its residual fusion
+    cost: CostParams  # what `node_costs` reads
     max_steps: jax.Array  # int32; 0: no truncation
     invalid_penalty: jax.Array  # reward of an invalid action is minus this
 
@@ -126,14 +111,6 @@ def _node_features(g: GraphState, costs: jax.Array) -> jax.Array:
     return jnp.concatenate([rows, jnp.zeros((1, NODE_FEATURES), jnp.float32)])
 
 
-def _param_code(key: str, value: Any) -> int:
-    """A rule parameter as an integer: a padding class as its index in ("SAME", "VALID"), an activation as
-    its index in ACTIVATIONS."""
-    if key == "padding":
-        return PADDINGS.index(value)
-    return ACTIVATIONS.index(value) if key == "activation" else int(value)
-
-
 def _max_siblings(graph: Graph) -> int:
     """The most nodes that read one tensor as their first input (the partners a sibling-pair rule scans)."""
     readers = Counter(node.inputs[0] for node in graph.nodes.values() if node.inputs)
@@ -150,10 +127,11 @@ class JaxEnv:
     """`Env` as pure functions over `EnvState`: `reset(key, params)`, `step(key, state, action, params)`, both
     returning `(EnvState, TimeStep)`.
 
-    Static sizes live here (node capacity C, inputs per node K, outputs per node O, rank R, graph outputs
-    Q, xfers X, locations L, location size M), taken over every graph of `graphs` (one `Graph` or a sequence);
-    the instances live in `EnvParams` (`self.params(graphs)`, default all of `self.instances`): any graphs that
-    fit the same sizes. A graph over the capacities raises `ValueError`.
+    Static sizes live here (xfers X, locations L, location size M) and in `codec`, the `GraphCodec` built once over
+    every graph of `graphs` (one `Graph` or a sequence): node capacity C, inputs per node K, outputs per node O (at
+    least `max_siblings`), rank R, graph outputs Q. The instances live in `EnvParams` (`self.params(graphs)`,
+    default all of `self.instances`): any graphs that fit the same sizes. A graph over the capacities raises
+    `ValueError`.
     `rules` must come from families in `JAX_RULE_FAMILIES` (default: `JAX_RULES`, those of `RULES`) or be data rules
     (`jaxgraph.patterns`: `TASO_RULES` is both), matched by `jaxgraph.jax_match.PatternTable` with the grouping
     `matcher` (one of `jax_match.MATCHERS`; default: the fastest measured on `jax.default_backend()`). A data rule that
@@ -195,10 +173,6 @@ class JaxEnv:
         self.instances = (graphs,) if isinstance(graphs, Graph) else tuple(graphs)
         if not self.instances or not all(isinstance(g, Graph) for g in self.instances):
             raise ValueError("JaxEnv needs a Graph or a non-empty sequence of Graphs")
-        output_counts = sorted({len(g.outputs) for g in self.instances})
-        if len(output_counts) > 1:
-            raise ValueError(f"the graphs have different output counts {output_counts}; one environment holds graphs "
-                             "of one output count")
         if fusion_passes is None:
             fusion_passes = (max(model.backend.absorb_depth(g) for g in self.instances) + SPARE_PASSES
                              if model.backend.fuses else 0)
@@ -207,18 +181,14 @@ class JaxEnv:
         self.max_location_size = integer("max_location_size", max_location_size, 2)
         self.max_steps = 0 if max_steps is None else integer("max_steps", max_steps, 1)
         self.invalid_penalty = number("invalid_penalty", invalid_penalty, 0.0)
-        largest = max(len(g) for g in self.instances)
-        self.node_capacity = 2 * largest if node_capacity is None else integer("node_capacity", node_capacity, 1)
-        self.edge_capacity = (2 * max(g.num_edges for g in self.instances) if edge_capacity is None
-                              else integer("edge_capacity", edge_capacity, 1))
-        nodes = [n for g in self.instances for n in g.nodes.values()]
-        self.max_inputs = max(5, max(len(n.inputs) for n in nodes))
         self.max_siblings = (max(4, max(_max_siblings(g) for g in self.instances)) if max_siblings is None
                              else integer("max_siblings", max_siblings, 1))
-        self.max_outputs = max(2, self.max_siblings, max(len(n.shapes) for n in nodes))
-        self.max_rank = max(4, max(len(s) for n in nodes for s in n.shapes))
-        self.num_outputs = len(self.instances[0].outputs)
-        self.float_values: list[float] = []
+        self.codec = GraphCodec.over(self.instances, node_capacity, edge_capacity, max(2, self.max_siblings))
+        self.node_capacity, self.edge_capacity = self.codec.node_capacity, self.codec.edge_capacity
+        self.max_inputs, self.max_outputs, self.max_rank = (self.codec.max_inputs, self.codec.max_outputs,
+                                                            self.codec.max_rank)
+        self.num_outputs = self.codec.num_outputs
+        nodes = [n for g in self.instances for n in g.nodes.values()]
         self._growth = np.array([(r.max_node_growth, r.max_edge_growth) for r in self.rules], np.int32)
         # hand rules grouped by family: one match (vmapped over the family's parameters) and one build per family
         hand = [x for x, r in enumerate(self.rules) if r.family != DATA_FAMILY]
@@ -226,7 +196,7 @@ class JaxEnv:
         self._families = tuple(dict.fromkeys(self.rules[x].family for x in hand))
         grouped = [[x for x in hand if self.rules[x].family == f] for f in self._families]
         self._variant_params = [
-            {key: np.array([_param_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
+            {key: np.array([attr_code(key, dict(self.rules[x].params)[key]) for x in xfers], np.int32)
              for key, _ in self.rules[xfers[0]].params} for xfers in grouped]
         self._variant_counts = [len(xfers) for xfers in grouped]
         # a data rule's family index is len(self._families) (one generic build) and its row in the table `_data_row`
@@ -270,19 +240,15 @@ class JaxEnv:
 
     @property
     def attr_size(self) -> int:
-        return TUPLE_START + max(self.max_rank, self.max_outputs)
+        """A: the width of a slot's attribute vector (the codec's)."""
+        return self.codec.attr_size
 
     # ------------------------------------------------------------ conversion
 
     def encode(self, graph: Graph) -> GraphState:
-        """A `Graph` in slots: node k of `graph.order` in slot k (as `Env` places them). ValueError if it
-        does not fit the environment's sizes."""
-        capacity, width = self.node_capacity, self.attr_size
-        if len(graph) > capacity or len(graph.outputs) != self.num_outputs:
-            raise ValueError(f"graph with {len(graph)} nodes and {len(graph.outputs)} outputs does not fit node "
-                             f"capacity {capacity} with {self.num_outputs} outputs")
-        if graph.num_edges > self.edge_capacity:
-            raise ValueError(f"graph with {graph.num_edges} edges does not fit edge capacity {self.edge_capacity}")
+        """A `Graph` in slots (`GraphCodec.encode`: node k of `graph.order` in slot k, as `Env` places them).
+        ValueError if it does not fit the environment's sizes and bounds."""
+        state = self.codec.encode(graph)
         if _max_siblings(graph) > self.max_siblings:
             raise ValueError(f"a tensor of the graph is the first input of {_max_siblings(graph)} nodes, more than "
                              f"max_siblings={self.max_siblings}")
@@ -300,79 +266,13 @@ class JaxEnv:
         if over:
             raise ValueError(f"the graph has more nodes of ops {over} than the environment's root_capacity "
                              f"{self.root_capacity}")
-        op = np.full(capacity, -1, np.int32)
-        attrs = np.zeros((capacity, width), np.int32)
-        inputs = np.full((capacity, self.max_inputs), capacity, np.int32)
-        input_index = np.zeros((capacity, self.max_inputs), np.int32)
-        num_inputs, num_outputs = np.zeros(capacity, np.int32), np.zeros(capacity, np.int32)
-        shapes = np.ones((capacity, self.max_outputs, self.max_rank), np.int32)
-        rank = np.zeros((capacity, self.max_outputs), np.int32)
-        constant, origin = np.zeros(capacity, bool), np.full(capacity, -1, np.int32)
-        slot = {node_id: k for k, node_id in enumerate(graph.order)}
-        id_rank = {node_id: k for k, node_id in enumerate(sorted(graph.nodes))}  # ids may be 64-bit hashes
-        for node_id, k in slot.items():
-            node = graph.nodes[node_id]
-            if (len(node.inputs) > self.max_inputs or len(node.shapes) > self.max_outputs
-                    or any(len(s) > self.max_rank for s in node.shapes)):
-                raise ValueError(f"node {node.name or node_id} ({node.op}) exceeds the environment's sizes")
-            op[k], attrs[k], constant[k] = OP_ID[node.op], self._attr_row(node), node.constant
-            origin[k] = id_rank[node_id]
-            num_inputs[k], num_outputs[k] = len(node.inputs), len(node.shapes)
-            for position, ref in enumerate(node.inputs):
-                inputs[k, position], input_index[k, position] = slot[ref.node], ref.index
-            for j, s in enumerate(node.shapes):
-                shapes[k, j, :len(s)], rank[k, j] = s, len(s)
-        outputs = np.array([(slot[r.node], r.index) for r in graph.outputs], np.int32).reshape(-1, 2)
-        return jax.tree.map(jnp.asarray, GraphState(op, attrs, inputs, input_index, num_inputs, shapes, rank,
-                                                    num_outputs, constant, origin, outputs))
-
-    def _attr_row(self, node: Node) -> np.ndarray:
-        row = np.zeros(self.attr_size, np.int32)
-        for key, value in node.attrs.items():
-            if key == "activation":
-                row[0] = ACTIVATIONS.index(value)
-            elif key in SCALAR_FIELDS:
-                row[SCALAR_FIELDS[key]] = int(value)
-            elif key in PAIR_FIELDS:
-                row[PAIR_FIELDS[key]:PAIR_FIELDS[key] + 2] = value
-            elif key == "pads":
-                row[PADS_FIELD:PADS_FIELD + 4] = value
-            elif key in FLOAT_FIELDS:
-                if value not in self.float_values:
-                    self.float_values.append(value)
-                row[FLOAT_FIELDS[key]] = self.float_values.index(value)
-            elif key in TUPLE_FIELDS:
-                if len(value) > self.attr_size - TUPLE_START:
-                    raise ValueError(f"{node.op} attribute {key}={value} is longer than the environment allows")
-                row[TUPLE_LEN], row[TUPLE_START:TUPLE_START + len(value)] = len(value), value
-            else:
-                raise ValueError(f"attribute {key!r} of op {node.op!r} has no slot in the attribute vector")
-        return row
-
-    def _attrs_of(self, op: str, row: np.ndarray) -> dict[str, Any]:
-        attrs: dict[str, Any] = {}
-        for key in OPS[op].defaults:
-            if key == "activation":
-                attrs[key] = ACTIVATIONS[row[0]]
-            elif key == "count_include_pad":
-                attrs[key] = bool(row[SCALAR_FIELDS[key]])
-            elif key in SCALAR_FIELDS:
-                attrs[key] = int(row[SCALAR_FIELDS[key]])
-            elif key in PAIR_FIELDS:
-                attrs[key] = tuple(int(d) for d in row[PAIR_FIELDS[key]:PAIR_FIELDS[key] + 2])
-            elif key == "pads":
-                attrs[key] = tuple(int(d) for d in row[PADS_FIELD:PADS_FIELD + 4])
-            elif key in FLOAT_FIELDS:
-                attrs[key] = self.float_values[row[FLOAT_FIELDS[key]]]
-            else:
-                attrs[key] = tuple(int(d) for d in row[TUPLE_START:TUPLE_START + row[TUPLE_LEN]])
-        return attrs
+        return state
 
     def decode(self, g: GraphState, instance: Graph | int | None = None) -> Graph:
-        """The `Graph` in `g` (one unbatched state), node ids = slots; shapes re-inferred by the IR and
-        checked against the state's. Leaves take their names and weight values from the graph `g` was encoded from
-        (`instance`: a `Graph`, or an index into `self.instances` such as `EnvState.instance`; default the only
-        instance), so the decoded graph runs (`jaxgraph.execute`)."""
+        """The `Graph` in `g` (one unbatched state), node ids = slots (`GraphCodec.decode`). Leaves take their names
+        and weight values from the graph `g` was encoded from (`instance`: a `Graph`, or an index into
+        `self.instances` such as `EnvState.instance`; default the only instance), so the decoded graph runs
+        (`jaxgraph.execute`)."""
         if instance is None:
             if len(self.instances) > 1:
                 raise ValueError(f"the environment holds {len(self.instances)} instances: pass which one the state "
@@ -383,33 +283,7 @@ class JaxEnv:
             if index >= len(self.instances):
                 raise ValueError(f"instance {index} is not one of the environment's {len(self.instances)}")
             instance = self.instances[index]
-        ids = sorted(instance.nodes)  # `origin` holds ranks in this order
-        g = jax.tree.map(np.asarray, g)
-        alive = np.flatnonzero(g.op >= 0)
-        pending = {int(k): set(int(s) for s in g.inputs[k, :g.num_inputs[k]]) for k in alive}
-        nodes: dict[int, Node] = {}
-        while pending:
-            ready = sorted(k for k, deps in pending.items() if deps <= nodes.keys())
-            if not ready:
-                raise ValueError("graph state has a cycle or reads a free slot")
-            for k in ready:
-                del pending[k]
-                op = OP_TYPES[g.op[k]]
-                shapes = tuple(tuple(int(d) for d in g.shapes[k, j, :g.rank[k, j]]) for j in range(g.num_outputs[k]))
-                if op in ("input", "weight"):
-                    leaf = instance.nodes[ids[g.origin[k]]]
-                    nodes[k] = Node(op, (), {}, shapes, op == "weight", leaf.name, leaf.value)
-                    continue
-                refs = [Ref(int(s), int(i)) for s, i in zip(g.inputs[k, :g.num_inputs[k]],
-                                                            g.input_index[k, :g.num_inputs[k]])]
-                node = make_node(op, refs, self._attrs_of(op, g.attrs[k]), nodes.__getitem__, f"slot {k}")
-                if node.shapes != shapes or node.constant != bool(g.constant[k]):
-                    raise ValueError(f"slot {k} ({op}) holds shapes {shapes}, constness {bool(g.constant[k])}; the IR "
-                                     f"infers {node.shapes}, {node.constant}")
-                nodes[k] = node
-        inputs = [k for k in sorted(nodes) if nodes[k].op == "input"]
-        inputs.sort(key=lambda k: instance.inputs.index(ids[g.origin[k]]))
-        return Graph.from_nodes(nodes, inputs, [Ref(int(s), int(i)) for s, i in g.outputs], instance.output_names)
+        return self.codec.decode(g, instance)
 
     def params(self, graphs: Graph | Sequence[Graph] | None = None) -> EnvParams:
         """The `EnvParams` whose instances are `graphs` (one or several; default `self.instances`), each encoded in
@@ -429,13 +303,12 @@ class JaxEnv:
             except ValueError as error:
                 raise ValueError(f"graph {index}: {error}") from None
         instances = jax.tree.map(lambda *leaves: jnp.stack(leaves), *encoded)
-        return EnvParams(instances, jnp.float32(self.model.peak_flops), jnp.float32(self.model.bandwidth),
-                         jnp.float32(self.model.overhead), jnp.int32(nchwc_block()), jnp.int32(self.max_steps),
+        return EnvParams(instances, CostParams.of(self.model), jnp.int32(self.max_steps),
                          jnp.float32(self.invalid_penalty))
 
     def node_costs(self, g: GraphState, params: EnvParams) -> jax.Array:
         """[C] float32 ms: `node_costs` under this environment's cost model."""
-        return node_costs(g, params, self.model.backend, self.fusion_passes)
+        return node_costs(g, params.cost, self.model.backend, self.fusion_passes)
 
     # ------------------------------------------------------------ environment
 
@@ -514,7 +387,7 @@ class JaxEnv:
         past them, so it recomputes every slot."""
         if self.model.backend is not TASO:
             return self.node_costs(g, params)
-        fresh = node_costs(g, params, TASO, rows=jnp.minimum(written, self.node_capacity - 1))
+        fresh = node_costs(g, params.cost, TASO, rows=jnp.minimum(written, self.node_capacity - 1))
         return jnp.where(g.alive, before, 0.0).at[written].set(fresh, mode="drop")
 
     def draw(self, key: jax.Array, params: EnvParams) -> jax.Array:
@@ -528,8 +401,7 @@ class JaxEnv:
         state = EnvState(g, jnp.asarray(instance, jnp.int32), costs, costs.sum(), costs.sum(), jnp.int32(0),
                          *self._locations(g))
         extras = {"cost": state.cost, "invalid": jnp.bool_(False)}
-        return state, TimeStep(jnp.int8(StepType.FIRST), jnp.float32(0.0), jnp.float32(1.0), self.observe(state),
-                               extras)
+        return state, restart(self.observe(state), extras, shape=())
 
     def reset(self, key: jax.Array, params: EnvParams) -> tuple[EnvState, TimeStep]:
         """Draw an instance with `key` (`draw`) and start an episode on it."""
@@ -567,9 +439,7 @@ class JaxEnv:
         terminated = noop | ~xfer_mask[:-1].any()
         truncated = ~terminated & (params.max_steps > 0) & (steps >= params.max_steps)
         extras = {"cost": new_state.cost, "invalid": ~valid & ~noop}
-        step_type = jnp.where(terminated | truncated, jnp.int8(StepType.LAST), jnp.int8(StepType.MID))
-        return new_state, TimeStep(step_type, reward.astype(jnp.float32), jnp.where(terminated, 0.0, 1.0).astype(
-            jnp.float32), self.observe(new_state), extras)
+        return new_state, outcome(reward, self.observe(new_state), terminated, truncated, extras)
 
     def observe(self, state: EnvState) -> Observation:
         """The `Observation` of a state: `Env`'s layout and sizes. The live inputs fill the first edge rows, in order

@@ -3,24 +3,27 @@ its attributes, and the per-slot facts that the rules' matches and the costs rea
 
 Per slot: the op id (-1 for a free slot), attributes as a fixed integer vector, input slots and output indices,
 output shapes padded with 1, constness and the original node (the rank of its id). Weights are not carried: shapes
-only (`Env` keeps values for numerical checks). `jaxgraph.jax_env.JaxEnv.encode` and `decode` convert.
+only (`Env` keeps values for numerical checks). `jaxgraph.graph_codec.GraphCodec` converts; `attr_row` is the one
+writer of the attribute vector (the codec on the host, the rules' and patterns' rewrites in jit).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph.ops import OP_TYPES
+from jaxgraph.ops import ACTIVATIONS, OP_TYPES
 
 OP_ID = {op: i for i, op in enumerate(OP_TYPES)}
 PADDINGS = ("SAME", "VALID")
 
-# Attribute vector layout: integer fields, float attributes as ids into the environment's float table, and
-# one tuple field (perm, reshape target or split sizes) with its length.
+# Attribute vector layout: integer fields, float attributes as a 32-bit fingerprint of their float64 value (no table
+# of values grows as graphs are encoded; the value comes back from the graph a state started from, whose floats
+# rewrites copy and never add to: `jaxgraph.graph_codec`), and one tuple field (perm, reshape target or split sizes)
+# with its length.
 SCALAR_FIELDS = {"activation": 0, "groups": 7, "axis": 10, "count": 11, "count_include_pad": 12}
 PAIR_FIELDS = {"stride": 1, "kernel": 8}
 PADS_FIELD = 3
@@ -28,6 +31,73 @@ FLOAT_FIELDS = {"eps": 13, "min": 14, "max": 15}
 TUPLE_FIELDS = ("perm", "shape", "sizes")
 TUPLE_LEN = 16
 TUPLE_START = 17
+# attribute -> (first word, words) of every attribute but the tuple
+PLACES = {**{key: (start, 1) for key, start in {**SCALAR_FIELDS, **FLOAT_FIELDS}.items()},
+          **{key: (start, 2) for key, start in PAIR_FIELDS.items()}, "pads": (PADS_FIELD, 4)}
+
+
+def attr_code(key: str, value: Any) -> int | np.ndarray:
+    """An attribute or rule parameter as what the attribute vector holds: an activation as its index in
+    `ACTIVATIONS`, a padding class as its index in `PADDINGS`, a float attribute as the two 32-bit halves of its
+    float64 bits xor-ed (an int32 fingerprint: equal floats, equal codes), a flag or count as an int; pairs, pads
+    and tuples as int32 arrays."""
+    if key in FLOAT_FIELDS:
+        bits = int(np.array(value, np.float64).view(np.uint64))
+        return int(np.array((bits ^ (bits >> 32)) & 0xFFFFFFFF, np.uint32).view(np.int32))
+    if key == "padding":
+        return PADDINGS.index(value)
+    if key == "activation":
+        return ACTIVATIONS.index(value)
+    return int(value) if np.ndim(value) == 0 else np.asarray(value, np.int32)
+
+
+def attr_value(key: str, code: Any) -> Any:
+    """The attribute `key` (not a float: its value comes from a table, `GraphCodec.decode`) from its code
+    (`attr_field` of a host row): the inverse of `attr_code`."""
+    if key in FLOAT_FIELDS:
+        raise ValueError(f"float attribute {key!r} is a fingerprint: read its value from the graph's floats")
+    if key == "activation":
+        return ACTIVATIONS[code]
+    if key == "padding":
+        return PADDINGS[code]
+    if key == "count_include_pad":
+        return bool(code)
+    return int(code) if np.ndim(code) == 0 else tuple(int(d) for d in code)
+
+
+def _place(key: str) -> int | slice:
+    if key not in PLACES:
+        raise ValueError(f"attribute {key!r} has no place in the attribute vector")
+    start, width = PLACES[key]
+    return start if width == 1 else slice(start, start + width)
+
+
+def attr_field(row: Any, key: str) -> Any:
+    """The code of attribute `key` (not a tuple) in attribute vectors `row` [..., A]: [...] for a one-word field,
+    [..., W] for a pair or the pads."""
+    return row[..., _place(key)]
+
+
+def attr_row(row: Any, tuple_length: Any = None, **codes: Any) -> Any:
+    """`row` [..., A] (one attribute vector or a batch) with the attributes `codes` written into their places: the
+    one writer of the layout above, on the host (a NumPy `row`: a new array) and in jit (`.at[].set`). `codes` are
+    IR attribute names with their codes (`attr_code`); "perm", "shape" or "sizes" fill the tuple field and set its
+    length to their last axis' size, or to `tuple_length` when given (traced lengths: the values past it are 0)."""
+    host = isinstance(row, np.ndarray)
+    row = row.copy() if host else row
+    for key, value in codes.items():
+        if key in TUPLE_FIELDS:
+            count = np.shape(value)[-1]
+            writes = [(TUPLE_LEN, count if tuple_length is None else tuple_length),
+                      (slice(TUPLE_START, TUPLE_START + count), value)]
+        else:
+            writes = [(_place(key), value)]
+        for index, written in writes:
+            if host:
+                row[..., index] = written
+            else:
+                row = row.at[..., index].set(written)
+    return row
 
 
 class GraphState(NamedTuple):

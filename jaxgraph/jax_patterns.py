@@ -22,12 +22,13 @@ import numpy as np
 from jaxgraph.jax_edits import Edit, EditBuilder
 from jaxgraph.jax_graph import (
     OP_ID,
+    PADDINGS,
     PADS_FIELD,
     PAIR_FIELDS,
     SCALAR_FIELDS,
-    TUPLE_LEN,
-    TUPLE_START,
     GraphState,
+    attr_code,
+    attr_row,
     op_in,
     tensors,
 )
@@ -41,8 +42,6 @@ MAX_MAPPED = 2
 MAX_HAZARDS = 2
 ARITY = 2  # inputs of any pattern op
 PARTS = 2  # outputs of a target split
-_ACTIVATION = {"none": 0, "relu": 1}
-PADDING = {"SAME": 0, "VALID": 1}
 
 
 class LoweredPatterns(NamedTuple):
@@ -109,10 +108,10 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         a["op"][q], a["arity"][q] = OP_ID[op.op], len(op.inputs)
         attrs = dict(op.attrs)
         if "activation" in attrs:
-            a["activation"][q] = _ACTIVATION[attrs["activation"]]
+            a["activation"][q] = attr_code("activation", attrs["activation"])
         if op.op == "conv2d":
-            a["kernel"][q], a["stride"][q], a["padding"][q] = attrs["kernel"], attrs["stride"], PADDING[
-                attrs["padding"]]
+            a["kernel"][q], a["stride"][q], a["padding"][q] = attrs["kernel"], attrs["stride"], attr_code(
+                "padding", attrs["padding"])
         if op.op == "concat":
             a["axis"][q], a["rank"][q] = attrs["axis"], attrs["rank"]
         for p, t in enumerate(op.inputs):
@@ -134,9 +133,9 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         a["target_reads"][t, :len(op.inputs)] = [-1 - externals.index(i.op) if i.external else i.op * PARTS + i.index
                                                  for i in op.inputs]
         if "activation" in attrs:
-            a["target_activation"][t] = _ACTIVATION[attrs["activation"]]
+            a["target_activation"][t] = attr_code("activation", attrs["activation"])
         if op.op == "conv2d":
-            a["target_stride"][t], a["target_padding"][t] = attrs["stride"], PADDING[attrs["padding"]]
+            a["target_stride"][t], a["target_padding"][t] = attrs["stride"], attr_code("padding", attrs["padding"])
         if op.op in ("concat", "split"):
             a["target_axis"][t] = attrs["axis"]
     for i, (s, t) in enumerate(pattern.mapped):
@@ -323,7 +322,7 @@ def _infer(row: LoweredPatterns, d: int, x, rx, y, ry, sources) -> tuple[jax.Arr
     def conv():
         stride = _lead(row.target_stride[d], x.ndim)
         before, after = _same_pads(x[..., 2:4], y[..., 2:4], stride)
-        pads = jnp.where(row.target_padding[d] == PADDING["SAME"], jnp.concatenate([before, after], -1), 0)
+        pads = jnp.where(row.target_padding[d] == PADDINGS.index("SAME"), jnp.concatenate([before, after], -1), 0)
         spatial = (x[..., 2:4] + pads[..., :2] + pads[..., 2:] - y[..., 2:4]) // jnp.maximum(stride, 1) + 1
         ok = (rx == 4) & (ry == 4) & (y[..., 1] == x[..., 1]) & (spatial >= 1).all(-1)
         return single(ok, x.at[..., 1].set(y[..., 0]).at[..., 2:4].set(spatial), pads)
@@ -359,15 +358,12 @@ def _attr_row(row: LoweredPatterns, d: int, pads: jax.Array, sizes: jax.Array, w
     """The IR attribute vector (`jaxgraph.jax_graph` layout) of target op `d`, as `Env` makes the node."""
     op = row.target_op[d]
     conv, split = op == OP_ID["conv2d"], op == OP_ID["split"]
-    out = jnp.zeros(pads.shape[:-1] + (width,), jnp.int32)
-    out = out.at[..., 0].set(jnp.where((op == OP_ID["matmul"]) | conv, row.target_activation[d], 0))
-    stride = PAIR_FIELDS["stride"]
-    out = out.at[..., stride:stride + 2].set(jnp.where(conv, _lead(row.target_stride[d], pads.ndim), 0))
-    out = out.at[..., PADS_FIELD:PADS_FIELD + 4].set(jnp.where(conv, pads, 0))
-    out = out.at[..., SCALAR_FIELDS["groups"]].set(jnp.where(conv, 1, 0))
-    out = out.at[..., SCALAR_FIELDS["axis"]].set(jnp.where((op == OP_ID["concat"]) | split, row.target_axis[d], 0))
-    out = out.at[..., TUPLE_LEN].set(jnp.where(split, PARTS, 0))
-    return out.at[..., TUPLE_START:TUPLE_START + PARTS].set(jnp.where(split, sizes, 0))
+    return attr_row(jnp.zeros(pads.shape[:-1] + (width,), jnp.int32),
+                    activation=jnp.where((op == OP_ID["matmul"]) | conv, row.target_activation[d], 0),
+                    stride=jnp.where(conv, _lead(row.target_stride[d], pads.ndim), 0), pads=jnp.where(conv, pads, 0),
+                    groups=jnp.where(conv, 1, 0),
+                    axis=jnp.where((op == OP_ID["concat"]) | split, row.target_axis[d], 0),
+                    sizes=jnp.where(split, sizes, 0), tuple_length=jnp.where(split, PARTS, 0))
 
 
 def target_facts(g: GraphState, row: LoweredPatterns, externals: jax.Array, sources: jax.Array) -> TargetFacts:

@@ -17,16 +17,16 @@ import jax.numpy as jnp
 
 from jaxgraph.jax_edits import EditBuilder
 from jaxgraph.jax_graph import (
-    FLOAT_FIELDS,
     OP_ID,
     PADDINGS,
     PADS_FIELD,
     PAIR_FIELDS,
     SCALAR_FIELDS,
-    TUPLE_LEN,
     TUPLE_START,
     GraphState,
     SlotView,
+    attr_field,
+    attr_row,
     first_true,
     last_dim,
     op_in,
@@ -100,10 +100,7 @@ def _match_concat_of_relus(g, v, r):
 
 
 def _attrs_like(g: GraphState, slot: jax.Array, **fields: int) -> jax.Array:
-    row = g.attrs[slot]
-    for name, value in fields.items():
-        row = row.at[SCALAR_FIELDS[name]].set(value)
-    return row
+    return attr_row(g.attrs[slot], **fields)
 
 
 def _no_attrs(g: GraphState) -> jax.Array:
@@ -111,8 +108,8 @@ def _no_attrs(g: GraphState) -> jax.Array:
 
 
 def _tuple_attrs(g: GraphState, values: Sequence[jax.Array]) -> jax.Array:
-    row = _no_attrs(g).at[TUPLE_LEN].set(len(values))
-    return row.at[TUPLE_START:TUPLE_START + len(values)].set(jnp.stack(values).astype(jnp.int32))
+    """A reshape's attributes: target shape `values`."""
+    return attr_row(_no_attrs(g), shape=jnp.stack(values).astype(jnp.int32))
 
 
 def _vector(g: GraphState, n: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -154,7 +151,7 @@ def _build_conv_batchnorm(g, loc):
     bn, conv = loc[0], loc[1]
     x, w, bias, has_bias = _conv_parts(g, conv)
     scale, shift, mean, var = (g.inputs[bn, k] for k in range(1, 5))
-    eps = _no_attrs(g).at[FLOAT_FIELDS["eps"]].set(g.attrs[bn, FLOAT_FIELDS["eps"]])
+    eps = attr_row(_no_attrs(g), eps=attr_field(g.attrs[bn], "eps"))
     patch = EditBuilder(g, [bn, conv])
     w_index = g.input_index[conv, 1]
     weight = patch.add("bn_fold_weight", [w, scale, var], eps, g.shapes[w, w_index], g.rank[w, w_index],
@@ -225,7 +222,7 @@ def _build_merge_group_convs(g, loc):
     x, w, bias, _has_bias = _conv_parts(g, conv)
     groups = g.attrs[conv, SCALAR_FIELDS["groups"]]
     patch = EditBuilder(g, [conv])
-    attrs = _no_attrs(g).at[SCALAR_FIELDS["groups"]].set(groups).at[SCALAR_FIELDS["count"]].set(2)
+    attrs = attr_row(_no_attrs(g), groups=groups, count=2)
     x_index, w_index, bias_index = _indices(g, conv)
     merged = patch.add("merge_gconv", [w], attrs, g.shapes[w, w_index].at[1].multiply(2), g.rank[w, w_index],
                        indices=[w_index])
@@ -280,7 +277,7 @@ def _dim(shape: jax.Array, axis: jax.Array, value: jax.Array) -> jax.Array:
 
 
 def _axis_attrs(g: GraphState, axis: jax.Array | int) -> jax.Array:
-    return _no_attrs(g).at[SCALAR_FIELDS["axis"]].set(axis)
+    return attr_row(_no_attrs(g), axis=axis)
 
 
 def _split_in_two(patch: EditBuilder, g: GraphState, source: jax.Array, first: jax.Array, second: jax.Array,
@@ -288,7 +285,7 @@ def _split_in_two(patch: EditBuilder, g: GraphState, source: jax.Array, first: j
     """A split of new node `source` on `axis` into tensors shaped like output 0 of slots `first` and `second`,
     which it replaces; returns its code."""
     sizes = jnp.stack([g.shapes[first, 0, axis], g.shapes[second, 0, axis]])
-    attrs = _axis_attrs(g, axis).at[TUPLE_LEN].set(2).at[TUPLE_START:TUPLE_START + 2].set(sizes)
+    attrs = attr_row(_no_attrs(g), axis=axis, sizes=sizes)
     split = patch.add_outputs("split", [source], attrs, jnp.stack([g.shapes[first, 0], g.shapes[second, 0]]),
                               jnp.stack([g.rank[first, 0], g.rank[second, 0]]), 2)
     patch.replace(first, split, 0, 0)
@@ -399,8 +396,7 @@ def _build_split_of_split(g, loc):
     total = g.num_outputs[inner] + m - 1
     tuple_width = g.attrs.shape[1] - TUPLE_START
     sizes = g.attrs[source, TUPLE_START + jnp.minimum(source_index, tuple_width - 1)]
-    attrs = g.attrs[inner].at[TUPLE_LEN].set(total).at[TUPLE_START:TUPLE_START + width].set(
-        jnp.where(part < total, sizes, 0))
+    attrs = attr_row(g.attrs[inner], sizes=jnp.where(part < total, sizes, 0), tuple_length=total)
     patch = EditBuilder(g, [outer, inner])
     split = patch.add_outputs("split", [g.inputs[inner, 0]], attrs, g.shapes[source, source_index],
                               g.rank[source, source_index], total, indices=[g.input_index[inner, 0]])
@@ -472,7 +468,7 @@ def _build_merge_convs(g, loc):
     shapes = [g.shapes[w, i] for w, i in zip(weights, indices)]
     kernel = jnp.maximum(shapes[0][2:4], shapes[1][2:4])
     patch = EditBuilder(g, [a, b])
-    kernel_attrs = _no_attrs(g).at[PAIR_FIELDS["kernel"]:PAIR_FIELDS["kernel"] + 2].set(kernel)
+    kernel_attrs = attr_row(_no_attrs(g), kernel=kernel)
     parts, part_indices = [], []
     for w, i, shape in zip(weights, indices, shapes):
         grow = (shape[2:4] != kernel).any()
@@ -489,7 +485,7 @@ def _build_merge_convs(g, loc):
     half = (kernel - 1) // 2
     enlarged = (shapes[0][2:4] != shapes[1][2:4]).any()
     pads = jnp.where(enlarged, jnp.concatenate([half, half]), g.attrs[a, PADS_FIELD:PADS_FIELD + 4])
-    merged = patch.add("conv2d", [g.inputs[a, 0], joined, bias], g.attrs[a].at[PADS_FIELD:PADS_FIELD + 4].set(pads),
+    merged = patch.add("conv2d", [g.inputs[a, 0], joined, bias], attr_row(g.attrs[a], pads=pads),
                        g.shapes[a, 0].at[1].set(channels), g.rank[a, 0], count=g.num_inputs[a],
                        indices=[g.input_index[a, 0], jnp.int32(0), jnp.int32(0)])
     _split_in_two(patch, g, merged, a, b, jnp.int32(1))

@@ -24,6 +24,7 @@ from jaxgraph.graph import Graph
 from jaxgraph.rl.policy import GraphPolicy, entropy, log_prob, sample_action
 from jaxgraph.rl.ppo import Trajectory
 from jaxgraph.rules import RULES, Rule
+from jaxgraph.timestep import TimeStep, outcome
 
 
 def stack(observations: Sequence[Any]) -> Any:
@@ -64,13 +65,12 @@ class EnvPool:
         """Reset every environment; the stacked observations [B, ...]."""
         return stack([env.reset().observation for env in self.envs])
 
-    def step(self, actions: np.ndarray) -> tuple[Observation, np.ndarray, np.ndarray, np.ndarray,
-                                                   Observation, np.ndarray]:
+    def step(self, actions: np.ndarray) -> tuple[Observation, TimeStep]:
         """Step each environment with its (xfer, location) row; reset those whose episode ended.
 
-        Returns the next observations (after resets), normalised rewards, terminated, truncated, the
-        observations the steps produced (before resets, for bootstrapping truncated episodes) and
-        the cost of each graph after the step (before resets)."""
+        Returns the next observations (after resets) and the batch's time step [B]: normalised rewards, the
+        observations the steps produced (before resets, for bootstrapping truncated episodes), terminated and
+        truncated apart, and extras["cost"], the cost of each graph after the step (before resets)."""
         observations, finals, rewards, terminated, truncated, costs = [], [], [], [], [], []
         for i, (env, (xfer, location)) in enumerate(zip(self.envs, actions)):
             timestep = env.step((int(xfer), int(location)))
@@ -83,8 +83,8 @@ class EnvPool:
             terminated.append(timestep.terminated)
             truncated.append(timestep.truncated)
             observations.append(env.reset().observation if timestep.last() else timestep.observation)
-        return (stack(observations), np.asarray(rewards, np.float32), np.asarray(terminated),
-                np.asarray(truncated), stack(finals), np.asarray(costs))
+        return stack(observations), outcome(np.asarray(rewards, np.float32), stack(finals), np.asarray(terminated),
+                                            np.asarray(truncated), {"cost": np.asarray(costs)})
 
 
 class GraphAgent(NamedTuple):
@@ -141,9 +141,10 @@ def collect(pool: EnvPool, agent: GraphAgent, params: Any, key: Any, num_steps: 
     for t in range(num_steps):
         key, sub = jax.random.split(key)
         action, lp, value = (np.asarray(a) for a in agent.act(params, obs, sub))
-        next_obs, reward, term, trunc, finals, costs = pool.step(action)
+        next_obs, timestep = pool.step(action)
+        reward, term, trunc, costs = timestep.reward, timestep.terminated, timestep.truncated, timestep.extras["cost"]
         if trunc.any():
-            truncated_values[t] = np.asarray(agent.value(params, finals))
+            truncated_values[t] = np.asarray(agent.value(params, timestep.observation))
         running += reward
         for i in np.flatnonzero(term | trunc):
             returns.append(float(running[i]))

@@ -14,7 +14,7 @@ from jaxgraph import Env, GraphBuilder, MeasuredCost, Roofline, cost
 from jaxgraph.backends import ONNXRUNTIME, XLA
 from jaxgraph.cost import node_cost
 from jaxgraph.graph import canonical_form
-from jaxgraph.jax_cost import node_costs
+from jaxgraph.jax_cost import CostParams, node_costs
 from jaxgraph.jax_env import JaxEnv
 from jaxgraph.jax_graph import first_true
 from jaxgraph.jax_rules import JAX_RULES
@@ -62,7 +62,7 @@ def test_encode_decode_round_trip_and_cost(name):
     env = JaxEnv(graph)
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
-    params = env.params()
+    params = env.params().cost
     assert float(jit(node_costs)(env.encode(graph), params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
@@ -86,7 +86,7 @@ def test_node_costs_of_some_rows_equal_host_node_cost():
     refuse rows."""
     graph = small_model("resnet18")
     env = JaxEnv(graph)
-    params = env.params()
+    params = env.params().cost
     host = np.array([node_cost(env.model, graph, node_id) for node_id in graph.order], np.float32)
     kernels, free = np.flatnonzero(host > 0), np.flatnonzero(host == 0)
     rows = np.array([kernels[3], free[0], kernels[-1], kernels[len(kernels) // 2], kernels[3]])
@@ -333,8 +333,7 @@ def check_costs(fused, graph, model):
     """The jitted per-slot costs of `graph` (slot k holds node k of `graph.order`) are `node_cost`'s under `model`
     (a Roofline of the fixture's backend), every other slot costs nothing, and the sum is `cost`; returns the sum."""
     env, costs_of, _ = fused
-    params = env.params(graph)._replace(peak_flops=jnp.float32(model.peak_flops),
-                                        bandwidth=jnp.float32(model.bandwidth), overhead=jnp.float32(model.overhead))
+    params = env.params(graph)._replace(cost=CostParams.of(model))
     costs = np.asarray(costs_of(env.encode(graph), params))
     expected = np.array([node_cost(model, graph, node_id) for node_id in graph.order], np.float32)
     chex.assert_trees_all_close(costs[:len(graph)], expected, rtol=1e-5, atol=1e-9)
@@ -440,7 +439,7 @@ def test_fewer_passes_than_absorb_depth_are_not_enough(backend, graph, depth):
     graph = graph()
     assert backend.absorb_depth(graph) == depth
     env = JaxEnv(graph, cost_model=Roofline(backend=backend, bandwidth=1e30))
-    params = env.params()
+    params = env.params().cost
     exact, short = (np.asarray(jit(node_costs, static_argnums=(2, 3))(env.encode(graph), params, backend, passes))
                     for passes in (depth, depth - 1))
     expected = np.array([node_cost(env.model, graph, i) for i in graph.order], np.float32)
