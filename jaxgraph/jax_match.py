@@ -160,7 +160,7 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
         ok &= functools.reduce(jnp.logical_and, [unless(k >= row.size, lambda: plan[q] != plan[k])  # noqa: B023
                                                  for k in range(q + 1, m)], True)
         ok &= unless(row.activation[q] < 0, lambda: f.activation[..., q] == row.activation[q])  # noqa: B023
-        ok &= unless(op != conv, lambda: (  # noqa: B023  padding: 0 SAME, 1 VALID (`PADDING`)
+        ok &= unless(op != conv, lambda: (  # noqa: B023  padding: 0 SAME, 1 VALID (`jax_graph.PADDINGS`)
             (f.in_rank[..., q, :] == 4).all(-1) & (f.groups[..., q] == 1)  # noqa: B023
             & (f.kernel[..., q, 0] == row.kernel[q, 0]) & (f.kernel[..., q, 1] == row.kernel[q, 1])  # noqa: B023
             & (f.stride[..., q, 0] == row.stride[q, 0]) & (f.stride[..., q, 1] == row.stride[q, 1])  # noqa: B023
