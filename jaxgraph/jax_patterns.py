@@ -89,8 +89,8 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         raise ValueError(fail + "the pattern is larger than the jitted matcher's bounds")
     if any(len(o.inputs) > ARITY for o in src + dst) or any(o.outputs > PARTS for o in dst):
         raise ValueError(fail + f"an op has more than {ARITY} inputs or {PARTS} outputs")
-    if any(o.op == "conv2d" and o.attr("padding") not in PADDING for o in src + dst):
-        raise ValueError(fail + f"a conv2d's padding is none of {list(PADDING)}")
+    if any(o.op == "conv2d" and o.attr("padding") not in PADDINGS for o in src + dst):
+        raise ValueError(fail + f"a conv2d's padding is none of {list(PADDINGS)}")
     plan = (compiled.root,) + tuple(step[1] for step in compiled.steps)
     plan_of = {k: q for q, k in enumerate(plan)}
     externals = pattern.externals
