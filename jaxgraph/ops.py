@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxgraph import opaque
+from jaxgraph import _opaque as opaque
 
 Shape = tuple[int, ...]
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
@@ -359,7 +359,7 @@ OPS: Mapping[str, OpSpec] = MappingProxyType({s.name: s for s in (
     _spec("reshape", (1, 1), _infer_reshape, lambda attrs, x: jnp.reshape(x, attrs["shape"]), True, shape=()),
     _spec("softmax", (1, 1), _infer_softmax, lambda attrs, x: jax.nn.softmax(x, axis=attrs["axis"]), axis=-1),
     *(_spec(name, arity, infer, impl, **defaults) for name, arity, infer, impl, defaults in _TRANSFORMER_OPS),
-    # An ONNX op that no rule touches, carried verbatim (see jaxgraph.opaque).
+    # An ONNX op that no rule touches, carried verbatim (see jaxgraph._opaque).
     _spec("opaque", (0, None), opaque.infer, opaque.jax_kernel, **opaque.DEFAULTS),
     # Weight-only ops created by substitutions; free once their inputs are constants.
     _spec("enlarge", (1, 1), _infer_enlarge, _enlarge, kernel=(1, 1)),

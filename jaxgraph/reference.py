@@ -17,7 +17,7 @@ import numpy as np
 import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
-from jaxgraph import opaque
+from jaxgraph import _opaque as opaque
 from jaxgraph.graph import Graph, Node, Ref
 
 _FOLDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -31,9 +31,9 @@ def table_keys(entries: Sequence[Mapping[str, Any]], inputs: int = 6) -> dict[in
     """xfer id -> the entry's canonical key (equal for rules equal up to renaming of inputs and commutativity of
     add and mul), or None where the generator's worlds cannot express it (another kernel, stride or op, more than
     `inputs` inputs)."""
+    from jaxgraph.generate._prune import canonical
     from jaxgraph.generate.enumerate import Terms, World, op_kinds
     from jaxgraph.generate.known import entry_rank, intern_entry
-    from jaxgraph.generate.prune import canonical
 
     terms = {rank: Terms(World(rank, inputs), op_kinds(TABLE_OPS, rank)) for rank in (2, 4)}
     keys: dict[int, tuple | None] = {}

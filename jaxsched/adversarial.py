@@ -8,7 +8,7 @@ is makespan(a) / makespan(b). Everything PISA fixes is a parameter of `SearchCon
 
 * the distribution: task and processor counts (drawn per chain within a range), the value ranges;
 * the start: a random DAG, a chain 0 -> 1 -> ... (PISA), or a given instance (`search(start=...)`);
-* the moves (`jaxsched.moves`): which kinds, redraw or nudge by +/- `step` and clip;
+* the moves (`jaxsched._moves`): which kinds, redraw or nudge by +/- `step` and clip;
 * the acceptance: "metropolis" (better always, worse with exp((new - old) / T)) or "pisa" (better
   always, otherwise with exp(-(new / old) / T), SAGA's rule);
 * the cooling: T falls geometrically from `temperature_start`, by `cooling_rate` per step until it
@@ -40,11 +40,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from jaxsched._moves import MOVES, MoveConfig, perturb
 from jaxsched.common.sharding import Devices, batch_mesh, constrain_batch, padded_batch_size
 from jaxsched.dense import DenseInstance, dense_facts, dense_plan, dense_positions, random_instance, to_padded
 from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS
-from jaxsched.moves import MOVES, MoveConfig, perturb
 from jaxsched.priorities import RANK_CONVENTIONS
 
 SEARCH_NAMES = tuple(PRESETS) + ("Duplex",)
@@ -133,7 +133,7 @@ class SearchConfig:
 
     @property
     def move_config(self) -> MoveConfig:
-        """The moves (`jaxsched.moves.MoveConfig`)."""
+        """The moves (`jaxsched._moves.MoveConfig`)."""
         return MoveConfig(self.moves, self.step, self.value_range, self.speed_range)
 
     @property

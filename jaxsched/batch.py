@@ -242,7 +242,7 @@ def links_of(problems: list[Problem], proc_mask: np.ndarray) -> np.ndarray:
 
 class PaddedCosts(NamedTuple):
     """The costs of a padded batch without its graph: the fields of `PaddedProblem` that a static list
-    scheduler scanning a predecessor stream (`jaxsched.pull_stream`) reads, cheaper to build."""
+    scheduler scanning a predecessor stream (`jaxsched._pull_stream`) reads, cheaper to build."""
 
     comp: np.ndarray  # [B, T, P]
     task_mask: np.ndarray  # [B, T]

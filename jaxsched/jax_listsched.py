@@ -5,7 +5,7 @@ by `config` exactly as the NumPy reference does (same priority positions and pin
 host-computed `ListPlan`, same tie-breaks), and places it with the placement rule of
 `jaxsched.timeline` (each processor's idle gaps, `jaxsched.jax_timeline.occupy_gaps`) or after the
 processor's last task. Static selections visit tasks in the plan's order and score one task on every
-processor [P]; their scan runs over a predecessor stream (`jaxsched.pull_stream`: a few of the task's
+processor [P]; their scan runs over a predecessor stream (`jaxsched._pull_stream`: a few of the task's
 inputs per micro-step, the last one placing it), so they need only the problem's costs (`PaddedCosts`).
 Dynamic selections take T steps, each scoring every ready task on every processor [T, P] and releasing
 the placed task's successors through one dense row built from the edges (`PaddedEdges`). Steps after
@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from jaxsched._batch_plan import batch_draws, fused, plan_flat, stream_width
+from jaxsched._pull_stream import PullStream, compact_streams, visit_stream
 from jaxsched.batch import (
     PaddedCosts,
     PaddedEdges,
@@ -42,14 +44,12 @@ from jaxsched.batch import (
     pad_edges,
 )
 from jaxsched.batch_graph import BatchGraph, HostBuffers
-from jaxsched.batch_plan import batch_draws, fused, plan_flat, stream_width
 from jaxsched.common.arguments import integer
 from jaxsched.common.sharding import Devices, batch_mesh, gather, shard_batch
 from jaxsched.jax_simulate import ScheduleArrays
 from jaxsched.jax_timeline import earliest_start_in_gaps, occupy_gaps, ready_time
 from jaxsched.listsched import PRESETS, ListConfig, ListPlan, make_plan, preset
 from jaxsched.problem import Problem
-from jaxsched.pull_stream import PullStream, compact_streams, visit_stream
 
 
 def pad_plan(plan: ListPlan, shape: Shape, dtype=np.float32) -> ListPlan:
@@ -232,7 +232,7 @@ def list_schedule_padded(
     """Schedule of one padded problem by the family member `config`, from its padded `plan`
     (`pad_plan(make_plan(...))`); `capacity` bounds the idle gaps kept per processor (default T) when
     `config.insertion`, and `overflow` reports when some processor needed more. A static selection
-    scans the micro-steps of `stream` (`jaxsched.pull_stream`; default `visit_stream` of `plan.order`,
+    scans the micro-steps of `stream` (`jaxsched._pull_stream`; default `visit_stream` of `plan.order`,
     one per task); a dynamic one takes T steps over the problem's `edges` (default its own). Given its
     stream or edges, a selection needs only the problem's `PaddedCosts`."""
     reads = _graph_input(problem, config, stream, edges)
@@ -464,7 +464,7 @@ def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: Ho
                   threads: int | None):
     """(shape, costs, [(plans, streams, edges)] per config) of `schedule_batch`: the costs, and of the graph
     only what the scans read: predecessor streams (static selections), edges (dynamic ones). Planned in one
-    compiled pass per problem (`jaxsched.batch_plan`, into `buffers`, in `threads` parts) when every config
+    compiled pass per problem (`jaxsched._batch_plan`, into `buffers`, in `threads` parts) when every config
     allows it, else on the `BatchGraph`."""
     problems, shape = checked_batch(problems, shape, "schedule_batch")
     num_procs = max(p.num_procs for p in problems) if shape is None else shape.num_procs

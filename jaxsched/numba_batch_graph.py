@@ -388,7 +388,7 @@ def priority_positions(priority, tasks, topo):
 
 @_jit
 def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pred_data):
-    """Writes one problem's predecessor stream (`jaxsched.pull_stream.compact_streams`) into its rows `task`,
+    """Writes one problem's predecessor stream (`jaxsched._pull_stream.compact_streams`) into its rows `task`,
     `place` [M], `pred`, `pred_data` [M, W]: visiting its tasks in `order` [T], ceil(in-degree / W), at least
     1, micro-steps per real task (t < tasks; none for padded tasks), its inputs `in_src` / `in_data` at
     in_ptr[base + t]:in_ptr[base + t + 1] (sources numbered base + s); unused slots get the sentinel T (data

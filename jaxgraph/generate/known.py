@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from jaxgraph.generate._prune import Candidate, canonical
 from jaxgraph.generate.enumerate import SPLIT_PART, Terms, World, connected, infer, op_kinds, split_parts
-from jaxgraph.generate.prune import Candidate, canonical
 from jaxgraph.pattern_data import DATA_FILE
 
 

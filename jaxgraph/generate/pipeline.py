@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from jaxgraph.generate._fingerprint import fingerprint
+from jaxgraph.generate._prune import Candidate, Canon, candidates, proved, prune
+from jaxgraph.generate._shapes import shape_error
 from jaxgraph.generate.enumerate import EXTRA_WORLDS, TASO_OPS, Terms, World, enumerate_graphs, op_kinds, outputs
-from jaxgraph.generate.fingerprint import fingerprint
-from jaxgraph.generate.prune import Candidate, Canon, candidates, proved, prune
-from jaxgraph.generate.shapes import shape_error
 from jaxgraph.generate.verify import Prover, relu_axioms_hold
 from jaxgraph.generate.write import FIRST_XFER, entry, loader_error, write_rules
 

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxgraph.generate._prune import Candidate
 from jaxgraph.generate.enumerate import INPUT, Terms
-from jaxgraph.generate.prune import Candidate
 from jaxgraph.pattern_data import check_numerics, parse_pattern, sample_shapes
 
 FIRST_XFER = 1000  # generated rules are numbered from here, clear of TASO's ids 0-150

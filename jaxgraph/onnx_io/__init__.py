@@ -2,7 +2,7 @@
 
 `load_onnx` maps a float32 ONNX inference graph onto the IR: constant subgraphs (shape arithmetic on
 static shapes included) are folded with `onnx.reference`, decomposed LayerNorm and GELU become the IR's
-ops, and an op the IR lacks is carried as an opaque node (`jaxgraph.opaque`) unless `strict=True`. An op
+ops, and an op the IR lacks is carried as an opaque node (`jaxgraph._opaque`) unless `strict=True`. An op
 that cannot be carried (no shape inference, no implementation) raises `ValueError` naming it with its
 domain. `save_onnx` writes opset 17 with an explicit IR version that onnxruntime reads, keeps the input
 and output names, folds weight-only subgraphs into initializers, writes opaque nodes back verbatim, and

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from jaxgraph.graph import Graph, Ref
-from jaxgraph.onnx_io.export_ops import EXPORTERS, export_conv, export_opaque
+from jaxgraph.onnx_io._export_ops import EXPORTERS, export_conv, export_opaque
 from jaxgraph.onnx_io.spec import CONTRIB, IR_VERSION, OPSET, TARGETS, onnx_module
 from jaxgraph.reference import fold_constants
 

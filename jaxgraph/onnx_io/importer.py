@@ -10,10 +10,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from jaxgraph._recognize import recognize_patterns
 from jaxgraph.graph import Graph, GraphBuilder, Ref
-from jaxgraph.onnx_io.import_ops import CONTRIB_IMPORTERS, IMPORTERS
+from jaxgraph.onnx_io._import_ops import CONTRIB_IMPORTERS, IMPORTERS
 from jaxgraph.onnx_io.spec import CONTRIB, DEFAULT_DOMAINS, OPSET, onnx_module, op_label, schema
-from jaxgraph.recognize import recognize_patterns
 
 
 class Importer:
@@ -233,7 +233,7 @@ def _jax_output_shapes(attrs, refs, builder: GraphBuilder, count: int):
     """Output shapes from the JAX implementation (jax.eval_shape); ValueError if the op is unsupported."""
     import jax
 
-    from jaxgraph.opaque import KERNELS, jax_kernel, label
+    from jaxgraph._opaque import KERNELS, jax_kernel, label
 
     if attrs["domain"] != "" or attrs["op_type"] not in KERNELS:
         raise ValueError(f"unsupported ONNX op {label(attrs)}: no ONNX shape inference answer and no JAX "

@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxgraph.env import Observation
+from jaxgraph.rl._sampling import categorical
 from jaxgraph.rl.encoder import MLP, GraphEncoder
-from jaxgraph.rl.sampling import categorical
 
 MASKED = -1e9
 

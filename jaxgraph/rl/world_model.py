@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxgraph.rl._sampling import categorical
 from jaxgraph.rl.configs import WorldModelConfig
-from jaxgraph.rl.sampling import categorical
 
 LOG_SQRT_2PI = 0.5 * jnp.log(2.0 * jnp.pi)
 

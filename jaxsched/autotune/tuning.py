@@ -25,7 +25,7 @@ import jax
 import numpy as np
 from jax.experimental import serialize_executable
 
-from jaxsched.autotune import cost_model
+from jaxsched.autotune import _cost_model as cost_model
 from jaxsched.autotune.jobs import DEFAULT_DEMANDS, Job
 from jaxsched.autotune.resources import Demand, Machine
 from jaxsched.autotune.workloads import Workload

@@ -26,10 +26,10 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from jaxsched.deepsched import feedback
+from jaxsched.deepsched import _feedback as feedback
+from jaxsched.deepsched._feedback import STATE_FEATURES
 from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import PAPER_PROC_FEATURES, PAPER_TASK_FEATURES, Features, assert_features
-from jaxsched.deepsched.feedback import STATE_FEATURES
 
 MASKED_LOGIT = -1e9  # logit of a padded processor: exp underflows to exactly 0 in float32
 # XLA options for functions that run once (parameter initialisation): without backend optimisation

@@ -14,9 +14,9 @@ import pytest
 from jaxgraph.generate import Config, describe, generate, relu_axioms_hold, run_world
 from jaxgraph.generate import pipeline as pipeline_module
 from jaxgraph.generate.__main__ import main
+from jaxgraph.generate._fingerprint import fingerprint
+from jaxgraph.generate._prune import Candidate, canonical, proved, prune
 from jaxgraph.generate.enumerate import SPLIT_PART, Terms, World, enumerate_graphs, infer, op_kinds, split_parts
-from jaxgraph.generate.fingerprint import fingerprint
-from jaxgraph.generate.prune import Candidate, canonical, proved, prune
 from jaxgraph.generate.verify import Prover
 from jaxgraph.pattern_data import load_patterns, parse_pattern, run_side
 from jaxgraph.patterns import pattern_rules

@@ -1,4 +1,4 @@
-"""jaxgraph.generate.shapes: a rule proved at square shapes but wrong at others is caught; general rules pass."""
+"""jaxgraph.generate._shapes: a rule proved at square shapes but wrong at others is caught; general rules pass."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxgraph.generate import Config, World, run_world
-from jaxgraph.generate.shapes import generic_shapes, shape_error
+from jaxgraph.generate._shapes import generic_shapes, shape_error
 from jaxgraph.generate.write import describe
 from jaxgraph.pattern_data import DATA_FILE, check_numerics, parse_pattern, sample_shapes
 

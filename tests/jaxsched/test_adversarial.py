@@ -5,11 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxsched._moves import perturb
 from jaxsched.adversarial import LEARNED, SearchConfig, search, worst_ratios
 from jaxsched.dense import dense_plan, proc_mask, random_instance, task_mask, to_padded, to_problem
 from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
-from jaxsched.moves import perturb
 
 
 @pytest.mark.parametrize(

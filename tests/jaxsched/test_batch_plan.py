@@ -1,14 +1,15 @@
-"""The one-pass planner (`jaxsched.batch_plan`) against the batch-graph path it replaces for its presets (itself
+"""The one-pass planner (`jaxsched._batch_plan`) against the batch-graph path it replaces for its presets (itself
 checked against the per-problem NumPy forms in test_batch_graph.py), array for array, on mixed sizes, processor
 counts, bandwidths and release times; and its reused host buffers against fresh arrays."""
 
 import numpy as np
 import pytest
 
-from jaxsched import Shape, batch_plan
+from jaxsched import Shape
+from jaxsched import _batch_plan as batch_plan
+from jaxsched._batch_plan import fused, in_chunks, plan_flat
 from jaxsched.batch import fitted_graph, pad_costs, pad_edges
 from jaxsched.batch_graph import HostBuffers
-from jaxsched.batch_plan import fused, in_chunks, plan_flat
 from jaxsched.jax_listsched import plan_batch, schedule_batch, stream_batch
 from jaxsched.listsched import PRESETS, ListConfig, schedule
 from tests.jaxsched.problems import random_problem

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from jaxsched import Shape, pad_problems
+from jaxsched._pull_stream import compact_streams
 from jaxsched.batch_graph import BatchGraph
 from jaxsched.jax_listsched import list_schedule_batch, plan_batch
 from jaxsched.listsched import preset, schedule
-from jaxsched.pull_stream import compact_streams
 from tests.jaxsched.problems import random_problem
 
 SHAPE = Shape(12, 3, 66, 11)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxsched._moves import MOVES, MoveConfig, perturb, topological_relabel
 from jaxsched.adversarial import (
     SEARCH_PRESETS,
     accept_probability,
@@ -17,7 +18,6 @@ from jaxsched.adversarial import (
 from jaxsched.dense import dense_plan, random_instance, related_instance, to_padded, to_problem
 from jaxsched.jax_listsched import list_schedule_padded
 from jaxsched.listsched import PRESETS, list_schedule, make_plan, schedule
-from jaxsched.moves import MOVES, MoveConfig, perturb, topological_relabel
 
 
 def _edges(instance):

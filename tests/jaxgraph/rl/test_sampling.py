@@ -5,8 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgraph.rl._sampling import categorical
 from jaxgraph.rl.policy import MASKED
-from jaxgraph.rl.sampling import categorical
 
 DRAWS = 40_000
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxsched.autotune import cost_model, tuning
+from jaxsched.autotune import _cost_model as cost_model
+from jaxsched.autotune import tuning
 from jaxsched.autotune.tuning import TuningJob, measure_alone
 from jaxsched.autotune.workloads import Workload
 from jaxsched.common.timing import alternated_times

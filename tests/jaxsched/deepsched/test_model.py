@@ -9,9 +9,9 @@ import pytest
 
 import jaxsched
 from jaxsched.batch import Shape
+from jaxsched.deepsched._feedback import GAP_SLOTS, STATE_FEATURES, decode, teacher_state
 from jaxsched.deepsched.configs import ModelConfig
 from jaxsched.deepsched.features import problem_features, time_scale
-from jaxsched.deepsched.feedback import GAP_SLOTS, STATE_FEATURES, decode, teacher_state
 from jaxsched.deepsched.model import MASKED_LOGIT, UNOPTIMISED, DeepSchedNet, MinGRU, eft_rule_params
 from jaxsched.generate import cloudsim, random_dag
 from tests.jaxsched.problems import topcuoglu_example

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from jaxgraph._opaque import window_padding
 from jaxgraph.onnx_io.spec import FUSED_ACTIVATIONS, onnx_module
-from jaxgraph.opaque import window_padding
 
 if TYPE_CHECKING:
     from jaxgraph.onnx_io.importer import Importer

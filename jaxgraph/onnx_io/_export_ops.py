@@ -10,9 +10,9 @@ from typing import Callable
 
 import numpy as np
 
+from jaxgraph._opaque import decode_constant
+from jaxgraph._opaque import onnx_node as opaque_node
 from jaxgraph.onnx_io.spec import CONTRIB, FUSED_ACTIVATIONS, schema
-from jaxgraph.opaque import decode_constant
-from jaxgraph.opaque import onnx_node as opaque_node
 
 _ACTIVATION_OPS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
+from jaxgraph._opaque import decode_attributes
 from jaxgraph.graph import Graph, Node, Patch, Ref
-from jaxgraph.opaque import decode_attributes
 
 _RTOL = 1e-5
 

@@ -1,7 +1,7 @@
 """A whole batch planned in one compiled pass: what `schedule_batch` sends to the device, problem by problem.
 
 `plan_flat(problems, config, shape, dtype)` gives the padded costs, the padded plans and, for a static
-selection, the predecessor streams (`jaxsched.pull_stream`) or, for a dynamic one, the padded edges: the
+selection, the predecessor streams (`jaxsched._pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
 order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import numba
 import numpy as np
 
+from jaxsched._pull_stream import PullStream, empty_streams
 from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
 from jaxsched.batch_graph import FlatReader, HostBuffers, check_fit, mean_bandwidths, take
 from jaxsched.common.arguments import integer
@@ -36,7 +37,6 @@ from jaxsched.numba_batch_graph import (
     stream_of,
 )
 from jaxsched.problem import Problem
-from jaxsched.pull_stream import PullStream, empty_streams
 
 
 def stream_width(config: ListConfig) -> int:
