@@ -20,9 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsched
-from jaxsched import GAConfig, GAState, random_dag
+from jaxsched import GAConfig, GAState, breed, fitness_of, generation, numpy_draws, random_dag
 from jaxsched.common import alternated_times, machine_description
-from jaxsched.ga import breed, fitness_of, generation, numpy_draws
 
 
 def main():

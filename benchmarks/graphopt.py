@@ -56,6 +56,7 @@ from jaxgraph import (
     cost,
     greedy,
     load_onnx,
+    optimize_cli,
     ort_session,
     spearman,
     taso_search,
@@ -64,7 +65,6 @@ from jaxgraph import (
     zoo_path,
 )
 from jaxgraph.onnx_io import batch_one
-from jaxgraph.optimize import main as optimize_cli
 from jaxsched.common import alternated_times, compare, machine_description
 
 # Published numbers (../shared/reference/graphopt_anchors.md): TASO speedup on a V100 over the framework

@@ -34,7 +34,7 @@ import numpy as np
 import jaxsched
 from jaxsched import random_dag
 from jaxsched.common import alternated_times, machine_description
-from jaxsched.numba_heft import heft_inputs, heft_kernel
+from jaxsched.numba import heft_inputs, heft_kernel
 
 C_SOURCE = r"""
 #include <stdint.h>

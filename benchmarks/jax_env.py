@@ -37,9 +37,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgraph import BACKENDS, JAX_RULES, MATCHERS, MODELS, Env, JaxEnv, Roofline, default_matcher, taso_rules
-from jaxgraph.jax_match import cloned_rules
-from jaxgraph.patterns import FAMILY as DATA_FAMILY
+from jaxgraph import (
+    BACKENDS,
+    DATA_FAMILY,
+    JAX_RULES,
+    MATCHERS,
+    MODELS,
+    Env,
+    JaxEnv,
+    Roofline,
+    cloned_rules,
+    default_matcher,
+    taso_rules,
+)
 from jaxsched.common import machine_description
 
 DEFAULT_MODELS = ("resnet18", "resnet50", "squeezenet1_1", "inception_v3", "bert")

@@ -27,6 +27,7 @@ import jax
 
 from jaxgraph import (
     BACKENDS,
+    DATA_FAMILY,
     JAX_RULE_FAMILIES,
     MATCHERS,
     MODELS,
@@ -40,7 +41,6 @@ from jaxgraph import (
     replay_parity,
     taso_rules,
 )
-from jaxgraph.patterns import FAMILY
 from jaxsched.common import machine_description
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}  # the same values; big programs compile 2-3x faster on CPU
@@ -59,7 +59,7 @@ def run(name, env, graphs, sequences):
         mismatches += [f"{name} graph {seed}: {m}" for m in report.mismatches]
     for line in mismatches:
         print(line, file=sys.stderr)
-    data = sum(env.rules[x].family == FAMILY for x in applied)
+    data = sum(env.rules[x].family == DATA_FAMILY for x in applied)
     row = (name, env.model.backend.name, len(graphs), steps, len(families), data, len(mismatches),
            time.perf_counter() - start, families)
     print("| " + " | ".join(str(x) if not isinstance(x, float) else f"{x:.0f}" for x in row[:-1]) + " |", flush=True)
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
             rows.append(run(name, fitting_env(graphs, BACKENDS["taso"], rules=taso_rules(), matcher=args.matcher),
                             graphs, args.sequences))
     fired = set().union(*(row[-1] for row in rows))
-    families = set(JAX_RULE_FAMILIES) | ({FAMILY} if args.taso else set())
+    families = set(JAX_RULE_FAMILIES) | ({DATA_FAMILY} if args.taso else set())
     total = sum(row[3] for row in rows)
     print(f"total: {total} steps, {sum(row[6] for row in rows)} mismatches, {len(fired)} of "
           f"{len(families)} rule families fired (missing: {sorted(families - fired)})")

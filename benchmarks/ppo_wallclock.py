@@ -61,12 +61,12 @@ from jaxgraph.rl import (
     evaluate_agent,
     evaluation_episodes,
     fit_world_model,
+    jax_ppo,
     make_dream_trainer,
     make_encoder,
     make_train,
     random_sequences,
 )
-from jaxgraph.rl.jax_ppo import make_evaluate, make_trainer
 from jaxsched.common import machine_description
 
 TRAINERS = ("jax_env", "host_env", "world_model")
@@ -182,10 +182,10 @@ def train_jax_env(graph: Graph, config: GraphoptConfig, cost_model: CostModel, r
     agent, keys = config.agent, _keys(key)
     env = JaxEnv(graph, max_locations=agent.max_locations, rules=rules, cost_model=cost_model,
                  max_steps=agent.max_steps)
-    trainer = make_trainer(agent, env)
+    trainer = jax_ppo.make_trainer(agent, env)
     run = jax.jit(trainer.run)
     if jitted_evaluation:
-        jitted = jax.jit(make_evaluate(agent, env, config.eval_samples))
+        jitted = jax.jit(jax_ppo.make_evaluate(agent, env, config.eval_samples))
         evaluate = lambda params, key: jitted(params, key).episodes()  # noqa: E731
     else:
         policy = GraphPolicy(env.num_xfers, agent.hidden, agent.latent, agent.message_steps)

@@ -31,7 +31,7 @@ from jaxgraph.jax_cost import CostParams, node_costs
 from jaxgraph.jax_edits import Edit, apply_edit
 from jaxgraph.jax_env import EnvParams, EnvState, JaxEnv
 from jaxgraph.jax_graph import GraphState
-from jaxgraph.jax_match import MATCHERS, default_matcher
+from jaxgraph.jax_match import MATCHERS, cloned_rules, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES
 from jaxgraph.locations import LocationIndex
 from jaxgraph.models import (
@@ -48,9 +48,10 @@ from jaxgraph.models import (
 from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
+from jaxgraph.optimize import main as optimize_cli
 from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
 from jaxgraph.pattern_data import Pattern, excluded_xfers, load_patterns
-from jaxgraph.patterns import CompiledPattern, data_rules, hand_covered, taso_rules
+from jaxgraph.patterns import DATA_FAMILY, CompiledPattern, data_rules, hand_covered, taso_rules
 from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
@@ -61,6 +62,9 @@ from jaxgraph.timestep import StepType, TimeStep, outcome, restart, termination,
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
 
 __all__ = [
+    "DATA_FAMILY",
+    "cloned_rules",
+    "optimize_cli",
     "Backend",
     "CompiledPattern",
     "JAX_RULE_FAMILIES",

@@ -45,7 +45,7 @@ from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, slot_vi
 from jaxgraph.jax_match import MATCHERS, PatternTable, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
-from jaxgraph.patterns import FAMILY as DATA_FAMILY
+from jaxgraph.patterns import DATA_FAMILY
 from jaxgraph.rules import Rule
 from jaxgraph.timestep import TimeStep, outcome, restart
 from jaxsched.common.arguments import integer, number

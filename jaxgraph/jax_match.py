@@ -61,7 +61,7 @@ from jaxgraph.jax_patterns import (
     unless,
 )
 from jaxgraph.pattern_data import Pattern
-from jaxgraph.patterns import FAMILY, CompiledPattern, pattern_rules
+from jaxgraph.patterns import DATA_FAMILY, CompiledPattern, pattern_rules
 from jaxgraph.rules import Rule
 
 MATCHERS = ("per-rule", "by-ops", "by-plan", "padded", "by-width")
@@ -78,7 +78,7 @@ def default_matcher(backend: str | None = None) -> str:
 def cloned_rules(rules: Sequence[Rule], copies: int, first_xfer: int = 100_000) -> tuple[Rule, ...]:
     """`rules`, then `copies` clones of its data rules (in turn) under new xfer ids from `first_xfer`: a larger table
     of the same shapes (the doubled table of the benchmarks, the program-size test)."""
-    data = [r.pattern for r in rules if r.family == FAMILY]
+    data = [r.pattern for r in rules if r.family == DATA_FAMILY]
     if copies and not data:
         raise ValueError("no data rules to clone")
     clones = tuple(dataclasses.replace(data[i % len(data)], xfer=first_xfer + i) for i in range(copies))

@@ -41,7 +41,7 @@ from jaxgraph.pattern_data import (
 )
 from jaxgraph.rules import RULES, Location, Rule
 
-FAMILY = "TasoPattern"
+DATA_FAMILY = "TasoPattern"
 
 
 class CompiledPattern:
@@ -219,7 +219,7 @@ class CompiledPattern:
         src, dst = self.pattern.src, self.pattern.dst
         edges = sum(len(o.inputs) for o in dst) - sum(len(o.inputs) for o in src)
         growth = (max(0, len(dst) - len(src)), max(0, edges))
-        return Rule(FAMILY, (("xfer", self.pattern.xfer),), src[self.root].op, self.radius, (self.pattern.xfer,),
+        return Rule(DATA_FAMILY, (("xfer", self.pattern.xfer),), src[self.root].op, self.radius, (self.pattern.xfer,),
                     *growth, self.match_at, self.build, self.pattern)
 
 

@@ -22,7 +22,7 @@ __all__ = lazy_face(__name__, {
     "jaxsched.dense": (
         "DenseInstance", "dense_plan", "random_instance", "related_instance", "to_padded", "to_problem",
     ),
-    "jaxsched.ga": ("GAConfig", "GAState", "ga"),
+    "jaxsched.ga": ("GAConfig", "GAState", "breed", "fitness_of", "ga", "generation", "numpy_draws"),
     "jaxsched.generate": ("cloudsim", "fft", "fork_join", "gaussian_elimination", "random_dag"),
     "jaxsched.heft": ("heft", "upward_rank"),
     "jaxsched.listsched": (

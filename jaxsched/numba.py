@@ -11,7 +11,7 @@ package's modules import that one by its absolute name): import it as `import ja
 from jaxsched.common.lazy import lazy_face
 
 __all__ = lazy_face(__name__, {
-    "jaxsched.numba_heft": ("heft=heft_numba", "heft_batch=heft_batch_numba"),
+    "jaxsched.numba_heft": ("heft=heft_numba", "heft_batch=heft_batch_numba", "heft_inputs", "heft_kernel"),
     "jaxsched.numba_listsched": ("list_schedule=list_schedule_numba",),
     "jaxsched.numba_simulate": (
         "population_fitness=population_fitness_numba", "simulate_population=simulate_population_numba",

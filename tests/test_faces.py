@@ -16,12 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("jaxsched", "jaxquant", "jaxgraph")
 FOLDERS = ("benchmarks", "experiments")
 
-# Deep imports still held (file: count), to be moved onto faces by the modules' owners: 7 in benchmarks/,
-# none in experiments/.
-KNOWN: dict[str, int] = {
-    "benchmarks/ga.py": 1, "benchmarks/graphopt.py": 1, "benchmarks/heft_cpu.py": 1, "benchmarks/jax_env.py": 2,
-    "benchmarks/jax_env_parity.py": 1, "benchmarks/ppo_wallclock.py": 1,
-}
+# Deep imports still held (file: count): none in benchmarks/ or experiments/.
+KNOWN: dict[str, int] = {}
 
 
 def imported_modules(path: Path) -> list[str]:

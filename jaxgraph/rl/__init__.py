@@ -3,6 +3,7 @@ its jitted twin `make_jax_train`, the rest of that twin as the sub-namespace `ja
 controllers trained inside it (`model_based`: the random agent's data and the world model's fit), evaluation
 episodes and sample-efficiency curves. The study that compares them with the searches is `experiments.graphopt_rl`."""
 
+from jaxgraph.rl import jax_ppo  # the rest of the jitted trainer (make_trainer, make_evaluate), as a sub-namespace
 from jaxgraph.rl.configs import AgentConfig, DreamConfig, PPOConfig, WorldModelConfig, tiny_agent
 from jaxgraph.rl.dream import (
     ControllerInput,
@@ -79,7 +80,7 @@ __all__ = [
     "GraphEncoder", "GraphPolicy", "LatentPolicy", "PPOConfig", "PolicyOutput", "ToyInstance", "TrainState",
     "Trajectory", "clipped_policy_loss", "entropy", "gae", "log_prob", "make_optimizer", "make_update",
     "masked_logits", "ppo_loss", "sample_action", "toy_graph", "value_loss",
-    "JaxTrainResult", "make_jax_train",
+    "JaxTrainResult", "make_jax_train", "jax_ppo",
     "dream_start", "fit_world_model", "jitted_dream_train", "jitted_world_model", "make_encoder", "random_sequences",
     "best_so_far", "curve_table", "extend", "model_free_recorder", "plot_curves", "replay", "steps_to_reach",
     "value_at",

@@ -18,7 +18,7 @@ from jaxgraph.jax_patterns import lower, reader_table
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES
 from jaxgraph.parity import fitting_env, replay_parity
 from jaxgraph.pattern_data import load_patterns, parse_pattern
-from jaxgraph.patterns import FAMILY, hand_covered, taso_rules
+from jaxgraph.patterns import DATA_FAMILY, hand_covered, taso_rules
 from jaxgraph.random_graphs import random_graph, random_taso_graph
 
 from .brute_force import planted_graphs
@@ -60,7 +60,7 @@ def test_jitted_env_with_the_full_table_equals_env_step_for_step(full_table):
     env, graphs, reset, step = full_table
     reports = [replay_parity(env, reset, step, g, 3, seed) for seed, g in enumerate(graphs)]
     assert [m for r in reports for m in r.mismatches] == []
-    data = {x for x, rule in enumerate(env.rules) if rule.family == FAMILY}
+    data = {x for x, rule in enumerate(env.rules) if rule.family == DATA_FAMILY}
     applied = set().union(*(r.applied for r in reports)) & data
     assert sum(r.steps for r in reports) >= 150 and len(applied) >= 30
 
@@ -96,7 +96,7 @@ def test_cloned_rules_add_data_not_program(matcher, clones, monkeypatch):
     its program size (within `SIZE_BOUND`) and traces the matcher as often (once per group, `chex.assert_max_traces`);
     the per-rule matcher, the one that fails this, traces one more matcher per clone (six: about 35% larger)."""
     graph = random_taso_graph(0)
-    data = [r for r in taso_rules() if r.family == FAMILY]
+    data = [r for r in taso_rules() if r.family == DATA_FAMILY]
     groups = JaxEnv(graph, rules=data, matcher="by-ops").data_rules.groups
     base = [data[int(rows[0])] for _, _, rows in groups[:6]]
     traced, sizes, traces = jax_match.match_rule, [], []
