@@ -229,7 +229,12 @@ def main():
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: process CPU time, the work done whatever else runs (threads add up)")
     args = parser.parse_args()
-    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes]
+    try:
+        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
+        parser.error(f"--sizes takes TASKSxPROCESSORS with both at least 1 (like 100x16), not {' '.join(args.sizes)}")
     print(f"Machine: {machine_description(load=True)}, Python {platform.python_version()}, clock {args.clock}\n")
     print(HEADER)
     with tempfile.TemporaryDirectory() as directory:
