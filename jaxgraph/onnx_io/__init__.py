@@ -8,8 +8,8 @@ domain. `save_onnx` writes opset 17 with an explicit IR version that onnxruntime
 and output names, folds weight-only subgraphs into initializers, writes opaque nodes back verbatim, and
 writes fused conv activations as onnxruntime's FusedConv (or, for `target="onnx"`, as two standard ops).
 
-Modules: `spec` (opset, IR version, domains), `importer` (`load_onnx`, `batch_one`) over `import_ops` (one converter per
-ONNX op), `exporter` (`to_onnx`, `save_onnx`) over `export_ops` (one writer per IR op).
+Modules: `spec` (opset, IR version, domains), `importer` (`load_onnx`, `batch_one`) over `_import_ops` (one converter
+per ONNX op), `exporter` (`to_onnx`, `save_onnx`) over `_export_ops` (one writer per IR op).
 """
 
 from jaxgraph.onnx_io.exporter import save_onnx, to_onnx

@@ -1,5 +1,5 @@
 """IR -> ONNX: `to_onnx` folds weight-only subgraphs into initializers and writes each remaining IR node with
-its writer from `export_ops`, under unique tensor and node names; `save_onnx` writes the model to a file."""
+its writer from `_export_ops`, under unique tensor and node names; `save_onnx` writes the model to a file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ONNX -> IR: `load_onnx` walks an ONNX graph in order, folds constant nodes with `onnx.reference`, converts
-the rest with the per-op converters of `import_ops`, and carries an op the IR lacks as an opaque node (with
+the rest with the per-op converters of `_import_ops`, and carries an op the IR lacks as an opaque node (with
 output shapes from ONNX shape inference, or from its JAX implementation)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from jaxgraph.onnx_io.spec import CONTRIB, DEFAULT_DOMAINS, OPSET, onnx_module, 
 class Importer:
     """Walks an ONNX graph in order. A node whose inputs are all constant (or a Shape of a tensor, whose
     shape is static) is folded at once with `onnx.reference`; the rest become IR ops where the IR has the
-    op, and opaque nodes otherwise (rejected in strict mode). The converters of `import_ops` read its
+    op, and opaque nodes otherwise (rejected in strict mode). The converters of `_import_ops` read its
     state: `b` (the graph being built), `constants` (folded values by name), `consumed` (names some node or
     graph output reads), `opset` (the default domain's version) and `slices` (shared splits of Gather)."""
 
