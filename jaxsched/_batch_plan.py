@@ -78,6 +78,15 @@ def default_threads(size: int) -> int:
 
 
 _POOL: list[ThreadPoolExecutor] = []  # the worker threads of `in_chunks`, started on first use
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker threads shared by every caller of `in_chunks` (one fewer than the cores), started once."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
+        return _POOL[0]
 
 
 def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: int,
@@ -88,7 +97,9 @@ def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: i
     the GIL (compiled code). Then re-raises the first error. Python threads, not numba's parallel loops: they
     need no threading layer (TBB, OpenMP; numba's fallback one aborts when two threads enter it at once) and
     callers may plan from several threads; chunks taken in turn keep the threads busy to the end on a shared
-    machine, where a thread may wait for a core. Returns what `meanwhile` returned (None without it)."""
+    machine, where a thread may wait for a core. A worker that has not started by the time the calling thread
+    finds no chunk left (the pool busy with another caller's chunks) is cancelled, not waited for. Returns what
+    `meanwhile` returned (None without it)."""
     starts, lock = iter(range(0, size, chunk)), threading.Lock()
 
     def work() -> None:
@@ -99,16 +110,15 @@ def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: i
                 return
             run(start, min(start + chunk, size))
 
-    if threads > 1 and not _POOL:
-        _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
-    others = [_POOL[0].submit(work) for _ in range(threads - 1)]
+    others = [_pool().submit(work) for _ in range(threads - 1)]
     try:
         done = None if meanwhile is None else meanwhile()
         work()
         return done
     finally:
         for future in others:
-            future.result()
+            if not future.cancel():
+                future.result()
 
 
 def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,

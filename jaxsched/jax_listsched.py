@@ -504,7 +504,7 @@ def schedule_batch(
     again with twice the room. On one device the host arrays are built in buffers kept for the next call
     of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors), which
     the device may read in place: the call returns once the schedules are computed.
-    `threads`: how many threads plan the presets planned in one pass (`batch_plan.plan_flat`; default one per
+    `threads`: how many threads plan the presets planned in one pass (`jaxsched._batch_plan.plan_flat`; default one per
     core, the schedules do not depend on it).
     The GA batches differently: `jaxsched.jax.evolve`."""
     if name not in PRESETS and name != "Duplex":
