@@ -343,7 +343,7 @@ def _tied(pattern: Pattern, seeds: set[tuple], through) -> set[int]:
         before = len(tied)
         for side, ops in (("src", pattern.src), ("dst", pattern.dst)):
             for k, o in enumerate(ops):
-                linked = {("ext", t.op) if t.external else (side, t.op) for t in o.inputs} | {(side, k)}
+                linked = {_key(side, t) for t in o.inputs} | {(side, k)}
                 if through(o) and tied & linked:
                     tied |= linked
         if len(tied) == before:
@@ -351,6 +351,7 @@ def _tied(pattern: Pattern, seeds: set[tuple], through) -> set[int]:
 
 
 def _key(side: str, t: Tensor) -> tuple:
+    """The key of the tensor `t` read on `side`: ("ext", e) for an external input, else (side, op)."""
     return ("ext", t.op) if t.external else (side, t.op)
 
 
