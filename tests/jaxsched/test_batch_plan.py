@@ -2,6 +2,9 @@
 checked against the per-problem NumPy forms in test_batch_graph.py), array for array, on mixed sizes, processor
 counts, bandwidths and release times; and its reused host buffers against fresh arrays."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -88,6 +91,22 @@ def test_chunks_cover_the_range_once_and_errors_reach_the_caller():
 
     with pytest.raises(RuntimeError, match="chunk failed"):
         in_chunks(fail_late, 10, 3, 2)
+
+
+def test_a_caller_does_not_wait_for_workers_busy_with_another_callers_chunks(monkeypatch):
+    """The only worker is held by another task: the calling thread plans every chunk itself and returns."""
+    pool, release = ThreadPoolExecutor(1), threading.Event()
+    monkeypatch.setattr(batch_plan, "_POOL", [pool])
+    blocker = pool.submit(release.wait)
+    seen, caller = [], threading.Thread(target=lambda: in_chunks(lambda a, b: seen.append((a, b)), 6, 2, 2))
+    caller.start()
+    caller.join(timeout=10)
+    finished = not caller.is_alive()
+    release.set()
+    caller.join()
+    blocker.result()
+    pool.shutdown()
+    assert finished and sorted(seen) == [(0, 2), (2, 4), (4, 6)]
 
 
 def test_a_shape_given_is_kept_and_checked():
