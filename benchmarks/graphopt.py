@@ -10,7 +10,8 @@ is the model as given (the builders: as exported). Per model it prints:
 
 1. load -> greedy and TASO search with the onnxruntime-aware costs (`Roofline(backend=ONNXRUNTIME)`, the
    analytic model; `OrtCost`, kernel times from onnxruntime's profiler) -> save -> the largest output
-   difference against the original in onnxruntime (relative to the largest output; must be <= 1e-4) ->
+   difference against the original in onnxruntime (relative to the largest output; printed, not enforced:
+   `python -m jaxgraph.optimize` refuses above 1e-4) ->
    end-to-end speedup over the original (alternated runs, 95% interval);
 2. never slower: `python -m jaxgraph.optimize` (its defaults: TASO search, analytic cost) run on the
    model, then the file it wrote timed again against the original in a fresh alternated run;
@@ -72,7 +73,6 @@ from jaxsched.common import alternated_times, compare, machine_description
 TASO_PAPER = {"inception_v3": 1.1, "squeezenet1_1": 1.3, "taso_attention_stack": 1.5}
 THESIS_MS = {"squeezenet1_1": (4.60, 3.22), "resnet18": (12.20, 11.35), "resnet50": (26.70, 24.96),
              "inception_v3": (17.60, 13.80), "taso_attention_stack": (4.10, 2.03)}
-TOLERANCE = 1e-4
 
 
 def default_models() -> list[str]:
