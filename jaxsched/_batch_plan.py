@@ -7,10 +7,10 @@ upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that 
 order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
 problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
 graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
-writes the batch arrays once, while the chunk's arrays are still in cache. The passes over the whole batch
-that `BatchGraph` makes, one per quantity, streamed each quantity of 1,024 problems through memory: a
-problem's scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems
-of 100 tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
+writes the batch arrays once, while the chunk's arrays are still in cache. `BatchGraph` makes one pass over
+the whole batch per quantity, streaming each quantity of, say, 1,024 problems through memory; here a problem's
+scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems of 100
+tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
 holds the GIL, the compiled pass does not, so one thread's reading overlaps another's planning. CPOP's and
 PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
 """
