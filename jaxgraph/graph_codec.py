@@ -3,7 +3,7 @@ in fixed sizes and decodes a state into a `Graph` again, node ids = slots.
 
 A codec is immutable, sizes only, built once (`GraphCodec.over`) from the graphs it will hold; encoding and decoding
 read nothing else, and any graph that fits the sizes encodes. A float attribute (eps, clip bounds) travels as a 32-bit
-fingerprint of its value (`jaxgraph.jax_graph.attr_code`), so no table of values grows as graphs are encoded: `decode`
+fingerprint of its value (`jaxgraph.jax_graph.float_code`), so no table of values grows as graphs are encoded: `decode`
 reads the value back from the graph the state started from (rewrites copy floats, never make new ones; the ops'
 defaults are known too), and `encode` refuses a graph two of whose floats share a fingerprint. Attribute vectors are
 written by `jaxgraph.jax_graph.attr_row`, the one writer of the layout, which the rules' and patterns' rewrites use
@@ -32,6 +32,7 @@ from jaxgraph.jax_graph import (
     attr_field,
     attr_row,
     attr_value,
+    float_code,
 )
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxsched.common.arguments import integer
@@ -45,7 +46,7 @@ def _floats(graph: Graph) -> dict[int, float]:
     table: dict[int, float] = {}
     values = _DEFAULT_FLOATS + [v for n in graph.nodes.values() for k, v in n.attrs.items() if k in FLOAT_FIELDS]
     for value in values:
-        code = attr_code("eps", value)
+        code = float_code(value)
         if table.setdefault(code, value) != value:
             raise ValueError(f"float attributes {table[code]!r} and {value!r} share the fingerprint {code}; one graph "
                              "cannot hold both")

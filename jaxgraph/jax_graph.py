@@ -36,14 +36,19 @@ PLACES = {**{key: (start, 1) for key, start in {**SCALAR_FIELDS, **FLOAT_FIELDS}
           **{key: (start, 2) for key, start in PAIR_FIELDS.items()}, "pads": (PADS_FIELD, 4)}
 
 
+def float_code(value: float) -> int:
+    """A float attribute's code: the two 32-bit halves of its float64 bits xor-ed (an int32 fingerprint: equal
+    floats, equal codes)."""
+    bits = int(np.array(value, np.float64).view(np.uint64))
+    return int(np.array((bits ^ (bits >> 32)) & 0xFFFFFFFF, np.uint32).view(np.int32))
+
+
 def attr_code(key: str, value: Any) -> int | np.ndarray:
     """An attribute or rule parameter as what the attribute vector holds: an activation as its index in
-    `ACTIVATIONS`, a padding class as its index in `PADDINGS`, a float attribute as the two 32-bit halves of its
-    float64 bits xor-ed (an int32 fingerprint: equal floats, equal codes), a flag or count as an int; pairs, pads
-    and tuples as int32 arrays."""
+    `ACTIVATIONS`, a padding class as its index in `PADDINGS`, a float attribute as its `float_code`, a flag or
+    count as an int; pairs, pads and tuples as int32 arrays."""
     if key in FLOAT_FIELDS:
-        bits = int(np.array(value, np.float64).view(np.uint64))
-        return int(np.array((bits ^ (bits >> 32)) & 0xFFFFFFFF, np.uint32).view(np.int32))
+        return float_code(value)
     if key == "padding":
         return PADDINGS.index(value)
     if key == "activation":
