@@ -59,6 +59,7 @@ from jaxgraph import (
     load_onnx,
     optimize_cli,
     ort_session,
+    relative_difference,
     spearman,
     taso_search,
     to_onnx,
@@ -164,8 +165,8 @@ def outputs(session, feeds) -> list[np.ndarray]:
 
 
 def difference(actual: list[np.ndarray], expected: list[np.ndarray]) -> float:
-    """Largest absolute difference relative to the largest expected magnitude, over outputs."""
-    return max(float(np.max(np.abs(a - e))) / max(float(np.max(np.abs(e))), 1e-30) for a, e in zip(actual, expected))
+    """`jaxgraph.relative_difference` of outputs given in the same order."""
+    return relative_difference(dict(enumerate(actual)), dict(enumerate(expected)))
 
 
 def speedup(original_session, session, feeds, repeats: int) -> dict:

@@ -49,6 +49,7 @@ from jaxgraph.onnx_io import load_onnx, save_onnx, to_onnx
 from jaxgraph.onnx_models import ZOO_MODELS, with_random_weights, zoo_path
 from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.optimize import main as optimize_cli
+from jaxgraph.optimize import relative_difference
 from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
 from jaxgraph.pattern_data import Pattern, excluded_xfers, load_patterns
 from jaxgraph.patterns import DATA_FAMILY, CompiledPattern, data_rules, hand_covered, taso_rules
@@ -65,6 +66,7 @@ __all__ = [
     "DATA_FAMILY",
     "cloned_rules",
     "optimize_cli",
+    "relative_difference",
     "Backend",
     "CompiledPattern",
     "JAX_RULE_FAMILIES",

@@ -141,8 +141,9 @@ def _outputs(session, feeds) -> dict[str, np.ndarray]:
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
 
 
-def _worst_difference(actual: dict, expected: dict) -> float:
-    """Largest difference relative to the largest expected magnitude, over outputs; inf if names differ."""
+def relative_difference(actual: dict, expected: dict) -> float:
+    """The largest difference between two models' outputs (by name) relative to the largest expected
+    magnitude, over outputs; inf if the names differ."""
     if set(actual) != set(expected):
         return math.inf
     return max(float(np.max(np.abs(actual[n] - expected[n]))) / max(float(np.max(np.abs(expected[n]))), 1e-30)
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     feeds = {name: rng.standard_normal(shape, dtype=np.float32) for name, shape in graph.input_shapes.items()}
     candidate = to_onnx(result.graph)
     optimized = ort_session(candidate)
-    worst = _worst_difference(_outputs(optimized, feeds), _outputs(original, feeds))
+    worst = relative_difference(_outputs(optimized, feeds), _outputs(original, feeds))
     print(f"onnxruntime check: max relative difference {worst:.2e} -> {'OK' if worst <= 1e-4 else 'MISMATCH'}")
     if worst > 1e-4:
         print("not writing a model whose outputs differ from the original's")
