@@ -160,9 +160,9 @@ def _roots(pattern: Pattern) -> list[int]:
 
 
 @functools.cache
-def table_rules() -> str:
+def table_rules() -> tuple[str, ...]:
     """The egglog rules of the whole table (its data rules, then `HAND_RULES`), made once."""
-    return "\n".join(map(pattern_rule, load_patterns())) + HAND_RULES
+    return (*map(pattern_rule, load_patterns()), HAND_RULES)
 
 
 # ---------------------------------------------------------------- encoding a graph
@@ -195,7 +195,7 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     return None
 
 
-def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
+def _encode(graph: Graph) -> tuple[list[str], list[tuple[int, int]]]:
     """egglog `let`s for every tensor of `graph` (`$tNODE_OUTPUT`) and the opaque keys' (node, output) pairs."""
     lines, keys = [], []
     for node_id in graph.order:
@@ -211,7 +211,7 @@ def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
         for k in range(len(node.shapes)):
             lines.append(f'(let $t{node_id}_{k} (Op{len(args)} "{node.op}" {len(keys)} {" ".join(args)}))')
             keys.append((node_id, k))
-    return "\n".join(lines), keys
+    return lines, keys
 
 
 MAX_OPAQUE_INPUTS = 16
@@ -397,13 +397,19 @@ def _op_cost(model, op: str, attrs: tuple, ins: tuple) -> float:
     return node_cost(model, g, out.node)
 
 
+def _run(egraph, programs: Sequence[str]) -> list:
+    """Run egglog `programs`, each parsed on its own: the bindings copy a program's whole text into every span of
+    its parsed commands, so one program of n rules takes memory quadratic in n (600 generated rules: 5 GB; one
+    parse per rule: 8,292 rules in 0.2 GB)."""
+    return egraph.run_program(*(command for text in programs for command in egraph.parse_program(text)))
+
+
 @functools.lru_cache(maxsize=4)
-def _declared(rules: str):
-    """An egglog e-graph with the sort and `rules` declared (rule compilation is most of a small run's time),
-    reused: each saturation runs between a `push` and a `pop`."""
-    bindings = _bindings()
-    egraph = bindings.EGraph()
-    egraph.run_program(*egraph.parse_program("\n".join([_datatype(), "(ruleset single) (ruleset multi)", rules])))
+def _declared(rules: tuple[str, ...]):
+    """An egglog e-graph with the sort and `rules` (egglog programs) declared (rule compilation is most of a small
+    run's time), reused: each saturation runs between a `push` and a `pop`."""
+    egraph = _bindings().EGraph()
+    _run(egraph, (_datatype(), "(ruleset single) (ruleset multi)", *rules))
     return egraph
 
 
@@ -426,9 +432,9 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     start = time.perf_counter()
     lets, keys = _encode(graph)
     rules = (table_rules() if patterns is None and hand_rules else
-             "\n".join(map(pattern_rule, load_patterns() if patterns is None else patterns)) + HAND_RULES * hand_rules)
+             (*map(pattern_rule, load_patterns() if patterns is None else patterns), HAND_RULES * hand_rules))
     egraph = _declared(rules)
-    egraph.run_program(*egraph.parse_program("(push)\n" + lets))
+    _run(egraph, ("(push)", *lets))
     stop, iterations = "iteration limit", 0
     both = egraph.parse_program("(run multi 1) (run single 1)")
     single = egraph.parse_program("(run single 1)")
@@ -481,28 +487,53 @@ def extract_greedy(egraph: EGraph) -> dict[int, int]:
     return {c: i for c, (_, i) in best.items()}
 
 
+def _folded(egraph: EGraph) -> dict[int, int]:
+    """An acyclic choice of a free e-node (children all constant) for every constant e-class, bottom-up: a
+    weight-only subterm costs nothing in any form, so the ILP leaves these classes out (the zero-cost cycles that
+    concat rules make among weight concats left HiGHS without a solution in 20 s on Inception-v3)."""
+    chosen, grew = {}, True
+    while grew:
+        size = len(chosen)
+        for i, e in enumerate(egraph.enodes):
+            if (e.eclass not in chosen and egraph.constant.get(e.eclass) and egraph.costs[i] == 0.0
+                    and all(c in chosen for c in e.children)
+                    and (e.op != "opaque" or egraph.graph.nodes[e.attrs[0]].constant)):
+                chosen[e.eclass] = i
+        grew = len(chosen) > size
+    return chosen
+
+
 def extract_ilp(egraph: EGraph, time_limit: float = 60.0) -> tuple[dict[int, int], bool]:
     """Tensat's ILP extraction (DAG cost: a shared subterm counted once) with `scipy.optimize.milp`: a binary per
     e-node reachable from the roots, every root class and every chosen e-node's child classes covered, and an
-    order variable per class in [0, 1] that each chosen e-node's children must exceed (no cycles). Returns
-    e-class -> e-node and whether HiGHS proved the choice optimal within `time_limit` seconds."""
+    order variable per class in [0, 1] that each chosen e-node's children in its class's strongly connected
+    component must exceed (no cycles); constant classes are free and chosen before (`_folded`). Returns e-class
+    -> e-node and whether HiGHS proved the choice optimal within `time_limit` seconds."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
     time_limit = number("time_limit", time_limit, 0.0, above=True)
     by_class: dict[int, list[int]] = {}
+    folded = _folded(egraph)
     for i, e in enumerate(egraph.enodes):
-        if egraph.costs[i] is not None:
+        if egraph.costs[i] is not None and e.eclass not in folded:
             by_class.setdefault(e.eclass, []).append(i)
-    reachable, stack = set(), list(egraph.roots)
+    reachable, stack = set(), [r for r in egraph.roots if r not in folded]
     while stack:
         c = stack.pop()
         if c not in reachable:
             reachable.add(c)
-            stack.extend(ch for i in by_class.get(c, ()) for ch in egraph.enodes[i].children)
+            stack.extend(ch for i in by_class.get(c, ()) for ch in egraph.enodes[i].children if ch not in folded)
     nodes = [i for c in sorted(reachable) for i in by_class.get(c, ())]
     column = {i: k for k, i in enumerate(nodes)}
-    order = {c: len(nodes) + k for k, c in enumerate(sorted(reachable))}
+    index = {c: k for k, c in enumerate(sorted(reachable))}
+    order = {c: len(nodes) + k for c, k in index.items()}
+    edges = [(index[egraph.enodes[i].eclass], index[c]) for i in nodes for c in egraph.enodes[i].children
+             if c not in folded]
+    # a cycle lies in one strongly connected component of the class graph: only edges inside one need an order
+    _, component = connected_components(coo_matrix(([1] * len(edges), tuple(zip(*edges)) or ([], [])),
+                                                   shape=(len(index),) * 2), connection="strong")
     rows, cols, vals, low, high = [], [], [], [], []
 
     def constraint(entries, lo, hi):
@@ -514,14 +545,14 @@ def extract_ilp(egraph: EGraph, time_limit: float = 60.0) -> tuple[dict[int, int
         high.append(hi)
 
     eps = 1.0 / (len(reachable) + 1)
-    for root in set(egraph.roots):
+    for root in set(egraph.roots) - folded.keys():
         constraint([(column[i], 1.0) for i in by_class.get(root, ())], 1.0, np.inf)
     for i in nodes:
         e = egraph.enodes[i]
-        for c in set(e.children):
+        for c in set(e.children) - folded.keys():
             constraint([(column[i], 1.0)] + [(column[j], -1.0) for j in by_class.get(c, ())], -np.inf, 0.0)
-            # chosen: order[child] >= order[class] + eps
-            constraint([(order[c], 1.0), (order[e.eclass], -1.0), (column[i], -2.0)], eps - 2.0, np.inf)
+            if component[index[c]] == component[index[e.eclass]]:  # chosen: order[c] >= order[class] + eps
+                constraint([(order[c], 1.0), (order[e.eclass], -1.0), (column[i], -2.0)], eps - 2.0, np.inf)
     size = len(nodes) + len(reachable)
     matrix = coo_matrix((vals, (rows, cols)), shape=(len(low), size)).tocsr()
     objective = np.array([egraph.costs[i] for i in nodes] + [0.0] * len(reachable))
@@ -530,7 +561,7 @@ def extract_ilp(egraph: EGraph, time_limit: float = 60.0) -> tuple[dict[int, int
                   bounds=Bounds(0.0, 1.0), options={"time_limit": time_limit})
     if result.x is None:
         raise ValueError(f"the ILP found no solution within {time_limit} s: {result.message}")
-    chosen = {}
+    chosen = dict(folded)
     for i in nodes:
         if result.x[column[i]] > 0.5:
             chosen.setdefault(egraph.enodes[i].eclass, i)
