@@ -222,6 +222,12 @@ def _encode(graph: Graph) -> tuple[list[str], list[tuple[int, int]]]:
 MAX_OPAQUE_INPUTS = 16
 
 
+def declarations(rules: Sequence[str]) -> tuple[str, ...]:
+    """The egglog programs that declare the sort `T`, the rulesets and `rules` (egglog rules, such as
+    `pattern_rule`'s), in order: what each saturation's e-graph starts from."""
+    return (_datatype(), "(ruleset single) (ruleset multi)", *rules)
+
+
 def _datatype() -> str:
     opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in range(MAX_OPAQUE_INPUTS + 1))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
@@ -414,7 +420,7 @@ def _declared(rules: tuple[str, ...]):
     """An egglog e-graph with the sort and `rules` (egglog programs) declared (rule compilation is most of a small
     run's time), reused: each saturation runs between a `push` and a `pop`."""
     egraph = _bindings().EGraph()
-    _run(egraph, (_datatype(), "(ruleset single) (ruleset multi)", *rules))
+    _run(egraph, declarations(rules))
     return egraph
 
 
