@@ -3,8 +3,8 @@ setting: TASO's cost), every result checked by execution; then the deployment se
 
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
         [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
-        [--ilp-seconds 20] [--match-graphs 20] [--stated all|reachable] [--multi 1] [--repeats 20]
-        [--out results/generated_study]
+        [--max-iterations 100] [--ilp-seconds 20] [--match-graphs 20] [--stated all|reachable] [--multi 1]
+        [--repeats 20] [--out results/generated_study]
 
 Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
 saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
@@ -100,8 +100,8 @@ def peak_memory(reset: bool = False) -> float:
 
 def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
     """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more."""
-    egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, time_limit=args.saturation_seconds,
-                      multi_iterations=args.multi)
+    egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, max_iterations=args.max_iterations,
+                      time_limit=args.saturation_seconds, multi_iterations=args.multi)
     choice, optimal = extract_ilp(egraph, args.ilp_seconds)
     found = to_graph(egraph, choice)
     note = f"{len(egraph.enodes)} e-nodes, {egraph.stop}, ILP {'optimal' if optimal else 'time limit'}"
@@ -226,6 +226,7 @@ def main() -> None:
     parser.add_argument("--saturation-seconds", type=float, default=20.0)
     parser.add_argument("--ilp-seconds", type=float, default=20.0)
     parser.add_argument("--max-nodes", type=int, default=20_000)
+    parser.add_argument("--max-iterations", type=int, default=100, help="saturation rounds at most")
     parser.add_argument("--match-graphs", type=int, default=20, help="visited graphs whose matching rules count")
     parser.add_argument("--stated", choices=("all", "reachable"), default="all", help="the generated rules "
                         "saturation states: all, or those reachable from the original graph")
