@@ -99,12 +99,17 @@ def peak_memory(reset: bool = False) -> float:
 
 
 def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
-    """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more."""
+    """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more or the ILP
+    has no solution (an e-graph cut off at a limit can hold classes with no well-typed e-node)."""
     egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, max_iterations=args.max_iterations,
                       time_limit=args.saturation_seconds, multi_iterations=args.multi)
-    choice, optimal = extract_ilp(egraph, args.ilp_seconds)
+    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop} after {egraph.iterations} rounds"
+    try:
+        choice, optimal = extract_ilp(egraph, args.ilp_seconds)
+    except ValueError as error:
+        return graph, f"{note}, ILP: no solution ({str(error).split(': ', 1)[1].split('.')[0]})"
     found = to_graph(egraph, choice)
-    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop}, ILP {'optimal' if optimal else 'time limit'}"
+    note += f", ILP {'optimal' if optimal else 'time limit'}"
     return (found if cost(found, model) <= cost(graph, model) else graph), note
 
 
