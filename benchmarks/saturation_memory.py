@@ -27,8 +27,7 @@ def declare(path: str, count: int, joined: bool) -> tuple[float, float]:
     egglog e-graph, as one program (`joined`) or one parse per command."""
     from egglog import bindings
 
-    from jaxgraph.pattern_data import parse_pattern
-    from jaxgraph.saturation import declarations, pattern_rule
+    from jaxgraph import declarations, parse_pattern, pattern_rule
 
     entries = json.loads(Path(path).read_text())["rules"]
     programs = declarations([pattern_rule(parse_pattern(e)) for e in entries[:count or len(entries)]])
