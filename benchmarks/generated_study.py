@@ -105,7 +105,8 @@ def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
     has no solution (an e-graph cut off at a limit can hold classes with no well-typed e-node)."""
     egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, max_iterations=args.max_iterations,
                       time_limit=args.saturation_seconds, multi_iterations=args.multi)
-    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop} after {egraph.iterations} rounds"
+    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop} after {egraph.iterations} rounds" + (
+        f", unsound: {egraph.conflicts} e-nodes of another shape than their class" if egraph.conflicts else "")
     try:
         choice, optimal = extract_ilp(egraph, args.ilp_seconds)
     except ValueError as error:

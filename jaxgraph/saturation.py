@@ -253,7 +253,8 @@ class ENode:
 @dataclass
 class EGraph:
     """A saturated e-graph read back from egglog: e-nodes, the root e-classes, per-class shapes and constness,
-    per-node costs (None: never extracted) and how saturation ended."""
+    per-node costs (None: never extracted), how saturation ended and whether the e-graph united tensors of
+    different shapes (`conflicts`)."""
 
     graph: Graph
     enodes: list[ENode]
@@ -264,6 +265,9 @@ class EGraph:
     iterations: int
     stop: str  # "saturated", "node limit", "iteration limit" or "time limit"
     seconds: float
+    # e-nodes that infer a shape other than their e-class's: tensors of different shapes were united, which no
+    # correct rule does (an ill-typed rule instance does not infer at all), so the e-graph is unsound
+    conflicts: int = 0
 
     @property
     def classes(self) -> int:
@@ -345,7 +349,8 @@ def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple], own) -> tupl
 
 
 def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: CostModel):
-    """Shapes and constness per e-class, and per e-node costs (None where the e-node's shape is wrong)."""
+    """Shapes and constness per e-class, per e-node costs (None where the e-node's shape is wrong) and how many
+    e-nodes infer a shape other than their e-class's (`EGraph.conflicts`)."""
     shapes: dict[int, tuple[int, ...]] = {}
     for name, eclass in lets.items():
         node_id, index = map(int, name.lstrip("$t").split("_"))
@@ -367,14 +372,16 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
             except (ValueError, IndexError):
                 left.append(i)
         pending = left
-    valid = []
+    valid, conflicts = [], 0
     for e in enodes:
-        try:
-            ok = (e.eclass in shapes and all(c in shapes for c in e.children)
-                  and _infer(e, graph, shapes, shapes[e.eclass]) == shapes[e.eclass])
-        except (ValueError, IndexError):
-            ok = False
-        valid.append(ok)
+        inferred = None
+        if e.eclass in shapes and all(c in shapes for c in e.children):
+            try:
+                inferred = _infer(e, graph, shapes, shapes[e.eclass])
+            except (ValueError, IndexError):
+                pass
+        valid.append(inferred is not None and inferred == shapes[e.eclass])
+        conflicts += inferred is not None and inferred != shapes[e.eclass]
     constant = {c: False for c in shapes}
     changed = True
     while changed:
@@ -384,7 +391,7 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
                     e.op != "opaque" or graph.nodes[e.attrs[0]].constant):
                 constant[e.eclass] = changed = True
     costs = [_enode_cost(model, graph, e, shapes, constant) if ok else None for e, ok in zip(enodes, valid)]
-    return shapes, constant, costs
+    return shapes, constant, costs, conflicts
 
 
 def _enode_cost(model, graph: Graph, e: ENode, shapes, constant) -> float:
@@ -465,9 +472,10 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     enodes, let_classes = _decode(egraph, keys)
     egraph.run_program(*egraph.parse_program("(pop)"))
     model = cost_model or DEFAULT_COST_MODEL
-    shapes, constant, costs = _analyse(graph, enodes, let_classes, model)
+    shapes, constant, costs, conflicts = _analyse(graph, enodes, let_classes, model)
     roots = tuple(let_classes[f"$t{r.node}_{r.index}"] for r in graph.outputs)
-    return EGraph(graph, enodes, roots, shapes, constant, costs, iterations, stop, time.perf_counter() - start)
+    return EGraph(graph, enodes, roots, shapes, constant, costs, iterations, stop, time.perf_counter() - start,
+                  conflicts)
 
 
 def to_graph(egraph: EGraph, choice: Mapping[int, int]) -> Graph:
