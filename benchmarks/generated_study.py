@@ -3,8 +3,8 @@ setting: TASO's cost), every result checked by execution; then the deployment se
 
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
         [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
-        [--ilp-seconds 20] [--match-graphs 20] [--max-stated 300] [--multi 1] [--repeats 20]
-        [--out results/generated_study]
+        [--max-iterations 100] [--ilp-seconds 20] [--match-graphs 20] [--stated all|reachable] [--multi 1]
+        [--repeats 20] [--out results/generated_study]
 
 Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
 saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
@@ -15,15 +15,14 @@ full size, batch 1 (BERT with `--bert-layers` layers of BERT-base; `--small`: at
 
 Research setting, cost `Roofline(backend=TASO)`: greedy descent, `taso_search` (alpha 1.05, `--budget` graphs)
 and equality saturation (multi-pattern rules in the first `--multi` rounds, `--saturation-seconds`, ILP extraction
-of `--ilp-seconds`). The generated table's whole egglog program outgrows the machine's memory (over 6 GB to
-compile 8,282 rules), so its saturation states the generated rules that can ever match in the e-graph
-(`RuleTable.reachable` from the original graph, the greedy and search results and the first `--match-graphs`
-graphs the search visited: every source op's kind occurs there or is made by a kept rule), or, where those are more
-than `--max-stated`, only the rules that match one of these graphs. The table prints cost
+of `--ilp-seconds`), stating every rule of the table in egglog (`--stated reachable`: only the generated rules
+that can ever match in the e-graph, `RuleTable.reachable` from the original graph; their count is printed either
+way), with the e-graph's seconds and peak memory. The table prints cost
 reductions (1 - cost / initial), how many rules TASO's table lacks match (the original graph / any of those
 graphs) and are applied by each host search, and the target: the best generated method >= 10% below TASO's
-search with TASO's table. Every distinct result graph is saved as ONNX under `--out` and checked against the original
-graph's outputs (JAX, op by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime
+search with TASO's table, counting only result graphs that compute the original's outputs (`EQUAL`). Every
+distinct result graph is saved as ONNX under `--out` and checked against the original graph's outputs (JAX, op
+by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime
 (largest difference relative to the largest output magnitude).
 
 Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's search with `RULES` (the setting's table) and
@@ -35,6 +34,7 @@ graph is applied once there, picked by no cost model, and the rewritten file is 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from pathlib import Path
 
@@ -74,6 +74,7 @@ IMPORTED = "tests/data/bert-legacy-op17.onnx"
 DEFAULT_MODELS = "resnet18,resnet50,inception_v3,squeezenet1_1,bert,imported"
 METHODS = ("greedy", "taso", "e-graph")
 TARGET = 0.10  # the best generated method's cost at least 10% below TASO's search with TASO's table
+EQUAL = 1e-4  # a result graph counts only where it computes the original's outputs (relative difference, both runtimes)
 
 
 def load_model(name: str, bert_layers: int, small: bool):
@@ -88,21 +89,38 @@ def load_model(name: str, bert_layers: int, small: bool):
     return bert(layers=bert_layers) if name == "bert" else MODELS[name]()
 
 
+def peak_memory(reset: bool = False) -> float:
+    """This process's peak resident memory in GB, since the last `reset` on Linux (`/proc/self/clear_refs`),
+    else over its lifetime."""
+    status = Path("/proc/self/status")
+    if reset and status.exists():
+        Path("/proc/self/clear_refs").write_text("5")
+    if status.exists():
+        return int(status.read_text().split("VmHWM:")[1].split()[0]) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 def equality_saturation(graph, table: RuleTable, model, args) -> tuple:
-    """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more."""
-    egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, time_limit=args.saturation_seconds,
-                      multi_iterations=args.multi)
-    choice, optimal = extract_ilp(egraph, args.ilp_seconds)
+    """(graph, note) of saturation then ILP extraction, the input graph where the extraction costs more or the ILP
+    has no solution (an e-graph cut off at a limit can hold classes with no well-typed e-node)."""
+    egraph = saturate(graph, table.patterns, model, max_nodes=args.max_nodes, max_iterations=args.max_iterations,
+                      time_limit=args.saturation_seconds, multi_iterations=args.multi)
+    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop} after {egraph.iterations} rounds" + (
+        f", unsound: {egraph.conflicts} e-nodes of another shape than their class" if egraph.conflicts else "")
+    try:
+        choice, optimal = extract_ilp(egraph, args.ilp_seconds)
+    except ValueError as error:
+        return graph, f"{note}, ILP: no solution ({str(error).split(': ', 1)[1].split('.')[0]})"
     found = to_graph(egraph, choice)
-    note = f"{len(egraph.enodes)} e-nodes, {egraph.stop}, ILP {'optimal' if optimal else 'time limit'}"
+    note += f", ILP {'optimal' if optimal else 'time limit'}"
     return (found if cost(found, model) <= cost(graph, model) else graph), note
 
 
 def research(graph, table: RuleTable, args) -> dict[str, dict]:
-    """method -> cost, seconds, result graph, new rewrites applied and a note, on TASO's cost; "matching" -> the
-    data rules matching the original graph, the greedy and search results or the first `--match-graphs` graphs
-    the search visited (the generated table's saturation states the rules reachable from these graphs, or only the
-    matching ones beyond `--max-stated`: its whole egglog program outgrows the machine's memory)."""
+    """method -> cost, seconds, result graph, new rewrites applied and a note, on TASO's cost (the e-graph's with
+    its peak memory); "matching" -> the data rules matching the original graph, the greedy and search results or
+    the first `--match-graphs` graphs the search visited. Saturation states the whole table, or with `--stated
+    reachable` the generated rules `RuleTable.reachable` from the original graph."""
     model = Roofline(backend=TASO)
     rows = {}
     g = greedy(graph, table.rules, model)
@@ -115,15 +133,13 @@ def research(graph, table: RuleTable, args) -> dict[str, dict]:
                         note=f"{t.explored} graphs")
     graphs = [graph, g.graph, t.graph, *visited]
     matching = table.matching(graphs)
-    start = time.perf_counter()
-    stated, how = table, "all"
-    if table.name != "taso":
-        reachable = table.reachable(graphs)
-        stated, how = ((table.restricted(reachable | matching), "reachable") if len(reachable) <= args.max_stated
-                       else (table.restricted(matching), f"matching; {len(reachable)} reachable"))
+    reachable = table.reachable([graph])
+    stated = table.restricted(reachable) if args.stated == "reachable" and table.name != "taso" else table
+    start, _ = time.perf_counter(), peak_memory(reset=True)
     found, note = equality_saturation(graph, stated, model, args)
     rows["e-graph"] = dict(cost=cost(found, model), seconds=time.perf_counter() - start, graph=found, new=None,
-                           note=f"{len(stated.patterns)} data rules ({how}), " + note)
+                           note=f"{len(stated.patterns)} data rules stated ({len(reachable)} reachable), {note}, "
+                           f"peak {peak_memory():.2f} GB")
     rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new),
                             graphs=graphs)
     return rows
@@ -218,9 +234,10 @@ def main() -> None:
     parser.add_argument("--saturation-seconds", type=float, default=20.0)
     parser.add_argument("--ilp-seconds", type=float, default=20.0)
     parser.add_argument("--max-nodes", type=int, default=20_000)
+    parser.add_argument("--max-iterations", type=int, default=100, help="saturation rounds at most")
     parser.add_argument("--match-graphs", type=int, default=20, help="visited graphs whose matching rules count")
-    parser.add_argument("--max-stated", type=int, default=300, help="most reachable generated rules saturation "
-                        "states (beyond: the matching ones only)")
+    parser.add_argument("--stated", choices=("all", "reachable"), default="all", help="the generated rules "
+                        "saturation states: all, or those reachable from the original graph")
     parser.add_argument("--multi", type=int, default=1, help="rounds in which multi-pattern rules run")
     parser.add_argument("--repeats", type=int, default=20, help="alternated latency rounds (deployment)")
     parser.add_argument("--out", type=Path, default=Path("results/generated_study"))
@@ -256,7 +273,9 @@ def main() -> None:
             print(f"| {name} | {graph.num_ops} | {matching} | {table} | " + " | ".join(cells)
                   + f" | {len(methods['greedy']['new'])} / {len(methods['taso']['new'])} | {methods['e-graph']['note']}"
                   + f" | {worst[0]:.1e} / {worst[1]:.1e} |")
-        best = min(rows[tables[1].name][m]["cost"] for m in METHODS)
+        generated = tables[1].name
+        best = min((rows[generated][m]["cost"] for m in METHODS
+                    if max(checks[f"{name}-{generated}-{m}"]) <= EQUAL), default=initial)
         reference = rows["taso"]["taso"]["cost"]
         met += best <= (1 - TARGET) * reference
         print(f"| {name} | | | best generated vs TASO's search (TASO's table) | {100 * (1 - best / reference):+.2f}% "

@@ -51,13 +51,14 @@ from jaxgraph.ops import OP_TYPES, OPS
 from jaxgraph.optimize import main as optimize_cli
 from jaxgraph.optimize import relative_difference
 from jaxgraph.parity import ParityReport, compare_states, fitting_env, replay_parity
-from jaxgraph.pattern_data import Pattern, excluded_xfers, load_patterns
+from jaxgraph.pattern_data import Pattern, excluded_xfers, load_patterns, parse_pattern
 from jaxgraph.patterns import DATA_FAMILY, CompiledPattern, data_rules, hand_covered, taso_rules
 from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
 from jaxgraph.rules import RULES, Location, Rule, make_rule
-from jaxgraph.saturation import equality_saturation, extract_greedy, extract_ilp, saturate, to_graph
+from jaxgraph.saturation import declarations, equality_saturation, pattern_rule, saturate, to_graph
+from jaxgraph.saturation_extract import extract_greedy, extract_ilp
 from jaxgraph.search import SearchResult, greedy, taso_search
 from jaxgraph.timestep import StepType, TimeStep, outcome, restart, termination, transition, truncation
 from jaxgraph.traps import TrapGraph, is_trap, trap_graph
@@ -132,6 +133,7 @@ __all__ = [
     "cost",
     "cost_change",
     "data_rules",
+    "declarations",
     "execute",
     "runner",
     "ort_session",
@@ -147,6 +149,8 @@ __all__ = [
     "is_trap",
     "kernel_graph",
     "load_patterns",
+    "parse_pattern",
+    "pattern_rule",
     "load_onnx",
     "make_rule",
     "measure_runtime",

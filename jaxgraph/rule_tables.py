@@ -5,10 +5,10 @@ inputs, add and mul modulo commutativity: `jaxgraph.generate.known`), so "is thi
 is a set lookup. `generated_table` loads a generated file whole or restricted to the rules TASO's table lacks
 (`restrict="new"`), dropping (and naming) any rule the loader's float64 check rejects.
 `RuleTable` is one table as every method consumes it: host rules (`RULES`, then the file's data rules, as
-`TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog. A generated table is
-too large to state whole in egglog (8,282 rules took over 6 GB to compile); `reachable` keeps the rules that can
-ever match in a graph's e-graph: each source op's kind (op, inputs, constraints) must occur in the graph (or be a
-conv kind's fused or biased form, which the hand rules make) or be made by a target op of a rule already kept (a
+`TASO_RULES` is `RULES` then TASO's) and the patterns equality saturation states in egglog (a whole generated
+table of 10,618 rules fits: `jaxgraph.saturation`); `reachable` names the rules that can ever match in a graph's
+e-graph: each source op's kind (op, inputs, constraints) must occur in the graph (or be a conv kind's fused or
+biased form, or a concat or add that the hand rules make) or be made by a target op of a rule already kept (a
 fixpoint), since an e-graph only ever holds the graph's nodes and what rules add.
 """
 
@@ -131,8 +131,8 @@ class RuleTable:
                          for x, _ in LocationIndex.build(self.rules, g).matches() if self.rules[x].pattern is not None)
 
     def restricted(self, xfers: frozenset[int]) -> RuleTable:
-        """The table with only the data rules of `xfers` (hand rules kept): the saturation of a generated table
-        whose whole egglog program does not fit in memory, restricted to the rules a search found matching."""
+        """The table with only the data rules of `xfers` (hand rules kept), such as those `reachable` from a
+        graph."""
         keep = tuple(r for r in self.rules if r.pattern is None or r.pattern.xfer in xfers)
         patterns = tuple(p for p in self.patterns if p.xfer in xfers)
         return RuleTable(f"{self.name} (matching)", keep, patterns, self.new & xfers, self.rejected)
@@ -140,12 +140,18 @@ class RuleTable:
     def reachable(self, graphs: Sequence[Any]) -> frozenset[int]:
         """The xfer ids of this table's data rules that can match in the e-graph of any of `graphs`: every source
         op's kind occurs in one of the graphs, is a conv kind there with the other activation or bias (the hand
-        rules' fusions make those), or is made by a target op of a rule kept before (to a fixpoint)."""
+        rules' fusions make those), a concat or add the hand rules' merges make where the graphs have a matmul or
+        a conv, or is made by a target op of a rule kept before (to a fixpoint)."""
         present: set[tuple] = set().union(*(node_keys(g) for g in graphs))
         for op, _, attrs in [k for k in present if k[0] == "conv2d"]:
             for activation in ("none", "relu"):
                 for inputs in (2, 3):
                     present.add((op, inputs, (("activation", activation),) + attrs[1:]))
+        ops = {k[0] for k in present}  # the hand merges' concats of weights and biases, and MergeConvsIntoAdd's add
+        made = {"matmul": ((2, 1), (1, 0)), "conv2d": ((4, 0), (4, 1), (1, 0))}
+        present.update(("concat", 2, (("axis", axis), ("rank", rank))) for op in ops & made.keys()
+                       for rank, axis in made[op])
+        present.update([("add", 2, ())] if "conv2d" in ops else [])
         kept: set[int] = set()
         while True:
             more = [p for p in self.patterns if p.xfer not in kept and all(op_key(o) in present for o in p.src)]

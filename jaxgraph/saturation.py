@@ -42,9 +42,13 @@ Extraction. An e-node costs `node_cost` of its op at its e-class's shapes (TASO'
 graph's cost is the sum of its nodes', shape-dependent only); an e-node whose inputs are all constant (weights
 only) is folded and free, splits are free. `greedy` is Tensat's greedy extraction: per e-class the e-node of
 least tree cost (shared subterms counted once per use), a bottom-up fixpoint. `ilp` is Tensat's ILP (one
-binary per e-node, each chosen e-node's children chosen, a topological order per e-class against cycles),
-solved by `scipy.optimize.milp` (HiGHS) under a time limit: exact when the solver proves optimality, which
-the result reports.
+binary per e-node, each chosen e-node's children chosen, a topological order against cycles within each
+strongly connected component; constant classes, free in any form, chosen before), solved by
+`scipy.optimize.milp` (HiGHS) under a time limit: exact when the solver proves optimality, which the result
+reports. Both live in `jaxgraph.saturation_extract`.
+
+Rules are stated one egglog command per parse: the bindings copy a program's whole text into every span of its
+parsed commands, so a single program of n rules took memory quadratic in n (600 generated rules: 5 GB).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, node_cost
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 from jaxgraph.ops import OPS
 from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, conv_pads, infer, load_patterns
+from jaxgraph.saturation_extract import extract_greedy, extract_ilp
 from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
 
@@ -160,9 +165,9 @@ def _roots(pattern: Pattern) -> list[int]:
 
 
 @functools.cache
-def table_rules() -> str:
+def table_rules() -> tuple[str, ...]:
     """The egglog rules of the whole table (its data rules, then `HAND_RULES`), made once."""
-    return "\n".join(map(pattern_rule, load_patterns())) + HAND_RULES
+    return (*map(pattern_rule, load_patterns()), HAND_RULES)
 
 
 # ---------------------------------------------------------------- encoding a graph
@@ -195,7 +200,7 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     return None
 
 
-def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
+def _encode(graph: Graph) -> tuple[list[str], list[tuple[int, int]]]:
     """egglog `let`s for every tensor of `graph` (`$tNODE_OUTPUT`) and the opaque keys' (node, output) pairs."""
     lines, keys = [], []
     for node_id in graph.order:
@@ -211,10 +216,16 @@ def _encode(graph: Graph) -> tuple[str, list[tuple[int, int]], set[int]]:
         for k in range(len(node.shapes)):
             lines.append(f'(let $t{node_id}_{k} (Op{len(args)} "{node.op}" {len(keys)} {" ".join(args)}))')
             keys.append((node_id, k))
-    return "\n".join(lines), keys
+    return lines, keys
 
 
 MAX_OPAQUE_INPUTS = 16
+
+
+def declarations(rules: Sequence[str]) -> tuple[str, ...]:
+    """The egglog programs that declare the sort `T`, the rulesets and `rules` (egglog rules, such as
+    `pattern_rule`'s), in order: what each saturation's e-graph starts from."""
+    return (_datatype(), "(ruleset single) (ruleset multi)", *rules)
 
 
 def _datatype() -> str:
@@ -242,7 +253,8 @@ class ENode:
 @dataclass
 class EGraph:
     """A saturated e-graph read back from egglog: e-nodes, the root e-classes, per-class shapes and constness,
-    per-node costs (None: never extracted) and how saturation ended."""
+    per-node costs (None: never extracted), how saturation ended and whether the e-graph united tensors of
+    different shapes (`conflicts`)."""
 
     graph: Graph
     enodes: list[ENode]
@@ -253,6 +265,9 @@ class EGraph:
     iterations: int
     stop: str  # "saturated", "node limit", "iteration limit" or "time limit"
     seconds: float
+    # e-nodes that infer a shape other than their e-class's: tensors of different shapes were united, which no
+    # correct rule does (an ill-typed rule instance does not infer at all), so the e-graph is unsound
+    conflicts: int = 0
 
     @property
     def classes(self) -> int:
@@ -334,7 +349,8 @@ def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple], own) -> tupl
 
 
 def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: CostModel):
-    """Shapes and constness per e-class, and per e-node costs (None where the e-node's shape is wrong)."""
+    """Shapes and constness per e-class, per e-node costs (None where the e-node's shape is wrong) and how many
+    e-nodes infer a shape other than their e-class's (`EGraph.conflicts`)."""
     shapes: dict[int, tuple[int, ...]] = {}
     for name, eclass in lets.items():
         node_id, index = map(int, name.lstrip("$t").split("_"))
@@ -356,14 +372,16 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
             except (ValueError, IndexError):
                 left.append(i)
         pending = left
-    valid = []
+    valid, conflicts = [], 0
     for e in enodes:
-        try:
-            ok = (e.eclass in shapes and all(c in shapes for c in e.children)
-                  and _infer(e, graph, shapes, shapes[e.eclass]) == shapes[e.eclass])
-        except (ValueError, IndexError):
-            ok = False
-        valid.append(ok)
+        inferred = None
+        if e.eclass in shapes and all(c in shapes for c in e.children):
+            try:
+                inferred = _infer(e, graph, shapes, shapes[e.eclass])
+            except (ValueError, IndexError):
+                pass
+        valid.append(inferred is not None and inferred == shapes[e.eclass])
+        conflicts += inferred is not None and inferred != shapes[e.eclass]
     constant = {c: False for c in shapes}
     changed = True
     while changed:
@@ -373,7 +391,7 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
                     e.op != "opaque" or graph.nodes[e.attrs[0]].constant):
                 constant[e.eclass] = changed = True
     costs = [_enode_cost(model, graph, e, shapes, constant) if ok else None for e, ok in zip(enodes, valid)]
-    return shapes, constant, costs
+    return shapes, constant, costs, conflicts
 
 
 def _enode_cost(model, graph: Graph, e: ENode, shapes, constant) -> float:
@@ -397,13 +415,19 @@ def _op_cost(model, op: str, attrs: tuple, ins: tuple) -> float:
     return node_cost(model, g, out.node)
 
 
+def _run(egraph, programs: Sequence[str]) -> list:
+    """Run egglog `programs`, each parsed on its own: the bindings copy a program's whole text into every span of
+    its parsed commands, so one program of n rules takes memory quadratic in n (600 generated rules: 5 GB; one
+    parse per rule: 8,292 rules in 0.2 GB)."""
+    return egraph.run_program(*(command for text in programs for command in egraph.parse_program(text)))
+
+
 @functools.lru_cache(maxsize=4)
-def _declared(rules: str):
-    """An egglog e-graph with the sort and `rules` declared (rule compilation is most of a small run's time),
-    reused: each saturation runs between a `push` and a `pop`."""
-    bindings = _bindings()
-    egraph = bindings.EGraph()
-    egraph.run_program(*egraph.parse_program("\n".join([_datatype(), "(ruleset single) (ruleset multi)", rules])))
+def _declared(rules: tuple[str, ...]):
+    """An egglog e-graph with the sort and `rules` (egglog programs) declared (rule compilation is most of a small
+    run's time), reused: each saturation runs between a `push` and a `pop`."""
+    egraph = _bindings().EGraph()
+    _run(egraph, declarations(rules))
     return egraph
 
 
@@ -426,9 +450,9 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     start = time.perf_counter()
     lets, keys = _encode(graph)
     rules = (table_rules() if patterns is None and hand_rules else
-             "\n".join(map(pattern_rule, load_patterns() if patterns is None else patterns)) + HAND_RULES * hand_rules)
+             (*map(pattern_rule, load_patterns() if patterns is None else patterns), HAND_RULES * hand_rules))
     egraph = _declared(rules)
-    egraph.run_program(*egraph.parse_program("(push)\n" + lets))
+    _run(egraph, ("(push)", *lets))
     stop, iterations = "iteration limit", 0
     both = egraph.parse_program("(run multi 1) (run single 1)")
     single = egraph.parse_program("(run single 1)")
@@ -448,93 +472,10 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     enodes, let_classes = _decode(egraph, keys)
     egraph.run_program(*egraph.parse_program("(pop)"))
     model = cost_model or DEFAULT_COST_MODEL
-    shapes, constant, costs = _analyse(graph, enodes, let_classes, model)
+    shapes, constant, costs, conflicts = _analyse(graph, enodes, let_classes, model)
     roots = tuple(let_classes[f"$t{r.node}_{r.index}"] for r in graph.outputs)
-    return EGraph(graph, enodes, roots, shapes, constant, costs, iterations, stop, time.perf_counter() - start)
-
-
-# ---------------------------------------------------------------- extraction
-
-
-def extract_greedy(egraph: EGraph) -> dict[int, int]:
-    """Tensat's greedy extraction: per e-class the e-node of least tree cost (its cost plus its children's best),
-    a bottom-up fixpoint (a worklist: an e-node is revisited when one of its children's best improves). Returns
-    e-class -> e-node index."""
-    parents: dict[int, list[int]] = {}
-    for i, e in enumerate(egraph.enodes):
-        for c in set(e.children):
-            parents.setdefault(c, []).append(i)
-    best: dict[int, tuple[float, int]] = {}
-    work = [i for i, e in enumerate(egraph.enodes) if not e.children]
-    while work:
-        i = work.pop()
-        e = egraph.enodes[i]
-        if egraph.costs[i] is None or any(c not in best for c in e.children):
-            continue
-        total = egraph.costs[i] + sum(best[c][0] for c in e.children)
-        if e.eclass not in best or total < best[e.eclass][0] * (1 - 1e-12) - 1e-15:
-            best[e.eclass] = (total, i)
-            work.extend(parents.get(e.eclass, ()))
-    missing = [r for r in egraph.roots if r not in best]
-    if missing:
-        raise ValueError(f"no extractable term for {len(missing)} output e-classes")
-    return {c: i for c, (_, i) in best.items()}
-
-
-def extract_ilp(egraph: EGraph, time_limit: float = 60.0) -> tuple[dict[int, int], bool]:
-    """Tensat's ILP extraction (DAG cost: a shared subterm counted once) with `scipy.optimize.milp`: a binary per
-    e-node reachable from the roots, every root class and every chosen e-node's child classes covered, and an
-    order variable per class in [0, 1] that each chosen e-node's children must exceed (no cycles). Returns
-    e-class -> e-node and whether HiGHS proved the choice optimal within `time_limit` seconds."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
-    time_limit = number("time_limit", time_limit, 0.0, above=True)
-    by_class: dict[int, list[int]] = {}
-    for i, e in enumerate(egraph.enodes):
-        if egraph.costs[i] is not None:
-            by_class.setdefault(e.eclass, []).append(i)
-    reachable, stack = set(), list(egraph.roots)
-    while stack:
-        c = stack.pop()
-        if c not in reachable:
-            reachable.add(c)
-            stack.extend(ch for i in by_class.get(c, ()) for ch in egraph.enodes[i].children)
-    nodes = [i for c in sorted(reachable) for i in by_class.get(c, ())]
-    column = {i: k for k, i in enumerate(nodes)}
-    order = {c: len(nodes) + k for k, c in enumerate(sorted(reachable))}
-    rows, cols, vals, low, high = [], [], [], [], []
-
-    def constraint(entries, lo, hi):
-        for col, val in entries:
-            rows.append(len(low))
-            cols.append(col)
-            vals.append(val)
-        low.append(lo)
-        high.append(hi)
-
-    eps = 1.0 / (len(reachable) + 1)
-    for root in set(egraph.roots):
-        constraint([(column[i], 1.0) for i in by_class.get(root, ())], 1.0, np.inf)
-    for i in nodes:
-        e = egraph.enodes[i]
-        for c in set(e.children):
-            constraint([(column[i], 1.0)] + [(column[j], -1.0) for j in by_class.get(c, ())], -np.inf, 0.0)
-            # chosen: order[child] >= order[class] + eps
-            constraint([(order[c], 1.0), (order[e.eclass], -1.0), (column[i], -2.0)], eps - 2.0, np.inf)
-    size = len(nodes) + len(reachable)
-    matrix = coo_matrix((vals, (rows, cols)), shape=(len(low), size)).tocsr()
-    objective = np.array([egraph.costs[i] for i in nodes] + [0.0] * len(reachable))
-    integrality = np.array([1] * len(nodes) + [0] * len(reachable))
-    result = milp(objective, constraints=LinearConstraint(matrix, low, high), integrality=integrality,
-                  bounds=Bounds(0.0, 1.0), options={"time_limit": time_limit})
-    if result.x is None:
-        raise ValueError(f"the ILP found no solution within {time_limit} s: {result.message}")
-    chosen = {}
-    for i in nodes:
-        if result.x[column[i]] > 0.5:
-            chosen.setdefault(egraph.enodes[i].eclass, i)
-    return chosen, result.status == 0
+    return EGraph(graph, enodes, roots, shapes, constant, costs, iterations, stop, time.perf_counter() - start,
+                  conflicts)
 
 
 def to_graph(egraph: EGraph, choice: Mapping[int, int]) -> Graph:

@@ -124,3 +124,20 @@ def test_reachable_rules_need_every_source_kind_in_the_graph_or_made_by_fusion(t
     chex.assert_equal(table.reachable([b.build({"y": conv, "z": relu})]), frozenset({1000, 1001, 1002}))
     valid = b.add("conv2d", [x, b.weight("v", np.ones((2, 2, 3, 3), np.float32))])  # VALID: not FUSE's kind
     chex.assert_equal(table.reachable([b.build({"y": valid, "z": relu})]), frozenset({1001}))
+
+
+def test_concats_the_hand_merges_make_are_reachable(tmp_path):
+    """concat0(concat0(a, b), c) -> concat0(a, concat0(b, c)) on rank 4 (associativity, worked by hand): a graph
+    with a conv but no concat can still hold such concats, since MergeConvs concatenates two convs' weights along
+    axis 0, so the rule is reachable there; in a graph of one relu it is not."""
+    def concat(inputs):
+        return {"op": "concat", "inputs": inputs, "attrs": {"axis": 0, "rank": 4}}
+
+    rule = {"xfer": 1003, "src": [concat([[-1, 0], [-2, 0]]), concat([[0, 0], [-3, 0]])],
+            "dst": [concat([[-2, 0], [-3, 0]]), concat([[-1, 0], [0, 0]])], "mapped": [[[1, 0], [1, 0]]]}
+    table = generated_rule_table(_write(tmp_path, [rule]))
+    b = GraphBuilder()
+    x = b.input("x", (1, 2, 4, 4))
+    chex.assert_equal(table.reachable([b.build({"y": b.add("relu", [x])})]), frozenset())
+    conv = b.add("conv2d", [x, b.weight("w", np.ones((2, 2, 3, 3), np.float32))], pads=(1, 1, 1, 1))
+    chex.assert_equal(table.reachable([b.build({"y": conv})]), frozenset({1003}))
