@@ -527,12 +527,17 @@ def equality_saturation(graph: Graph, extraction: str = "greedy", patterns: Sequ
                         ilp_time_limit: float = 60.0) -> SearchResult:
     """Saturate (`saturate`), extract (`greedy` or `ilp`) and rebuild the graph, costed by `cost` like every
     other search; never worse than `graph` (the input is returned when the extraction costs more). `explored` is
-    the number of e-nodes; `seconds` covers saturation, extraction and rebuilding."""
+    the number of e-nodes; `seconds` covers saturation, extraction and rebuilding. ValueError when the e-graph
+    holds an unsound union (`EGraph.conflicts`), rather than a graph that may compute something else."""
     if extraction not in EXTRACTIONS:
         raise ValueError(f"extraction must be one of {EXTRACTIONS}, got {extraction!r}")
     start = time.perf_counter()
     model = cost_model or DEFAULT_COST_MODEL
     egraph = saturate(graph, patterns, model, max_nodes, max_iterations, time_limit, multi_iterations)
+    if egraph.conflicts:
+        raise ValueError(f"the saturated e-graph united tensors of different shapes ({egraph.conflicts} e-nodes): "
+                         "split parts carry no sizes, so multi-pattern merges over several rounds with concat "
+                         "reassociation can unite unequal tensors; use multi_iterations=1")
     choice = extract_greedy(egraph) if extraction == "greedy" else extract_ilp(egraph, ilp_time_limit)[0]
     best = to_graph(egraph, choice)
     initial, found = cost(graph, model), cost(best, model)

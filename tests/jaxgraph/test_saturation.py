@@ -229,3 +229,5 @@ def test_an_unsound_union_is_reported_as_conflicts():
     graph, reassociate = three_products_and_reassociation()
     assert saturate(graph, [reassociate], multi_iterations=1, max_iterations=20).conflicts == 0
     assert saturate(graph, [reassociate], multi_iterations=2, max_iterations=20).conflicts > 0
+    with pytest.raises(ValueError, match="united tensors of different shapes"):
+        equality_saturation(graph, patterns=[reassociate], multi_iterations=2, max_iterations=20)
