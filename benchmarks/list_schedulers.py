@@ -9,15 +9,14 @@ Instances: Topcuoglu random DAGs with integer costs (exact in float32, so both f
 checked and printed). For each scheduler, in turns: the NumPy reference (`jaxsched.schedule`) over the first
 `--sample` instances, scaled to all of them, the compiled loop (`list_schedule_numba`, one instance at a time with
 its host planning; its schedules must equal the reference's) in schedules per second, then the batched JAX form once
-compiled (`schedule_batch`: host planning, padding, the transfer and the vmapped scan, end to end; on the CPU a
-pipeline of up to 4 pieces, the kernel running one piece while the host plans the next) and its kernel
+compiled (`schedule_batch`: host planning, padding, the transfer and the vmapped scan, end to end) and its kernel
 alone (`list_schedule_batch` on ready plans, and streams for the static selections or edges for the dynamic ones,
 placed on the device beforehand: the transfer counts as host time; gap insertion at its default capacity; Duplex:
 its two halves). Host time per instance is end to end minus kernel, over the instances, in microseconds; the same
 difference in the process's CPU time (every thread: the host's planning threads and XLA's) is printed beside it,
 steadier on a shared machine. With `--jax-only` also the difference in the calling thread's CPU time (the host's
 work but the other planning threads' parts: its critical path on free cores), and wall and calling thread with the
-batch planned whole before the kernel runs (`schedule_batch(pieces=1)`: no pipeline). With `--repeats R`
+planning in one thread (`schedule_batch(threads=1)`: all the host's work in the calling thread). With `--repeats R`
 the measurements alternate R times and the medians are printed (for shared, noisy machines). `--devices N` splits
 the end-to-end batch across N devices (default all; the kernel alone runs on one). Targets: JAX end to end at least
 20x the loop; host time at most 10 us per instance (HEFT); on a GPU, HEFT end to end within 3x of its kernel at
@@ -101,8 +100,8 @@ class _Batched:
         self.end_to_end()
         self.kernel()
 
-    def end_to_end(self, pieces: int | None = None):
-        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh, pieces=pieces)
+    def end_to_end(self, threads: int | None = None):
+        return schedule_batch(self.problems, self.name, shape=self.shape, devices=self.mesh, threads=threads)
 
     def kernel(self):
         return [list_schedule_batch(self.costs, plans, *rest) for plans, *rest in self.kernels]
@@ -124,16 +123,16 @@ def _figures(instances: int, end_to_end_s: float, kernel_s: float) -> dict[str, 
 
 def end_to_end_times(
     names: Sequence[str] = BATCHED, instances: int = 1024, tasks: int = 100, procs: int = 4, *, repeats: int = 1,
-    devices=None, check: int = 8, cpu_time: bool = False, one_piece: bool = False,
+    devices=None, check: int = 8, cpu_time: bool = False, one_thread: bool = False,
 ) -> dict[str, dict[str, float]]:
     """{name: {end_to_end_s, kernel_s, host_us_per_instance}} of each batched scheduler in `names` on `instances`
     Topcuoglu DAGs of `tasks` tasks x `procs` processors (integer costs): medians of `repeats` alternated rounds,
     once compiled; the first `check` schedules' makespans are checked against the NumPy reference (SystemExit
     if they differ). `cpu_time` adds the same difference in CPU time, steadier than wall time on a shared
     machine: host_cpu_us_per_instance in the process's, host_thread_us_per_instance in the calling thread's;
-    `one_piece` adds host_us_one_piece and host_thread_us_one_piece: wall and calling thread with the batch
-    planned whole before the kernel runs (`schedule_batch(pieces=1)`, no pipeline), in the same rounds.
-    ValueError for an unknown name or a size below 1."""
+    `one_thread` adds host_us_one_thread and host_thread_us_one_thread: wall and calling thread with the planning
+    in one thread (all the host's work in the calling thread), measured in the same rounds. ValueError for an
+    unknown name or a size below 1."""
     unknown = [n for n in names if n not in BATCHED]
     if unknown:
         raise ValueError(f"unknown batched scheduler {unknown[0]!r}; known: {', '.join(BATCHED)}")
@@ -146,19 +145,17 @@ def end_to_end_times(
     for name in names:
         batched = _Batched(problems, name, shape, mesh)
         batched.check(batched.end_to_end(), _reference_makespans(problems[:check], name))
-        if one_piece:
-            batched.check(batched.end_to_end(1), _reference_makespans(problems[:check], name))  # compiled once
         rounds = []
         for _ in range(repeats):
-            alone = _cpu_and_wall(batched.end_to_end, 1)[:2] if one_piece else (0.0, 0.0)
+            alone = _cpu_and_wall(batched.end_to_end, 1)[:2] if one_thread else (0.0, 0.0)
             rounds.append((*_cpu_and_wall(batched.end_to_end)[:3], *_cpu_and_wall(batched.kernel)[:3], *alone))
         wall, thread, cpu, kernel_wall, kernel_thread, kernel_cpu, alone, alone_thread = np.median(rounds, axis=0)
         figures[name] = _figures(instances, wall, kernel_wall)
         per_instance = {
             "host_cpu_us_per_instance": cpu - kernel_cpu, "host_thread_us_per_instance": thread - kernel_thread,
-            "host_us_one_piece": alone - kernel_wall, "host_thread_us_one_piece": alone_thread - kernel_thread,
+            "host_us_one_thread": alone - kernel_wall, "host_thread_us_one_thread": alone_thread - kernel_thread,
         }
-        wanted = [*(list(per_instance)[:2] if cpu_time else []), *(list(per_instance)[2:] if one_piece else [])]
+        wanted = [*(list(per_instance)[:2] if cpu_time else []), *(list(per_instance)[2:] if one_thread else [])]
         figures[name].update({key: per_instance[key] / instances * 1e6 for key in wanted})
     return figures
 
@@ -190,15 +187,15 @@ def main(argv=None) -> None:
           f"{machine_description(load=True)}")
     if args.jax_only:
         figures = end_to_end_times(args.names, args.instances, args.tasks, args.procs, repeats=args.repeats,
-                                   devices=mesh, cpu_time=True, one_piece=True)
+                                   devices=mesh, cpu_time=True, one_thread=True)
         print("| scheduler | JAX end to end (s) | JAX kernel (s) | end to end / kernel | host us per instance: wall "
-              "| calling thread's CPU | process CPU | one piece (no pipeline): wall | calling thread's CPU |")
+              "| calling thread's CPU | process CPU | planning in one thread: wall | calling thread's CPU |")
         print("|---|---|---|---|---|---|---|---|---|")
         for name, f in figures.items():
             print(f"| {name} | {f['end_to_end_s']:.3f} | {f['kernel_s']:.3f} | "
                   f"{f['end_to_end_s'] / f['kernel_s']:.1f}x | {f['host_us_per_instance']:.1f} | "
                   f"{f['host_thread_us_per_instance']:.1f} | {f['host_cpu_us_per_instance']:.1f} | "
-                  f"{f['host_us_one_piece']:.1f} | {f['host_thread_us_one_piece']:.1f} |")
+                  f"{f['host_us_one_thread']:.1f} | {f['host_thread_us_one_thread']:.1f} |")
         return
     problems = _instances(args.instances, args.tasks, args.procs)
     shape = Shape.of(problems)

@@ -1,11 +1,10 @@
 """A whole batch planned in one compiled pass: what `schedule_batch` sends to the device, problem by problem.
 
-`FlatPlanner(problems, config, shape, dtype)` gives, range of problems by range (`plan`), the padded costs,
-the padded plans and, for a static selection, the predecessor streams (`jaxsched._pull_stream`) or, for a
-dynamic one, the padded edges: the values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for
-the configs whose plan needs only upward ranks or the topological order (`fused`: HEFT, ETF, and the presets
-that visit tasks in topological order, pinned or not); `schedule_batch` hands each range to the device while
-the next is planned. The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
+`plan_flat(problems, config, shape, dtype)` gives the padded costs, the padded plans and, for a static
+selection, the predecessor streams (`jaxsched._pull_stream`) or, for a dynamic one, the padded edges: the
+values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
+upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
+order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
 problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
 graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
 writes the batch arrays once, while the chunk's arrays are still in cache. `BatchGraph` makes one pass over
@@ -27,7 +26,7 @@ import numba
 import numpy as np
 
 from jaxsched._pull_stream import PullStream, empty_streams
-from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, arrivals_of, check_times, checked_batch, links_of
+from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
 from jaxsched.batch_graph import FlatReader, HostBuffers, check_fit, mean_bandwidths, take
 from jaxsched.common.arguments import integer
 from jaxsched.listsched import ListConfig, ListPlan, draws
@@ -47,7 +46,7 @@ def stream_width(config: ListConfig) -> int:
 
 
 def fused(config: ListConfig, num_procs: int) -> bool:
-    """Whether `FlatPlanner` plans `config` on `num_procs` padded processors (module docstring)."""
+    """Whether `plan_flat` plans `config` on `num_procs` padded processors (module docstring)."""
     return (config.ranks == "topcuoglu" and config.priority in ("upward", "topological") and num_procs <= 128
             and config.pinning != "critical_path" and config.selection != "eft_oct")
 
@@ -86,7 +85,7 @@ def _pool() -> ThreadPoolExecutor:
     """The worker threads shared by every caller of `in_chunks` (one fewer than the cores), started once."""
     with _POOL_LOCK:
         if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_batch"))
+            _POOL.append(ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="plan_flat"))
         return _POOL[0]
 
 
@@ -122,111 +121,91 @@ def in_chunks(run: Callable[[int, int], None], size: int, threads: int, chunk: i
                 future.result()
 
 
-class FlatPlanner:
-    """One batch's planning under a `fused` config, set up once and run range by range: the shape, the
-    buffers and what needs no plan (masks, inverse bandwidths, release times, draws) made on construction,
-    then `plan(first, last)` plans problems first..last-1 in `threads` threads and returns their rows, checked,
-    so that a caller can hand each range to the device while the next is planned (`schedule_batch`). The rows
-    are views of the batch's arrays (`arrays()`, in `buffers` when given: valid until they are taken again).
-    ValueError as `pad_problems` for a problem that does not fit (on construction) or times beyond `dtype` (from
-    `plan`, naming the problem by its place in the batch), or for `threads` not a positive integer."""
+def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,
+              buffers: HostBuffers | None = None, threads: int | None = None) -> tuple[
+                  Shape, PaddedCosts, ListPlan, PullStream | None, PaddedEdges | None]:
+    """(shape, costs, plans, streams, edges) of `problems` under `config` (one that is `fused`), padded to
+    `shape` (default the smallest that fits them): streams for a static selection, edges for a dynamic one,
+    None for the other; every array in `buffers` when given (valid until they are taken again). The problems
+    are planned by `threads` threads at once (default `default_threads`; the arrays do not depend on it).
+    ValueError as `pad_problems` for a problem that does not fit or times beyond `dtype`, or for `threads`
+    not a positive integer."""
+    problems, shape = checked_batch(problems, shape, "plan_flat")
+    threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
+                                                                         len(problems))
+    reader = FlatReader(problems, buffers)
+    flat, fields = reader.flat, FlatReader.FIELDS
+    size, fitted = len(problems), shape is None
+    if fitted:  # the in-degree K is read from the sizes below
+        edges = max(1, int(np.diff(flat.edge_offsets).max()))
+        shape = Shape(int(np.diff(flat.task_offsets).max()), int(flat.procs.max()), edges, 1)
+    flat.check_fit(shape.num_tasks, shape.num_procs, shape.num_edges)
+    num_tasks, num_procs, num_edges = shape.num_tasks, shape.num_procs, shape.num_edges
+    comp = take(buffers, "costs", (size, num_tasks, num_procs), dtype)
+    sizes = take(buffers, "sizes", (size, 5), np.float64)
+    position, order, pin = (take(buffers, name, (size, num_tasks), np.int32) for name in ("position", "order", "pin"))
+    streams = edges = None
+    if config.dynamic:
+        edges = PaddedEdges(*(take(buffers, name, (size, num_edges), kind) for name, kind in (
+            ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
+    else:
+        width = stream_width(config)
+        reader.read(0, size, ("dst",))
+        fields = tuple(name for name in fields if name != "dst")
+        lengths = np.empty(size, np.int64)
+        in_chunks(lambda first, last: _stream_lengths(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks,
+                                                      width, lengths, first, last), size, threads, -(-size // threads))
+        streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
+    none = np.empty((size, 0), np.int32)
+    arguments = (
+        *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
+        comp, sizes, position, order, pin,
+        *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
+        *(edges or (none, none, none.astype(dtype), none.astype(bool))),
+    )
 
-    def __init__(self, problems: Sequence[Problem], config: ListConfig, shape: Shape | None, dtype=np.float32,
-                 buffers: HostBuffers | None = None, threads: int | None = None, caller: str = "FlatPlanner"):
-        problems, shape = checked_batch(problems, shape, caller)
-        size = len(problems)
-        self.threads = default_threads(size) if threads is None else min(integer("threads", threads, 1), size)
-        self.problems, self.reader = problems, FlatReader(problems, buffers)
-        flat = self.reader.flat
-        fitted = shape is None
-        if fitted:
-            edges = max(1, int(np.diff(flat.edge_offsets).max()))
-            shape = Shape(int(np.diff(flat.task_offsets).max()), int(flat.procs.max()), edges, 1)
-        flat.check_fit(shape.num_tasks, shape.num_procs, shape.num_edges)
-        num_tasks, num_procs, num_edges = shape.num_tasks, shape.num_procs, shape.num_edges
-        self.reader.read(0, size, ("dst",))  # the in-degrees, and the streams' lengths, before any plan
-        self.fields = tuple(name for name in FlatReader.FIELDS if name != "dst")
-        width = 0 if config.dynamic else stream_width(config)
-        lengths, in_degree = np.empty(size, np.int64), np.empty(size, np.int64)
-        in_chunks(lambda first, last: _in_degrees(flat.task_offsets, flat.edge_offsets, flat.dst, num_tasks, width,
-                                                  lengths, in_degree, first, last), size, self.threads,
-                  -(-size // self.threads))
-        if fitted:
-            shape = shape._replace(max_in_degree=max(1, int(in_degree.max())))
-        check_fit((("incoming edges of a task", in_degree, shape.max_in_degree),))
-        self.shape, self.dtype = shape, dtype
-        comp = take(buffers, "costs", (size, num_tasks, num_procs), dtype)
-        self.sizes = take(buffers, "sizes", (size, 5), np.float64)
-        position, order, pin = (take(buffers, name, (size, num_tasks), np.int32)
-                                for name in ("position", "order", "pin"))
-        self.streams = self.edges = None
-        if config.dynamic:
-            self.edges = PaddedEdges(*(take(buffers, name, (size, num_edges), kind) for name, kind in (
-                ("edge_src", np.int32), ("edge_dst", np.int32), ("edge_data", dtype), ("edge_mask", bool))))
-        else:
-            self.streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
+    def plan(first: int, last: int) -> None:  # a chunk read, then planned while its arrays are in cache
+        reader.read(first, last, fields)
+        _plan_problems(*arguments, first, last)
+
+    def unplanned():  # what needs no plan, made while the other threads plan
         task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
                             out=take(buffers, "task_mask", (size, num_tasks), bool))
         proc_mask = np.arange(num_procs)[None, :] < flat.procs[:, None]
         draw = batch_draws(problems, config, task_mask, take(buffers, "draws", task_mask.shape, np.int32))
-        self.links = links_of(problems, proc_mask)
-        self.costs = PaddedCosts(comp, task_mask, proc_mask, arrivals_of(problems, task_mask, dtype, buffers),
-                                 self.links.astype(dtype))
-        self.plans = ListPlan(position, order, pin, take(buffers, "oct", comp.shape, dtype, 0), draw)
-        none = np.empty((size, 0), np.int32)
-        self.arguments = (
-            *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
-            comp, self.sizes, position, order, pin,
-            *(self.streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
-            *(self.edges or (none, none, none.astype(dtype), none.astype(bool))),
-        )
+        return task_mask, proc_mask, links_of(problems, proc_mask), take(buffers, "oct", comp.shape, dtype, 0), draw
 
-    def arrays(self) -> tuple[PaddedCosts, ListPlan, PullStream | None, PaddedEdges | None]:
-        """(costs, plans, streams, edges) of the whole batch: the rows `plan` has filled so far."""
-        return self.costs, self.plans, self.streams, self.edges
+    task_mask, proc_mask, links, oct_table, draw = in_chunks(plan, size, threads, CHUNK, unplanned)
+    if fitted:
+        shape = shape._replace(max_in_degree=max(1, int(sizes[:, 0].max())))
+    check_fit((("incoming edges of a task", sizes[:, 0].astype(np.int64), shape.max_in_degree),))
 
-    def plan(self, first: int, last: int) -> tuple[PaddedCosts, ListPlan, PullStream | None, PaddedEdges | None]:
-        """Plans problems first..last-1 (a chunk at a time, `CHUNK`, each read then planned while its arrays
-        are in cache, in `threads` threads) and returns their rows of `arrays()`, their times checked to fit
-        the dtype."""
-        reader, fields = self.reader, self.fields
+    def comp64() -> np.ndarray:
+        full = np.zeros(comp.shape)
+        pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
+        return full
 
-        def plan(start: int, stop: int) -> None:
-            reader.read(first + start, first + stop, fields)
-            _plan_problems(*self.arguments, first + start, first + stop)
-
-        in_chunks(plan, last - first, min(self.threads, last - first), CHUNK)
-        flat, rows = reader.flat, slice(first, last)
-
-        def comp64() -> np.ndarray:  # the rows' costs in float64, for the message
-            full = np.zeros(self.costs.comp.shape)
-            pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
-            return full[rows]
-
-        costs = PaddedCosts(*(array[rows] for array in self.costs))
-        check_times(self.problems[rows], costs, self.sizes[rows], comp64, self.links[rows], first)
-        return costs, *(None if tree is None else type(tree)(*(array[rows] for array in tree))
-                        for tree in (self.plans, self.streams, self.edges))
+    costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
+    plans = ListPlan(position, order, pin, oct_table, draw)
+    return shape, costs, plans, streams, edges
 
 
 _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _in_degrees(task_off, edge_off, dst, num_tasks, width, lengths, in_degree, first, last):
-    """Writes in_degree[first:last], the most incoming edges of a task of each of those problems, and (when
-    `width` > 0) lengths[first:last], the micro-steps of their streams (`compact_streams`), from their
+def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, last):
+    """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
     edges' destinations."""
     inputs = np.zeros(num_tasks, np.int64)
     for b in range(first, last):
         inputs[:] = 0
         for e in range(edge_off[b], edge_off[b + 1]):
             inputs[dst[e]] += 1
-        steps, most = 0, 0
+        steps = 0
         for t in range(task_off[b + 1] - task_off[b]):
-            steps += max(1, (inputs[t] + width - 1) // width) if width > 0 else 0
-            most = max(most, inputs[t])
-        lengths[b], in_degree[b] = steps, most
+            steps += max(1, (inputs[t] + width - 1) // width)
+        lengths[b] = steps
 
 
 @_jit

@@ -123,15 +123,14 @@ def _time_bounds(comp, arrival, data_sum, inverse_bandwidth) -> np.ndarray:
     return arrival.max(axis=1) + largest.sum(axis=1) + data_sum * inverse_bandwidth.max(axis=(1, 2))
 
 
-def _check_range(arrays: dict, bounds: np.ndarray, dtype, first: int | None = None) -> None:
+def _check_range(arrays: dict, bounds: np.ndarray, dtype) -> None:
     """Raises ValueError when a batch's times (`bounds`, and the padded float64 `arrays` by name, each
-    with a leading batch axis) do not fit `dtype` (see the module docstring); the message names the problem
-    when the batch holds several, or when it is rows `first`.. of a larger one."""
+    with a leading batch axis) do not fit `dtype` (see the module docstring)."""
     info = np.finfo(dtype)
     name = np.dtype(dtype).name
 
     def which(index: int) -> str:
-        return f"problem {(first or 0) + index}: " if len(bounds) > 1 or first is not None else ""
+        return f"problem {index}: " if len(bounds) > 1 else ""
 
     beyond = np.flatnonzero(bounds > float(info.max))
     if beyond.size:
@@ -262,38 +261,21 @@ def pad_costs(
 
 
 def checked_costs(problems: list[Problem], comp: np.ndarray, task_mask: np.ndarray, proc_mask: np.ndarray,
-                  sizes: np.ndarray, comp64) -> PaddedCosts:
+                  sizes: np.ndarray, comp64, buffers: HostBuffers | None = None,
+                  links: np.ndarray | None = None) -> PaddedCosts:
     """The `PaddedCosts` of `problems` from their costs `comp` [B, T, P], already padded in the dtype the costs
-    take, their masks and `sizes` (`BatchGraph.sizes`): release times and inverse bandwidths padded, every time
-    checked to fit that dtype (`check_times`; `comp64()`: the costs in float64, for the message)."""
-    dtype, links = comp.dtype, links_of(problems, proc_mask)
-    costs = PaddedCosts(comp, task_mask, proc_mask, arrivals_of(problems, task_mask, dtype), links.astype(dtype))
-    check_times(problems, costs, sizes, comp64, links)
-    return costs
-
-
-def arrivals_of(problems: list[Problem], task_mask: np.ndarray, dtype, buffers: HostBuffers | None = None
-                ) -> np.ndarray:
-    """[B, T] the problems' release times in `dtype`, 0 where padded or not given (zeros in `buffers` when
-    no problem gives them)."""
-    if all(p.task_arrival is None for p in problems):
-        return take(buffers, "arrival", task_mask.shape, dtype, 0)
-    return _arrivals(problems, task_mask).astype(dtype)
-
-
-def check_times(problems: list[Problem], costs: PaddedCosts, sizes: np.ndarray, comp64, links: np.ndarray,
-                first: int | None = None) -> None:
-    """Raises ValueError (as `pad_problems`) when a time of `problems` does not fit the dtype of `costs`: the
-    latest finish any list schedule can reach, from `sizes` (`BatchGraph.sizes`), their release times and
-    float64 inverse bandwidths `links`, and the least non-zero cost, datum, release time and inverse bandwidth.
-    `comp64()` gives the costs in float64 for the message; `first`: the problems are rows first.. of a larger
-    batch (the message names a problem by its place in that batch)."""
-    dtype = costs.comp.dtype
+    take, their masks and `sizes` (`BatchGraph.sizes`): release times and inverse bandwidths padded (in
+    `buffers` when given), every time checked to fit that dtype (ValueError, as `pad_problems`; `comp64()`:
+    the costs in float64, for the message); `links`: `links_of(problems, proc_mask)`, when already made."""
+    dtype = comp.dtype
+    links = links_of(problems, proc_mask) if links is None else links
     _, largest_sum, data_sum, least_comp, least_data = sizes.T
     bounds = largest_sum + data_sum * links.max(axis=(1, 2))
     arrays = {"inverse bandwidth": links}
-    if any(p.task_arrival is not None for p in problems):
-        arrival = _arrivals(problems, costs.task_mask)
+    if all(p.task_arrival is None for p in problems):  # zeros: nothing to check, nothing to convert
+        arrival = take(buffers, "arrival", task_mask.shape, dtype, 0)
+    else:
+        arrival = _arrivals(problems, task_mask)
         bounds = arrival.max(axis=1) + bounds
         arrays = {"task_arrival": arrival, **arrays}
     tiny = float(np.finfo(dtype).tiny)
@@ -301,7 +283,8 @@ def check_times(problems: list[Problem], costs: PaddedCosts, sizes: np.ndarray, 
         arrays = {"data": padded([p.data for p in problems], (max(len(p.data) for p in problems),)), **arrays}
     if (least_comp < tiny).any():
         arrays = {"comp": comp64(), **arrays}
-    _check_range(arrays, bounds, dtype, first)
+    _check_range(arrays, bounds, dtype)
+    return PaddedCosts(comp, task_mask, proc_mask, arrival.astype(dtype, copy=False), links.astype(dtype))
 
 
 class PaddedEdges(NamedTuple):

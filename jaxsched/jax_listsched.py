@@ -19,7 +19,6 @@ config and device count).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from typing import NamedTuple, Sequence
@@ -30,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from jaxsched._batch_plan import FlatPlanner, batch_draws, fused, stream_width
+from jaxsched._batch_plan import batch_draws, fused, plan_flat, stream_width
 from jaxsched._pull_stream import PullStream, compact_streams, visit_stream
 from jaxsched.batch import (
     PaddedCosts,
@@ -440,12 +439,12 @@ def _run_across(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, capacity
 
 
 def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, edges, size: int,
-               num_tasks: int, out: ScheduleArrays | None = None) -> ScheduleArrays:
-    """`_run_across` with gap insertion keeping `size` idle gaps per processor (`out`: that run, when made);
-    the problems on which some processor overflowed run again with twice the room (at most T, which always
-    fits), their count padded to a power of two by repeating them so that reruns share few compilations."""
+               num_tasks: int) -> ScheduleArrays:
+    """`_run_across` with gap insertion keeping `size` idle gaps per processor; the problems on which some
+    processor overflowed run again with twice the room (at most T, which always fits), their count padded to
+    a power of two by repeating them so that reruns share few compilations."""
     size = min(size, num_tasks)
-    out = _run_across(mesh, batch, plans, config, size, streams, edges) if out is None else out
+    out = _run_across(mesh, batch, plans, config, size, streams, edges)
     over = np.flatnonzero(np.asarray(out.overflow))
     if not over.size or size == num_tasks:
         return out
@@ -459,80 +458,32 @@ def _with_room(mesh: Mesh, batch, plans: ListPlan, config: ListConfig, streams, 
 
 
 _HOST = threading.local()  # each thread's `HostBuffers` for `schedule_batch`
-PIECE = 256  # the fewest problems in a piece of `schedule_batch`'s pipeline by default
 
 
-def default_pieces(size: int, platform: str) -> int:
-    """Pieces `schedule_batch` splits a batch of `size` problems into by default on a device of `platform`:
-    on the CPU, whose kernel runs on about one core beside the planning threads, up to 4 of at least `PIECE`
-    problems; elsewhere 1 (not measured on accelerators, where a scan of fewer problems takes nearly as long)."""
-    return max(1, min(4, size // PIECE)) if platform == "cpu" else 1
-
-
-def _room(config: ListConfig, shape: Shape, capacity: int | None) -> int | None:
-    """The idle gaps per processor of `config`'s first run: `capacity`, by default `default_capacity`."""
-    if not config.insertion:
-        return None
-    return min(default_capacity(shape), shape.num_tasks) if capacity is None else capacity
-
-
-def _plan_key(config: ListConfig) -> tuple:
-    """What of `config` its one-pass plan depends on: configs with equal keys share a plan."""
-    return config.priority, config.pinning, config.selection == "wba", config.seed, config.dynamic, config.insertion
-
-
-def _first_runs(problems, configs: list[ListConfig], shape, dtype, capacity, mesh: Mesh, buffers, threads,
-                pieces: int, dispatched: list):
-    """(shape, costs, [(plans, streams, edges)], [first run]) per config of `schedule_batch`: the costs and, of
-    the graph, only what the scans read (predecessor streams for static selections, edges for dynamic ones),
-    each config run at `_room`. Planned in one compiled pass per problem (`jaxsched._batch_plan`, into
-    `buffers`, in `threads` threads) when every config allows it, and then, when the configs share one plan
-    on one device, in `pieces` pieces of equal size (the last problem repeated to fill them), each piece's
-    kernels dispatched as soon as it is planned, so that the device runs piece k while the host plans piece
-    k + 1; else planned on the `BatchGraph`. Every run is appended to `dispatched` once dispatched."""
+def _batch_inputs(problems, configs: list[ListConfig], shape, dtype, buffers: HostBuffers | None,
+                  threads: int | None):
+    """(shape, costs, [(plans, streams, edges)] per config) of `schedule_batch`: the costs, and of the graph
+    only what the scans read: predecessor streams (static selections), edges (dynamic ones). Planned in one
+    compiled pass per problem (`jaxsched._batch_plan`, into `buffers`, in `threads` parts) when every config
+    allows it, else on the `BatchGraph`."""
     problems, shape = checked_batch(problems, shape, "schedule_batch")
-    size = len(problems)
     num_procs = max(p.num_procs for p in problems) if shape is None else shape.num_procs
-    if not all(fused(config, num_procs) for config in configs):
-        problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
-        batch = pad_costs(problems, shape, dtype, graph)
-        edges = pad_edges(problems, shape, dtype, graph) if any(config.dynamic for config in configs) else None
-        inputs = []
-        for config in configs:
-            plans = plan_batch(problems, config, shape, dtype, graph)
-            inputs.append((plans, stream_batch(graph, plans, config, dtype), edges))
-            dispatched.append(_run_across(mesh, batch, plans, config, _room(config, shape, capacity),
-                                          *inputs[-1][1:]))
-        return shape, batch, inputs, list(dispatched)
-    keys = [_plan_key(config) for config in configs]
-    piped = pieces > 1 and mesh.devices.size == 1 and len(set(keys)) == 1
-    step = 16 * -(-size // (16 * pieces)) if piped else size  # a piece's rows start 64-byte aligned
-    filled = problems + problems[-1:] * (step * -(-size // step) - size)
-    planners = {}  # Duplex's halves share their plan
-    for key, config in zip(keys, configs):
-        if key not in planners:
-            planners[key] = FlatPlanner(filled, config, shape, dtype, None if planners else buffers, threads,
-                                        "schedule_batch")
-    shape, runs = planners[keys[0]].shape, [[] for _ in configs]
-    for first in range(0, len(filled), step):
-        rows = {key: planner.plan(first, first + step) for key, planner in planners.items()}
-        for run, key, config in zip(runs, keys, configs):
-            batch, plans, streams, edges = rows[key]
-            dispatched.append(_run_across(mesh, batch, plans, config, _room(config, shape, capacity), streams, edges))
-            run.append(dispatched[-1])
-
-    def whole(tree):  # the batch's rows of `tree`, without the repeats that filled the last piece
-        return None if tree is None else type(tree)(*(array[:size] for array in tree))
-
-    batch = whole(planners[keys[0]].arrays()[0])
-    inputs = [tuple(whole(tree) for tree in planners[key].arrays()[1:]) for key in keys]
-    return shape, batch, inputs, [run[0] if len(run) == 1 else _joined(run, size) for run in runs]
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _joined(runs: list[ScheduleArrays], size: int) -> ScheduleArrays:
-    """The first `size` schedules of `runs` (pieces of one batch, in order), in one call."""
-    return jax.tree.map(lambda *parts: jnp.concatenate(parts)[:size], *runs)
+    if all(fused(config, num_procs) for config in configs):
+        planned = {}  # Duplex's halves share their plan
+        keys = [(c.priority, c.pinning, c.selection == "wba", c.seed, c.dynamic, c.insertion) for c in configs]
+        for key, config in zip(keys, configs):
+            if key not in planned:
+                planned[key] = plan_flat(problems, config, shape, dtype, None if planned else buffers, threads)
+        shape, batch = planned[keys[0]][:2]
+        return shape, batch, [planned[key][2:] for key in keys]
+    problems, shape, graph = fitted_graph(problems, shape, None, "schedule_batch", dtype)
+    batch = pad_costs(problems, shape, dtype, graph)
+    edges = pad_edges(problems, shape, dtype, graph) if any(config.dynamic for config in configs) else None
+    inputs = []
+    for config in configs:
+        plans = plan_batch(problems, config, shape, dtype, graph)
+        inputs.append((plans, stream_batch(graph, plans, config, dtype), edges))
+    return shape, batch, inputs
 
 
 def schedule_batch(
@@ -543,7 +494,6 @@ def schedule_batch(
     capacity: int | None = None,
     devices: Devices = None,
     threads: int | None = None,
-    pieces: int | None = None,
     **options,
 ) -> ScheduleArrays:
     """Schedules of `problems` by the scheduler `name` (a preset or "Duplex"), padded to `shape`
@@ -554,33 +504,30 @@ def schedule_batch(
     again with twice the room. On one device the host arrays are built in buffers kept for the next call
     of the same thread (`batch_graph.HostBuffers`: about 25 KB per problem of 100 tasks on 4 processors), which
     the device may read in place: the call returns once the schedules are computed.
-    `threads`: how many threads plan the presets planned in one pass (`jaxsched._batch_plan.FlatPlanner`; default
-    one per core). `pieces`: those presets on one device run as a pipeline of that many pieces, the device
-    scheduling one piece while the host plans the next (default `default_pieces`). The schedules depend on
-    neither. The GA batches differently: `jaxsched.jax.evolve`."""
+    `threads`: how many threads plan the presets planned in one pass (`jaxsched._batch_plan.plan_flat`; default one per
+    core, the schedules do not depend on it).
+    The GA batches differently: `jaxsched.jax.evolve`."""
     if name not in PRESETS and name != "Duplex":
         raise ValueError(f"unknown batched scheduler {name!r}; known: {', '.join(tuple(PRESETS) + ('Duplex',))}")
     if threads is not None:
         integer("threads", threads, 1)
     mesh = batch_mesh(devices)
-    pieces = default_pieces(len(problems), mesh.devices.flat[0].platform) if pieces is None else integer(
-        "pieces", pieces, 1)
     halves = ("MinMin", "MaxMin") if name == "Duplex" else (name,)
     configs = [preset(half, **options) for half in halves]
     buffers = None
     if mesh.devices.size == 1:  # the host arrays are reused once the schedules are computed (`_run_across`)
         buffers = getattr(_HOST, "buffers", None) or HostBuffers()
         _HOST.buffers = buffers
-    dispatched = []
     try:
-        shape, batch, inputs, runs = _first_runs(problems, configs, shape, dtype, capacity, mesh, buffers, threads,
-                                                 pieces, dispatched)
+        shape, batch, inputs = _batch_inputs(problems, configs, shape, dtype, buffers, threads)
         results = []
-        for config, (plans, streams, edges), out in zip(configs, inputs, runs):
-            if config.insertion and capacity is None:
-                out = _with_room(mesh, batch, plans, config, streams, edges, _room(config, shape, None),
-                                 shape.num_tasks, out)
-            results.append(out)
+        for config, (plans, streams, edges) in zip(configs, inputs):
+            if not config.insertion or capacity is not None:
+                size = capacity if config.insertion else None
+                results.append(_run_across(mesh, batch, plans, config, size, streams, edges))
+            else:
+                room = default_capacity(shape)
+                results.append(_with_room(mesh, batch, plans, config, streams, edges, room, shape.num_tasks))
         out = results[0]
         if name == "Duplex":
             better = padded_makespan(batch, results[1]) < padded_makespan(batch, results[0])  # MinMin on ties
@@ -589,6 +536,5 @@ def schedule_batch(
                 results[1])
         return out if buffers is None else jax.block_until_ready(out)
     except BaseException:
-        with contextlib.suppress(Exception):  # kernels may still read the buffers in place: let them end first
-            jax.block_until_ready(dispatched)
+        _HOST.buffers = None  # a kernel dispatched before the error may still read them: the next call takes new ones
         raise
