@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from jaxgraph.graph import Graph
 from jaxgraph.pattern_data import DATA_FILE, Pattern, PatternOp, conv_pads, load_patterns, parse_pattern
 from jaxgraph.patterns import pattern_rules
 from jaxgraph.rules import RULES, Rule
@@ -52,8 +53,11 @@ def op_key(op: PatternOp) -> tuple:
     return op.op, len(op.inputs), op.attrs
 
 
-def node_keys(graph: Any) -> set[tuple]:
-    """The kinds (`op_key`) of pattern ops that some node of `graph` meets (a conv may meet several paddings)."""
+def node_keys(graph: Graph) -> set[tuple]:
+    """The kinds (`op_key`) of pattern ops that some node of `graph` meets (a conv may meet several paddings).
+    ValueError for something that is not a `Graph`."""
+    if not isinstance(graph, Graph):
+        raise ValueError(f"expected a jaxgraph Graph, got {type(graph).__name__}")
     keys = set()
     for node in graph.nodes.values():
         shapes = [graph.shape(r) for r in node.inputs]
@@ -137,7 +141,7 @@ class RuleTable:
         patterns = tuple(p for p in self.patterns if p.xfer in xfers)
         return RuleTable(f"{self.name} (matching)", keep, patterns, self.new & xfers, self.rejected)
 
-    def reachable(self, graphs: Sequence[Any]) -> frozenset[int]:
+    def reachable(self, graphs: Sequence[Graph]) -> frozenset[int]:
         """The xfer ids of this table's data rules that can match in the e-graph of any of `graphs`: every source
         op's kind occurs in one of the graphs, is a conv kind there with the other activation or bias (the hand
         rules' fusions make those), a concat or add the hand rules' merges make where the graphs have a matmul or

@@ -9,7 +9,7 @@ import pytest
 
 from jaxgraph import TASO, GraphBuilder, Roofline, greedy
 from jaxgraph.pattern_data import DATA_FILE
-from jaxgraph.rule_tables import generated_rule_table, generated_table, new_xfers, table_keys
+from jaxgraph.rule_tables import generated_rule_table, generated_table, new_xfers, table_keys, taso_table
 
 CONV = {"kernel": [3, 3], "stride": [1, 1], "padding": "SAME", "activation": "none"}
 CONV_RELU = dict(CONV, activation="relu")
@@ -141,3 +141,8 @@ def test_concats_the_hand_merges_make_are_reachable(tmp_path):
     chex.assert_equal(table.reachable([b.build({"y": b.add("relu", [x])})]), frozenset())
     conv = b.add("conv2d", [x, b.weight("w", np.ones((2, 2, 3, 3), np.float32))], pads=(1, 1, 1, 1))
     chex.assert_equal(table.reachable([b.build({"y": conv})]), frozenset({1003}))
+
+
+def test_reachable_refuses_what_is_not_a_graph():
+    with pytest.raises(ValueError, match="expected a jaxgraph Graph, got str"):
+        taso_table().reachable(["resnet18"])
