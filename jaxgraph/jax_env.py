@@ -55,7 +55,9 @@ from jaxsched.common.arguments import integer, number
 class EnvParams(NamedTuple):
     """The instances (initial graphs) `reset` draws from with their locations, the cost model's numbers and the
     episode's; all traced, so one compilation serves every instance of the same capacity. Made by `JaxEnv.params`,
-    which matches the instances once, apart from any rollout: `reset` copies their locations and matches nothing."""
+    which matches the instances once, apart from any rollout: `reset` copies their locations and matches nothing,
+    so new `instances` need new params from `JaxEnv.params` (a `_replace` of `instances` alone keeps the old
+    locations)."""
 
     instances: GraphState  # leaves [N, ...]: N initial graphs in slots
     cost: CostParams  # what `node_costs` reads
