@@ -27,7 +27,7 @@ def declare(path: str, count: int, joined: bool) -> tuple[float, float]:
     egglog e-graph, as one program (`joined`) or one parse per command."""
     from egglog import bindings
 
-    from jaxgraph import declarations, parse_pattern, pattern_rule
+    from jaxgraph import declarations, parse_pattern, pattern_rule, run_programs
 
     entries = json.loads(Path(path).read_text())["rules"]
     programs = declarations([pattern_rule(parse_pattern(e)) for e in entries[:count or len(entries)]])
@@ -36,7 +36,7 @@ def declare(path: str, count: int, joined: bool) -> tuple[float, float]:
     if joined:
         egraph.run_program(*egraph.parse_program("\n".join(programs)))
     else:
-        egraph.run_program(*(c for text in programs for c in egraph.parse_program(text)))
+        run_programs(egraph, programs)
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, time.process_time() - start
 
 

@@ -57,7 +57,14 @@ from jaxgraph.random_graphs import random_graph, random_taso_graph
 from jaxgraph.reference import execute_reference, fold_constants
 from jaxgraph.rule_tables import RESTRICTIONS, RuleTable, generated_rule_table, taso_table
 from jaxgraph.rules import RULES, Location, Rule, make_rule
-from jaxgraph.saturation import declarations, equality_saturation, pattern_rule, saturate, to_graph
+from jaxgraph.saturation import (
+    declarations,
+    equality_saturation,
+    pattern_rule,
+    run_programs,
+    saturate,
+    to_graph,
+)
 from jaxgraph.saturation_extract import extract_greedy, extract_ilp
 from jaxgraph.search import SearchResult, greedy, taso_search
 from jaxgraph.timestep import StepType, TimeStep, outcome, restart, termination, transition, truncation
@@ -134,6 +141,7 @@ __all__ = [
     "cost_change",
     "data_rules",
     "declarations",
+    "run_programs",
     "execute",
     "runner",
     "ort_session",

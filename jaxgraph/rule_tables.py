@@ -155,7 +155,8 @@ class RuleTable:
         made = {"matmul": ((2, 1), (1, 0)), "conv2d": ((4, 0), (4, 1), (1, 0))}
         present.update(("concat", 2, (("axis", axis), ("rank", rank))) for op in ops & made.keys()
                        for rank, axis in made[op])
-        present.update([("add", 2, ())] if "conv2d" in ops else [])
+        if "conv2d" in ops:
+            present.add(("add", 2, ()))
         kept: set[int] = set()
         while True:
             more = [p for p in self.patterns if p.xfer not in kept and all(op_key(o) in present for o in p.src)]

@@ -415,10 +415,10 @@ def _op_cost(model, op: str, attrs: tuple, ins: tuple) -> float:
     return node_cost(model, g, out.node)
 
 
-def _run(egraph, programs: Sequence[str]) -> list:
-    """Run egglog `programs`, each parsed on its own: the bindings copy a program's whole text into every span of
-    its parsed commands, so one program of n rules takes memory quadratic in n (600 generated rules: 5 GB; one
-    parse per rule: 8,292 rules in 0.2 GB)."""
+def run_programs(egraph, programs: Sequence[str]) -> list:
+    """Run egglog `programs` on `egraph` (an egglog bindings `EGraph`), each parsed on its own: the bindings copy
+    a program's whole text into every span of its parsed commands, so one program of n rules takes memory
+    quadratic in n (600 generated rules: 5 GB; one parse per rule: 8,292 rules in 0.2 GB)."""
     return egraph.run_program(*(command for text in programs for command in egraph.parse_program(text)))
 
 
@@ -427,7 +427,7 @@ def _declared(rules: tuple[str, ...]):
     """An egglog e-graph with the sort and `rules` (egglog programs) declared (rule compilation is most of a small
     run's time), reused: each saturation runs between a `push` and a `pop`."""
     egraph = _bindings().EGraph()
-    _run(egraph, declarations(rules))
+    run_programs(egraph, declarations(rules))
     return egraph
 
 
@@ -452,7 +452,7 @@ def saturate(graph: Graph, patterns: Sequence[Pattern] | None = None, cost_model
     rules = (table_rules() if patterns is None and hand_rules else
              (*map(pattern_rule, load_patterns() if patterns is None else patterns), HAND_RULES * hand_rules))
     egraph = _declared(rules)
-    _run(egraph, ("(push)", *lets))
+    run_programs(egraph, ("(push)", *lets))
     stop, iterations = "iteration limit", 0
     both = egraph.parse_program("(run multi 1) (run single 1)")
     single = egraph.parse_program("(run single 1)")
