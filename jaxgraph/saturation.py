@@ -12,9 +12,18 @@ Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attri
   a stride-2 HALF rule misses nodes whose pads are also SAME: a rule lost, never a wrong one); `(ConvB ... x w
   b)` with a bias (a three-input pattern conv); `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)` of
   equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
-- `(Part axis i x)`: output `i` of a two-way split of `x` along `axis` (the only splits the rules make). Its
-  sizes are not in the term: part 0 is the first, part 1 the last `n` slices, `n` being the size along `axis` of
-  its own e-class, the tensor it replaced;
+- `(Part axis i x a b)`: output `i` of the two-way split of `x` along `axis` whose sizes are those of the
+  e-classes `a` and `b` along `axis` (part 0 the first size(a) slices, part 1 the last size(b); the e-node infers
+  only where size(a) + size(b) is x's size). The witnesses are the tensors the two parts replace (a rule's mapped
+  source tensors, an input graph's split outputs), so a part is its own witness: a witness is an attribute, not
+  an input, never extracted. Why witnesses: a split is fixed by its input and its sizes, and a part without them
+  (sized by its own e-class) would make two splits of one tensor at different widths one e-node, so
+  merges over two rounds plus a concat reassociation unite x @ concat1(A, A) with x @ A (unsound). Sizes as
+  integers would need the rules to know shapes, which egglog does not (a data rule's shapes are symbolic);
+  an e-class has one shape, so its witness fixes a size at every size the rule matches. Sharing stays where the
+  same tensors are split the same way (a data xfer and the hand family that merge one pair make one e-node);
+  two splits of one tensor at equal sizes with different witnesses stay two e-nodes (equal, not known equal). A
+  two-way split of the input graph is its opaque outputs, each also united with its part;
 - `(FoldW key w s v)`, `(FoldB key s b m v)` (batch norm folded into a conv's weight and bias, `key` the batch
   norm's) and `(Enlarge kh kw w)`: weight-only ops the hand-written families make;
 - every other node (inputs, weights, pooling, batch norm, a three-way concat, a group conv, ...) and each of its
@@ -85,21 +94,23 @@ HAND_RULES = """
       ((union o (ConvB "none" kh kw sh sw p x (FoldW k w s v) (FoldB k s b m v)))) :ruleset single
       :name "FuseConvBatchnorm")
 (rule ((= s0 (Matmul act x a)) (= s1 (Matmul act x b)))
-      ((let m (Matmul act x (Concat 2 1 a b))) (union s0 (Part -1 0 m)) (union s1 (Part -1 1 m)))
+      ((let m (Matmul act x (Concat 2 1 a b))) (union s0 (Part -1 0 m s0 s1)) (union s1 (Part -1 1 m s0 s1)))
       :ruleset multi :name "MergeMatmuls")
 (rule ((= s0 (AddB (Matmul act x a) c)) (= s1 (AddB (Matmul act x b) d)))
       ((let m (AddB (Matmul act x (Concat 2 1 a b)) (Concat 1 0 c d)))
-       (union s0 (Part -1 0 m)) (union s1 (Part -1 1 m))) :ruleset multi :name "MergeLinears")
+       (union s0 (Part -1 0 m s0 s1)) (union s1 (Part -1 1 m s0 s1))) :ruleset multi :name "MergeLinears")
 (rule ((= s0 (Conv act kh kw sh sw p x a)) (= s1 (Conv act kh kw sh sw p x b)))
-      ((let m (Conv act kh kw sh sw p x (Concat 4 0 a b))) (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m)))
+      ((let m (Conv act kh kw sh sw p x (Concat 4 0 a b)))
+       (union s0 (Part 1 0 m s0 s1)) (union s1 (Part 1 1 m s0 s1)))
       :ruleset multi :name "MergeConvs")
 (rule ((= s0 (ConvB act kh kw sh sw p x a c)) (= s1 (ConvB act kh kw sh sw p x b d)))
       ((let m (ConvB act kh kw sh sw p x (Concat 4 0 a b) (Concat 1 0 c d)))
-       (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m))) :ruleset multi :name "MergeBiasedConvs")
+       (union s0 (Part 1 0 m s0 s1)) (union s1 (Part 1 1 m s0 s1))) :ruleset multi :name "MergeBiasedConvs")
 (rule ((= s0 (ConvB act 1 1 1 1 "VALID" x a c)) (= s1 (ConvB act 3 3 1 1 "SAME" x b d)))
       ((let m (ConvB act 3 3 1 1 "SAME" x (Concat 4 0 (Enlarge 3 3 a) b) (Concat 1 0 c d)))
-       (union s0 (Part 1 0 m)) (union s1 (Part 1 1 m))) :ruleset multi :name "MergeConvsEnlarged")
-(rule ((= c (Concat r axis (Part axis 0 m) (Part axis 1 m)))) ((union c m)) :ruleset single :name "SplitConcat")
+       (union s0 (Part 1 0 m s0 s1)) (union s1 (Part 1 1 m s0 s1))) :ruleset multi :name "MergeConvsEnlarged")
+(rule ((= c (Concat r axis (Part axis 0 m a b) (Part axis 1 m a b)))) ((union c m)) :ruleset single
+      :name "SplitConcat")
 (rule ((= s (Add (ConvB "none" kh kw sh sw p x a c) (ConvB "none" kh kw sh sw p y b d))))
       ((union s (ConvB "none" kh kw sh sw p (Concat 4 1 x y) (Concat 4 1 a b) (Add c d)))) :ruleset single
       :name "MergeConvsIntoAdd")
@@ -143,14 +154,16 @@ def pattern_rule(pattern: Pattern) -> str:
         return f"x{-t.op}" if t.external else f"{side}{t.op}"
 
     query = [f"(= s{k} {_pattern_term(op, [name(t, 's') for t in op.inputs])})" for k, op in enumerate(pattern.src)]
+    replaces = {d: name(s, "s") for s, d in reversed(pattern.mapped)}  # a split's sizes: what its parts replace
     actions, parts = [], {}
     for k, op in enumerate(pattern.dst):
         args = [parts.get(t, name(t, "d")) for t in op.inputs]
         if op.op == "split":
             if op.outputs != 2:
                 raise ValueError(f"xfer {pattern.xfer}: a {op.outputs}-way split has no e-graph constructor")
+            witnesses = f"{replaces[Tensor(k, 0)]} {replaces[Tensor(k, 1)]}"
             for j in range(2):
-                parts[Tensor(k, j)] = f"(Part {op.attr('axis')} {j} {args[0]})"
+                parts[Tensor(k, j)] = f"(Part {op.attr('axis')} {j} {args[0]} {witnesses})"
         else:
             actions.append(f"(let d{k} {_pattern_term(op, args)})")
     actions += [f"(union s{s.op} {parts.get(d, name(d, 'd'))})" for s, d in pattern.mapped]
@@ -216,6 +229,9 @@ def _encode(graph: Graph) -> tuple[list[str], list[tuple[int, int]]]:
         for k in range(len(node.shapes)):
             lines.append(f'(let $t{node_id}_{k} (Op{len(args)} "{node.op}" {len(keys)} {" ".join(args)}))')
             keys.append((node_id, k))
+        if node.op == "split" and len(node.shapes) == 2:  # its parts, witnessed by themselves, for SplitConcat
+            axis, witnesses = node.attrs["axis"], f"$t{node_id}_0 $t{node_id}_1"
+            lines += [f"(union $t{node_id}_{k} (Part {axis} {k} {args[0]} {witnesses}))" for k in range(2)]
     return lines, keys
 
 
@@ -232,7 +248,7 @@ def _datatype() -> str:
     opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in range(MAX_OPAQUE_INPUTS + 1))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
             "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
-            "(Concat i64 i64 T T) (Part i64 i64 T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) "
+            "(Concat i64 i64 T T) (Part i64 i64 T T T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) "
             f"{opaque})")
 
 
@@ -292,7 +308,9 @@ def _decode(egraph, keys) -> tuple[list[ENode], dict[str, int]]:
         for row in function.rows:
             prims, children = [], []
             for sort, value in zip(function.input_sorts, row.inputs):
-                if sort == "T":
+                if sort == "T" and name == "Part" and children:  # a part's witnesses: attributes, not inputs
+                    prims.append(eclass(value))
+                elif sort == "T":
                     children.append(eclass(value))
                 elif sort == "i64":
                     prims.append(egraph.value_to_i64(value))
@@ -306,9 +324,10 @@ def _decode(egraph, keys) -> tuple[list[ENode], dict[str, int]]:
     return enodes, lets
 
 
-def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | None, graph: Graph) -> tuple[str, dict]:
-    """The IR op and attributes of a TASO e-node whose inputs have `shapes` (`own`: its e-class's shape, which
-    sizes a split part)."""
+def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], classes: Mapping[int, tuple[int, ...]],
+        graph: Graph) -> tuple[str, dict]:
+    """The IR op and attributes of a TASO e-node whose inputs have `shapes` (`classes`: the e-classes' shapes, where
+    a split part's witnesses give its sizes)."""
     a = enode.attrs
     if enode.op == "Matmul":
         return "matmul", {"activation": a[0]}
@@ -328,22 +347,30 @@ def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], own: tuple[int, ...] | 
             raise ValueError("concat rank")
         return "concat", {"axis": a[1]}
     if enode.op == "Part":
-        axis, index = a
-        axis = axis % len(shapes[0])
-        if own is None or axis >= len(shapes[0]) or not 0 < own[axis] < shapes[0][axis]:
-            raise ValueError("part size")
-        rest = shapes[0][axis] - own[axis]
-        return "split", {"axis": axis, "sizes": (own[axis], rest) if index == 0 else (rest, own[axis])}
+        axis, _, *witnesses = a
+        rank = len(shapes[0])
+        if not -rank <= axis < rank or any(w not in classes or len(classes[w]) != rank for w in witnesses):
+            raise ValueError("part witnesses")
+        sizes = tuple(classes[w][axis] for w in witnesses)
+        if min(sizes) < 1 or sum(sizes) != shapes[0][axis]:
+            raise ValueError("part sizes")
+        return "split", {"axis": axis % rank, "sizes": sizes}
     return "add" if enode.op == "AddB" else enode.op.lower(), {}
 
 
-def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple], own) -> tuple[int, ...]:
-    """The output shape of an e-node from its children's shapes (ValueError if it does not infer)."""
+def _needs(enode: ENode) -> tuple[int, ...]:
+    """The e-classes whose shapes an e-node's shape is inferred from: its children and a part's witnesses."""
+    return enode.children + enode.attrs[2:] if enode.op == "Part" else enode.children
+
+
+def _infer(enode: ENode, graph: Graph, shapes: Mapping[int, tuple]) -> tuple[int, ...]:
+    """The output shape of an e-node from its children's (and a part's witnesses') shapes (ValueError if it does
+    not infer)."""
     if enode.op == "opaque":
         node_id, index = enode.attrs
         return graph.nodes[node_id].shapes[index]
     ins = [shapes[c] for c in enode.children]
-    op, attrs = _ir(enode, ins, own, graph)
+    op, attrs = _ir(enode, ins, shapes, graph)
     out = OPS[op].infer(attrs, ins) if enode.op == "AddB" else infer(op, attrs, ins)
     return out[enode.attrs[1]] if enode.op == "Part" else out[0]
 
@@ -363,11 +390,11 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
             e = enodes[i]
             if e.eclass in shapes:
                 continue
-            if any(c not in shapes for c in e.children):
+            if any(c not in shapes for c in _needs(e)):
                 left.append(i)
                 continue
             try:
-                shapes[e.eclass] = _infer(e, graph, shapes, None)
+                shapes[e.eclass] = _infer(e, graph, shapes)
                 grew = True
             except (ValueError, IndexError):
                 left.append(i)
@@ -375,9 +402,9 @@ def _analyse(graph: Graph, enodes: list[ENode], lets: dict[str, int], model: Cos
     valid, conflicts = [], 0
     for e in enodes:
         inferred = None
-        if e.eclass in shapes and all(c in shapes for c in e.children):
+        if e.eclass in shapes and all(c in shapes for c in _needs(e)):
             try:
-                inferred = _infer(e, graph, shapes, shapes[e.eclass])
+                inferred = _infer(e, graph, shapes)
             except (ValueError, IndexError):
                 pass
         valid.append(inferred is not None and inferred == shapes[e.eclass])
@@ -401,7 +428,7 @@ def _enode_cost(model, graph: Graph, e: ENode, shapes, constant) -> float:
     if e.op == "Part" or all(constant[c] for c in e.children):
         return 0.0
     ins = tuple((shapes[c], constant[c]) for c in e.children)
-    op, attrs = _ir(e, [s for s, _ in ins], shapes[e.eclass], graph)
+    op, attrs = _ir(e, [s for s, _ in ins], shapes, graph)
     return _op_cost(model, op, tuple(sorted(attrs.items())), ins)
 
 
@@ -508,7 +535,7 @@ def to_graph(egraph: EGraph, choice: Mapping[int, int]) -> Graph:
                                  b.add_outputs(node.op, args, node.name, **node.attrs))
             ref = made[node_id][index]
         else:
-            op, attrs = _ir(e, [b.shape(a) for a in args], egraph.shapes[eclass], graph)
+            op, attrs = _ir(e, [b.shape(a) for a in args], egraph.shapes, graph)
             key = (op, tuple(args), tuple(sorted(attrs.items())))
             if key not in made:
                 made[key] = b.add_outputs(op, args, **attrs)
@@ -536,8 +563,7 @@ def equality_saturation(graph: Graph, extraction: str = "greedy", patterns: Sequ
     egraph = saturate(graph, patterns, model, max_nodes, max_iterations, time_limit, multi_iterations)
     if egraph.conflicts:
         raise ValueError(f"the saturated e-graph united tensors of different shapes ({egraph.conflicts} e-nodes): "
-                         "split parts carry no sizes, so multi-pattern merges over several rounds with concat "
-                         "reassociation can unite unequal tensors; use multi_iterations=1")
+                         "a rule is wrong at these shapes")
     choice = extract_greedy(egraph) if extraction == "greedy" else extract_ilp(egraph, ilp_time_limit)[0]
     best = to_graph(egraph, choice)
     initial, found = cost(graph, model), cost(best, model)
