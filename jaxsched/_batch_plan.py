@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numba
 import numpy as np
+from numba import uintp as _u
 
 from jaxsched._pull_stream import PullStream, empty_streams
 from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
@@ -133,7 +134,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     problems, shape = checked_batch(problems, shape, "plan_flat")
     threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
                                                                          len(problems))
-    reader = FlatReader(problems, buffers)
+    reader = FlatReader(problems, buffers, () if config.dynamic else ("dst",))
     flat, fields = reader.flat, FlatReader.FIELDS
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
@@ -158,15 +159,28 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
     arguments = (
-        *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
+        mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
         comp, sizes, position, order, pin,
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
+    longest = {name: reader.longest(name, CHUNK) for name in fields}
+    rooms, lock = {}, threading.Lock()
+
+    def room() -> dict:  # the calling thread's arrays for a chunk, the same for every chunk it reads
+        with lock:
+            ident = threading.get_ident()
+            if ident not in rooms:
+                rooms[ident] = {name: take(buffers, f"chunk {name} {len(rooms)}", (longest[name],),
+                                           FlatReader.KINDS[name]) for name in fields}
+            return rooms[ident]
 
     def plan(first: int, last: int) -> None:  # a chunk read, then planned while its arrays are in cache
-        reader.read(first, last, fields)
-        _plan_problems(*arguments, first, last)
+        into = room()
+        reader.read(first, last, fields, into)
+        chunk = [into.get(name, flat.dst) for name in FlatReader.FIELDS]
+        _plan_problems(flat.task_offsets, flat.procs, flat.edge_offsets, *chunk,
+                       0 if "dst" in into else flat.edge_offsets[first], *arguments, first, last)
 
     def unplanned():  # what needs no plan, made while the other threads plan
         task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
@@ -182,7 +196,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
 
     def comp64() -> np.ndarray:
         full = np.zeros(comp.shape)
-        pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
+        pad_rows(flat.task_offsets, flat.procs, np.concatenate([p.comp for p in problems], axis=None), full)
         return full
 
     costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
@@ -209,28 +223,27 @@ def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, l
 
 
 @_jit
-def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, divisor, upward, fastest, costs, sizes,
-                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
+def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_first, divisor, upward, fastest, costs,
+                   sizes, position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
                    first, last):
     """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
     priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
     order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
-    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's flat
-    arrays (`FlatBatch`) and each problem's mean bandwidth `divisor`; every entry of those rows written. Only
-    the edges by destination are grouped (the stream reads them): the upward rank is taken over them, each
-    task's rank final when the reverse topological walk reaches it and passed on to its predecessors (the
-    same maxima of the same sums as `upward_rank_of`); and the positions increase along every edge, so the
-    ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
-    + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
-    (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
-    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads
-    (`in_chunks`)."""
+    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's
+    offsets (`FlatBatch`), those problems' arrays `comp`, `src`, `data`, `topo` concatenated from problem
+    `first` on (`FlatReader.read` into a chunk's arrays), `dst` from its entry `dst_first` on, and each
+    problem's mean bandwidth `divisor`; every entry of those rows written. Only the edges by destination are
+    grouped (the stream reads them): the upward rank is taken over them, each task's rank final when the
+    reverse topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
+    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
+    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum that
+    includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding keeps
+    that), and ties go to the topological position, where u comes first. Each call keeps its scratch and
+    writes only its problems' rows: calls on disjoint ranges run at once in threads (`in_chunks`)."""
     num_tasks, num_procs = costs.shape[1:]
     most, row = 1, 0
     for b in range(first, last):
         most = max(most, edge_off[b + 1] - edge_off[b])
-    for b in range(first):
-        row += (task_off[b + 1] - task_off[b]) * procs[b]
     in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
@@ -238,72 +251,77 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, diviso
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
     for b in range(first, last):
-        t0, e0, e1 = task_off[b], edge_off[b], edge_off[b + 1]
-        tasks, width = task_off[b + 1] - t0, procs[b]
+        t0, e0, e1 = task_off[b] - task_off[first], edge_off[b] - edge_off[first], edge_off[b + 1] - edge_off[first]
+        tasks, width, edges = task_off[b + 1] - task_off[b], procs[b], e1 - e0
+        order_b, position_b, cost_rows = order[b], position[b], costs[b]
+        src_b, data_b, topo_b = src[e0:e1], data[e0:e1], topo[t0:t0 + tasks]
+        dst_b = dst[dst_first + e0:dst_first + e1]
         largest_sum, least = 0.0, np.inf
         load[:] = 0.0
         for t in range(tasks):
             largest = 0.0
             for p in range(width):
-                cost = comp[row + p]
-                costs[b, t, p] = cost
+                cost = comp[_u(row + p)]
+                cost_rows[t, p] = cost
                 load[p] += cost
                 largest = max(largest, cost)
                 if cost != 0.0:
                     least = min(least, cost)
-            for p in range(width, num_procs):
-                costs[b, t, p] = 0.0
             mean[t] = pairwise_sum(comp, row, width) / width
             largest_sum += largest
             row += width
-            topo_order[t], topo_position[topo[t0 + t]] = topo[t0 + t], t
+            node = topo_b[t]
+            topo_order[t], topo_position[_u(node)] = node, t
+        cost_rows[:tasks, width:] = 0.0
+        cost_rows[tasks:] = 0.0
         for t in range(tasks, num_tasks):
-            costs[b, t, :] = 0.0
             mean[t] = 0.0
             topo_order[t], topo_position[t] = t, t
         inputs[:] = 0
         data_sum, least_data = 0.0, np.inf
-        for e in range(e0, e1):
-            inputs[dst[e]] += 1
-            data_sum += data[e]
-            if data[e] != 0.0:
-                least_data = min(least_data, data[e])
+        for e in range(edges):
+            inputs[_u(dst_b[e])] += 1
+            datum = data_b[e]
+            data_sum += datum
+            if datum != 0.0:
+                least_data = min(least_data, datum)
         in_ptr[0] = 0
         for t in range(num_tasks):
             in_ptr[t + 1] = in_ptr[t] + inputs[t]
             fill[t] = in_ptr[t]
-        for e in range(e0, e1):
-            k = fill[dst[e]]
-            fill[dst[e]] += 1
-            in_src[k], in_data[k] = src[e], data[e]
+        for e in range(edges):
+            target = _u(dst_b[e])
+            k = _u(fill[target])
+            fill[target] += 1
+            in_src[k], in_data[k] = src_b[e], data_b[e]
         sizes[b, 0], sizes[b, 1], sizes[b, 2] = inputs.max(), largest_sum, data_sum
         sizes[b, 3], sizes[b, 4] = least, least_data
         if upward:
             best[:] = 0.0
-            linked = divisor[b] != 1.0  # data / 1.0 is the data: no division
+            scale = divisor[b]
+            linked = scale != 1.0  # data / 1.0 is the data: no division
             for i in range(num_tasks - 1, -1, -1):
-                now = topo_order[i]
+                now = _u(topo_order[_u(i)])
                 rank[now] = mean[now] + best[now]
                 for k in range(in_ptr[now], in_ptr[now + 1]):
-                    value = in_data[k] / divisor[b] if linked else in_data[k]
-                    best[in_src[k]] = max(best[in_src[k]], value + rank[now])
-            priority_position_of(rank, tasks, topo_order, key, index, spare, position[b])
+                    source, datum = _u(in_src[_u(k)]), in_data[_u(k)]
+                    value = datum / scale if linked else datum
+                    best[source] = max(best[source], value + rank[now])
+            priority_position_of(rank, tasks, topo_order, key, index, spare, position_b)
             for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
-                order[b, position[b, t]] = t
+                order_b[_u(position_b[t])] = t
         else:
             for t in range(num_tasks):
-                position[b, t], order[b, t] = topo_position[t], topo_order[t]
+                position_b[t], order_b[t] = topo_position[t], topo_order[t]
         chosen = 0
         for p in range(1, width):
             if load[p] < load[chosen]:
                 chosen = p
-        for t in range(num_tasks):
-            pin[b, t] = chosen if fastest and t < tasks else -1
+        pin[b, :tasks] = chosen if fastest else -1
+        pin[b, tasks:] = -1
         if task.shape[1] > 0:
-            stream_of(order[b], tasks, 0, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])
-        for e in range(edge_src.shape[1]):
-            real = e < e1 - e0
-            edge_src[b, e] = src[e0 + e] if real else 0
-            edge_dst[b, e] = dst[e0 + e] if real else 0
-            edge_data[b, e] = data[e0 + e] if real else 0
-            edge_mask[b, e] = real
+            stream_of(order_b, tasks, 0, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])
+        if edge_src.shape[1] > 0:
+            edge_src[b, :edges], edge_dst[b, :edges], edge_data[b, :edges] = src_b, dst_b, data_b
+            edge_src[b, edges:], edge_dst[b, edges:], edge_data[b, edges:] = 0, 0, 0
+            edge_mask[b, :edges], edge_mask[b, edges:] = True, False
