@@ -35,7 +35,6 @@ from jaxsched.numba_batch_graph import (
     pad_rows,
     pairwise_sum,
     priority_position_of,
-    stream_of,
 )
 from jaxsched.problem import Problem
 
@@ -223,28 +222,67 @@ def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, l
 
 
 @_jit
+def _stream(order, tasks, inputs, src, dst, data, start, task, place, pred, pred_data):
+    """Writes one problem's predecessor stream (`numba_batch_graph.stream_of`: the same arrays) into its rows
+    `task`, `place` [M], `pred`, `pred_data` [M, W] straight from its edges `src`, `dst`, `data` and each
+    task's in-degree `inputs` [T], visiting tasks in `order` [T] (real tasks: t < tasks): every slot set to the
+    sentinel T (data 0) by one fill, each task's first slot found by one walk over the order (into `start`
+    [T], scratch), then each edge written at its destination's next slot, in edge order (`Problem.in_edges`
+    order). One loop over the edges, where grouping them by task first and copying each task's group ends a
+    short loop per task, whose exit the processor mispredicts."""
+    num_tasks = len(order)
+    steps, width = pred.shape
+    pred_flat, data_flat = pred.reshape(steps * width), pred_data.reshape(steps * width)
+    pred_flat[:] = num_tasks
+    data_flat[:] = 0
+    step = 0
+    for i in range(num_tasks):
+        visited = order[i]
+        if visited >= tasks:
+            continue
+        start[_u(visited)] = step * width
+        chunks, rest = 1, inputs[_u(visited)] - width  # ceil(in-degree / width), at least 1, without a division
+        while rest > 0:
+            chunks, rest = chunks + 1, rest - width
+        for chunk in range(step, step + chunks):
+            task[_u(chunk)] = visited
+            place[_u(chunk)] = False
+        step += chunks
+        place[_u(step - 1)] = True
+    for rest in range(step, steps):
+        task[_u(rest)] = 0
+        place[_u(rest)] = False
+    for e in range(len(src)):
+        target = _u(dst[e])
+        slot = _u(start[target])
+        start[target] += 1
+        pred_flat[slot], data_flat[slot] = src[e], data[e]
+
+
+@_jit
 def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_first, divisor, upward, fastest, costs,
                    sizes, position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
                    first, last):
     """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
     priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
     order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
-    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's
+    (`_stream`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's
     offsets (`FlatBatch`), those problems' arrays `comp`, `src`, `data`, `topo` concatenated from problem
     `first` on (`FlatReader.read` into a chunk's arrays), `dst` from its entry `dst_first` on, and each
-    problem's mean bandwidth `divisor`; every entry of those rows written. Only the edges by destination are
-    grouped (the stream reads them): the upward rank is taken over them, each task's rank final when the
-    reverse topological walk reaches it and passed on to its predecessors (the same maxima of the same sums as
-    `upward_rank_of`); and the positions increase along every edge, so the ready-list order
-    (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum that
-    includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v) (rounding keeps
-    that), and ties go to the topological position, where u comes first. Each call keeps its scratch and
-    writes only its problems' rows: calls on disjoint ranges run at once in threads (`in_chunks`)."""
+    problem's mean bandwidth `divisor`; every entry of those rows written. The upward rank is one loop over
+    the edges sorted by their destination's topological position (a counting sort), from the last: when an
+    edge u -> v is reached, every successor of v has been, so rank(v) = mean(v) + best(v) is final and
+    best(u) = max(best(u), transfer(u, v) + rank(v)) takes it: the same maxima of the same sums as
+    `upward_rank_of`, without a short loop per task. The positions increase along every edge, so the
+    ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
+    + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
+    (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
+    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads (`in_chunks`)."""
     num_tasks, num_procs = costs.shape[1:]
     most, row = 1, 0
     for b in range(first, last):
         most = max(most, edge_off[b + 1] - edge_off[b])
-    in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
+    in_src, in_dst, in_data = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
     scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
@@ -285,28 +323,28 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_fi
             data_sum += datum
             if datum != 0.0:
                 least_data = min(least_data, datum)
-        in_ptr[0] = 0
-        for t in range(num_tasks):
-            in_ptr[t + 1] = in_ptr[t] + inputs[t]
-            fill[t] = in_ptr[t]
-        for e in range(edges):
-            target = _u(dst_b[e])
-            k = _u(fill[target])
-            fill[target] += 1
-            in_src[k], in_data[k] = src_b[e], data_b[e]
         sizes[b, 0], sizes[b, 1], sizes[b, 2] = inputs.max(), largest_sum, data_sum
         sizes[b, 3], sizes[b, 4] = least, least_data
-        if upward:
+        if upward:  # the edges by their destination's topological position, walked from the last
+            for i in range(num_tasks):
+                fill[i] = inputs[_u(topo_order[i])]
+            total = 0
+            for i in range(num_tasks):
+                fill[i], total = total, total + fill[i]
+            for e in range(edges):
+                target = _u(dst_b[e])
+                k = _u(fill[_u(topo_position[target])])
+                fill[_u(topo_position[target])] += 1
+                in_src[k], in_dst[k], in_data[k] = src_b[e], target, data_b[e]
             best[:] = 0.0
             scale = divisor[b]
             linked = scale != 1.0  # data / 1.0 is the data: no division
-            for i in range(num_tasks - 1, -1, -1):
-                now = _u(topo_order[_u(i)])
-                rank[now] = mean[now] + best[now]
-                for k in range(in_ptr[now], in_ptr[now + 1]):
-                    source, datum = _u(in_src[_u(k)]), in_data[_u(k)]
-                    value = datum / scale if linked else datum
-                    best[source] = max(best[source], value + rank[now])
+            for k in range(edges - 1, -1, -1):  # a task's best is final before its inputs are reached
+                now, source, datum = _u(in_dst[_u(k)]), _u(in_src[_u(k)]), in_data[_u(k)]
+                value = datum / scale if linked else datum
+                best[source] = max(best[source], value + (mean[now] + best[now]))
+            for t in range(num_tasks):
+                rank[t] = mean[t] + best[t]
             priority_position_of(rank, tasks, topo_order, key, index, spare, position_b)
             for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
                 order_b[_u(position_b[t])] = t
@@ -320,7 +358,7 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_fi
         pin[b, :tasks] = chosen if fastest else -1
         pin[b, tasks:] = -1
         if task.shape[1] > 0:
-            stream_of(order_b, tasks, 0, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])
+            _stream(order_b, tasks, inputs, src_b, dst_b, data_b, fill, task[b], place[b], pred[b], pred_data[b])
         if edge_src.shape[1] > 0:
             edge_src[b, :edges], edge_dst[b, :edges], edge_data[b, :edges] = src_b, dst_b, data_b
             edge_src[b, edges:], edge_dst[b, edges:], edge_data[b, edges:] = 0, 0, 0
