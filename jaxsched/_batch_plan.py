@@ -296,18 +296,19 @@ def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_fi
         dst_b = dst[dst_first + e0:dst_first + e1]
         largest_sum, least = 0.0, np.inf
         load[:] = 0.0
+        comp_b = comp[row:row + tasks * width]
+        row += tasks * width
         for t in range(tasks):
-            largest = 0.0
+            largest, total = 0.0, 0.0
             for p in range(width):
-                cost = comp[_u(row + p)]
+                cost = comp_b[_u(t * width + p)]
                 cost_rows[t, p] = cost
                 load[p] += cost
                 largest = max(largest, cost)
-                if cost != 0.0:
-                    least = min(least, cost)
-            mean[t] = pairwise_sum(comp, row, width) / width
+                least = min(least, cost) if cost != 0.0 else least
+                total += cost
+            mean[t] = (total if width < 8 else pairwise_sum(comp_b, t * width, width)) / width  # NumPy's order
             largest_sum += largest
-            row += width
             node = topo_b[t]
             topo_order[t], topo_position[_u(node)] = node, t
         cost_rows[:tasks, width:] = 0.0
