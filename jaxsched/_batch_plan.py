@@ -209,15 +209,18 @@ _jit = numba.njit(cache=True, nogil=True)
 @_jit
 def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, last):
     """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
-    edges' destinations."""
-    inputs = np.zeros(num_tasks, np.int64)
+    edges' destinations: a task's inputs past each multiple of `width` open a micro-step (a count down per
+    task, no division)."""
+    left = np.empty(num_tasks, np.int64)
     for b in range(first, last):
-        inputs[:] = 0
+        left[:] = width
+        steps = task_off[b + 1] - task_off[b]
         for e in range(edge_off[b], edge_off[b + 1]):
-            inputs[dst[e]] += 1
-        steps = 0
-        for t in range(task_off[b + 1] - task_off[b]):
-            steps += max(1, (inputs[t] + width - 1) // width)
+            target = _u(dst[_u(e)])
+            left[target] -= 1
+            if left[target] < 0:
+                steps += 1
+                left[target] = width - 1
         lengths[b] = steps
 
 

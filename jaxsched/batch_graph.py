@@ -17,6 +17,8 @@ its arrays are in cache.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -144,13 +146,16 @@ class FlatReader:
 
     def __init__(self, problems: Sequence[Problem], buffers: HostBuffers | None = None,
                  whole: Sequence[str] = FIELDS):
-        orders, comps = [p.topological_order for p in problems], [p.comp for p in problems]
+        comps, size = [p.comp for p in problems], len(problems)
         self.arrays = dict(comp=comps, src=[p.src for p in problems], dst=[p.dst for p in problems],
-                           data=[p.data for p in problems], topo=orders)
-        task_offsets, edge_offsets = _offsets(orders), _offsets(self.arrays["src"])
-        procs = np.fromiter((c.shape[1] for c in comps), np.int64, len(comps))
-        row_offsets = np.zeros(len(comps) + 1, np.int64)
-        np.cumsum(np.diff(task_offsets) * procs, out=row_offsets[1:])
+                           data=[p.data for p in problems], topo=[p.topological_order for p in problems])
+        shapes = np.fromiter(chain.from_iterable(map(attrgetter("shape"), comps)), np.int64, 2 * size)
+        tasks, procs = shapes.reshape(size, 2).T  # each comp [T_b, P_b]: one look at each (0.15 us per problem)
+        task_offsets, edge_offsets = np.zeros(size + 1, np.int64), _offsets(self.arrays["src"])
+        np.cumsum(tasks, out=task_offsets[1:])
+        row_offsets = np.zeros(size + 1, np.int64)
+        np.cumsum(tasks * procs, out=row_offsets[1:])
+        procs = np.ascontiguousarray(procs)
         self.offsets = dict(comp=row_offsets, src=edge_offsets, dst=edge_offsets, data=edge_offsets,
                             topo=task_offsets)
         self.flat = FlatBatch(task_offsets, procs, edge_offsets, **{

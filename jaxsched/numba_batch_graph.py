@@ -329,19 +329,20 @@ def _stable_argsort(key, index, scratch):
     """The indices 0..N-1 sorted by `key` [N], ties in increasing index, in the buffer returned (`index` or
     `scratch` [N]). Priorities listed in topological order are nearly sorted already (upward ranks fall along
     edges: about 450 inversions among 100 tasks), so an insertion sort runs first; past 16 moves per key it
-    gives way to a bottom-up merge sort (taking the left run's key on ties)."""
+    gives way to a bottom-up merge sort (taking the left run's key on ties). Keys are never NaN."""
     count = len(key)
     budget = 16 * count
-    ordered = np.empty(count)  # the keys of index[:i], moved with them (no indirect load per comparison)
+    held = np.empty(count + 1)  # held[1 + j]: the key of index[j], moved with it (no indirect load per comparison)
+    held[0] = -np.inf  # below every key: ends each scan without a test of the index
     for i in range(count):
         value = key[i]
         j = i
-        while j > 0 and ordered[_u(j - 1)] > value and budget > 0:
-            index[_u(j)], ordered[_u(j)] = index[_u(j - 1)], ordered[_u(j - 1)]
+        while held[_u(j)] > value:
+            index[_u(j)], held[_u(j + 1)] = index[_u(j - 1)], held[_u(j)]
             j -= 1
-            budget -= 1
-        index[_u(j)], ordered[_u(j)] = i, value
-        if budget == 0:
+        index[_u(j)], held[_u(j + 1)] = i, value
+        budget -= i - j
+        if budget <= 0:
             break
     if budget > 0:
         return index
