@@ -4,15 +4,16 @@
 selection, the predecessor streams (`jaxsched._pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
-order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
-problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
-graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
-writes the batch arrays once, while the chunk's arrays are still in cache. `BatchGraph` makes one pass over
-the whole batch per quantity, streaming each quantity of, say, 1,024 problems through memory; here a problem's
-scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems of 100
-tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
-holds the GIL, the compiled pass does not, so one thread's reading overlaps another's planning. CPOP's and
-PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
+order, pinned or not). The problems are read as concatenated arrays, a chunk of `CHUNK` problems at a time
+(`FlatReader`) into arrays the size of one chunk that each thread reuses; then one compiled pass
+(`_plan_problems`) builds each problem of the chunk's graph, upward ranks, priority positions, visit order and
+stream in scratch arrays the size of one problem and writes the batch arrays once, while the chunk's arrays
+are still in cache. `BatchGraph` makes one pass over the whole batch per quantity, streaming each quantity
+of, say, 1,024 problems through memory; here a problem's scratch stays in cache (each step 2-3x faster on
+batches that fit the cache than on 1,024 problems of 100 tasks). Threads take chunks of the batch in turn
+(`in_chunks`, one per core by default): the reading holds the GIL, the compiled pass does not, so one thread's
+reading overlaps another's planning. CPOP's and PEFT's plans, and the "saga" ranks, are made on the
+`BatchGraph`.
 """
 
 from __future__ import annotations
