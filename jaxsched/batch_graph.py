@@ -164,7 +164,8 @@ class FlatReader:
     def longest(self, name: str, chunk: int) -> int:
         """The most entries of the array `name` over the ranges of `chunk` problems from 0 (0, chunk, ...)."""
         offsets = self.offsets[name]
-        return int(np.diff(offsets[np.r_[0:len(offsets) - 1:chunk, len(offsets) - 1]]).max())
+        starts = offsets[:-1:chunk]
+        return int(max(np.diff(starts).max(initial=0), offsets[-1] - starts[-1]))
 
     def read(self, first: int, last: int, fields: Sequence[str] = FIELDS, into: dict | None = None) -> None:
         """Copies the arrays `fields` of problems first..last-1 into `flat` (at their places) or, given `into`
