@@ -4,15 +4,16 @@
 selection, the predecessor streams (`jaxsched._pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
-order, pinned or not). The problems are read as concatenated arrays (`FlatBatch`), a chunk of `CHUNK`
-problems at a time (`FlatReader`); then one compiled pass (`_plan_problems`) builds each problem of the chunk's
-graph, upward ranks, priority positions, visit order and stream in scratch arrays the size of one problem and
-writes the batch arrays once, while the chunk's arrays are still in cache. `BatchGraph` makes one pass over
-the whole batch per quantity, streaming each quantity of, say, 1,024 problems through memory; here a problem's
-scratch stays in cache (each step 2-3x faster on batches that fit the cache than on 1,024 problems of 100
-tasks). Threads take chunks of the batch in turn (`in_chunks`, one per core by default): the reading
-holds the GIL, the compiled pass does not, so one thread's reading overlaps another's planning. CPOP's and
-PEFT's plans, and the "saga" ranks, are made on the `BatchGraph`.
+order, pinned or not). The problems are read as concatenated arrays, a chunk of `CHUNK` problems at a time
+(`FlatReader`) into arrays the size of one chunk that each thread reuses; then one compiled pass
+(`_plan_problems`) builds each problem of the chunk's graph, upward ranks, priority positions, visit order and
+stream in scratch arrays the size of one problem and writes the batch arrays once, while the chunk's arrays
+are still in cache. `BatchGraph` makes one pass over the whole batch per quantity, streaming each quantity
+of, say, 1,024 problems through memory; here a problem's scratch stays in cache (each step 2-3x faster on
+batches that fit the cache than on 1,024 problems of 100 tasks). Threads take chunks of the batch in turn
+(`in_chunks`, one per core by default): the reading holds the GIL, the compiled pass does not, so one thread's
+reading overlaps another's planning. CPOP's and PEFT's plans, and the "saga" ranks, are made on the
+`BatchGraph`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable, Sequence
 
 import numba
 import numpy as np
+from numba import uintp as _u
 
 from jaxsched._pull_stream import PullStream, empty_streams
 from jaxsched.batch import PaddedCosts, PaddedEdges, Shape, checked_batch, checked_costs, links_of
@@ -34,7 +36,6 @@ from jaxsched.numba_batch_graph import (
     pad_rows,
     pairwise_sum,
     priority_position_of,
-    stream_of,
 )
 from jaxsched.problem import Problem
 
@@ -133,7 +134,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     problems, shape = checked_batch(problems, shape, "plan_flat")
     threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
                                                                          len(problems))
-    reader = FlatReader(problems, buffers)
+    reader = FlatReader(problems, buffers, () if config.dynamic else ("dst",))
     flat, fields = reader.flat, FlatReader.FIELDS
     size, fitted = len(problems), shape is None
     if fitted:  # the in-degree K is read from the sizes below
@@ -158,15 +159,28 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
     arguments = (
-        *flat, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
+        mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
         comp, sizes, position, order, pin,
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
     )
+    longest = {name: reader.longest(name, CHUNK) for name in fields}
+    rooms, lock = {}, threading.Lock()
+
+    def room() -> dict:  # the calling thread's arrays for a chunk, the same for every chunk it reads
+        with lock:
+            ident = threading.get_ident()
+            if ident not in rooms:
+                rooms[ident] = {name: take(buffers, f"chunk {name} {len(rooms)}", (longest[name],),
+                                           FlatReader.KINDS[name]) for name in fields}
+            return rooms[ident]
 
     def plan(first: int, last: int) -> None:  # a chunk read, then planned while its arrays are in cache
-        reader.read(first, last, fields)
-        _plan_problems(*arguments, first, last)
+        into = room()
+        reader.read(first, last, fields, into)
+        chunk = [into.get(name, flat.dst) for name in FlatReader.FIELDS]
+        _plan_problems(flat.task_offsets, flat.procs, flat.edge_offsets, *chunk,
+                       0 if "dst" in into else flat.edge_offsets[first], *arguments, first, last)
 
     def unplanned():  # what needs no plan, made while the other threads plan
         task_mask = np.less(np.arange(num_tasks)[None, :], np.diff(flat.task_offsets)[:, None],
@@ -182,7 +196,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
 
     def comp64() -> np.ndarray:
         full = np.zeros(comp.shape)
-        pad_rows(flat.task_offsets, flat.procs, flat.comp, full)
+        pad_rows(flat.task_offsets, flat.procs, np.concatenate([p.comp for p in problems], axis=None), full)
         return full
 
     costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
@@ -196,114 +210,161 @@ _jit = numba.njit(cache=True, nogil=True)
 @_jit
 def _stream_lengths(task_off, edge_off, dst, num_tasks, width, lengths, first, last):
     """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
-    edges' destinations."""
-    inputs = np.zeros(num_tasks, np.int64)
+    edges' destinations: a task's inputs past each multiple of `width` open a micro-step (a count down per
+    task, no division)."""
+    left = np.empty(num_tasks, np.int64)
     for b in range(first, last):
-        inputs[:] = 0
+        left[:] = width
+        steps = task_off[b + 1] - task_off[b]
         for e in range(edge_off[b], edge_off[b + 1]):
-            inputs[dst[e]] += 1
-        steps = 0
-        for t in range(task_off[b + 1] - task_off[b]):
-            steps += max(1, (inputs[t] + width - 1) // width)
+            target = _u(dst[_u(e)])
+            left[target] -= 1
+            if left[target] < 0:
+                steps += 1
+                left[target] = width - 1
         lengths[b] = steps
 
 
 @_jit
-def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, divisor, upward, fastest, costs, sizes,
-                   position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
+def _stream(order, tasks, inputs, src, dst, data, start, task, place, pred, pred_data):
+    """Writes one problem's predecessor stream (`numba_batch_graph.stream_of`: the same arrays) into its rows
+    `task`, `place` [M], `pred`, `pred_data` [M, W] straight from its edges `src`, `dst`, `data` and each
+    task's in-degree `inputs` [T], visiting tasks in `order` [T] (real tasks: t < tasks): every slot set to the
+    sentinel T (data 0) by one fill, each task's first slot found by one walk over the order (into `start`
+    [T], scratch), then each edge written at its destination's next slot, in edge order (`Problem.in_edges`
+    order). One loop over the edges, where grouping them by task first and copying each task's group ends a
+    short loop per task, whose exit the processor mispredicts."""
+    num_tasks = len(order)
+    steps, width = pred.shape
+    pred_flat, data_flat = pred.reshape(steps * width), pred_data.reshape(steps * width)
+    pred_flat[:] = num_tasks
+    data_flat[:] = 0
+    step = 0
+    for i in range(num_tasks):
+        visited = order[i]
+        if visited >= tasks:
+            continue
+        start[_u(visited)] = step * width
+        chunks, rest = 1, inputs[_u(visited)] - width  # ceil(in-degree / width), at least 1, without a division
+        while rest > 0:
+            chunks, rest = chunks + 1, rest - width
+        for chunk in range(step, step + chunks):
+            task[_u(chunk)] = visited
+            place[_u(chunk)] = False
+        step += chunks
+        place[_u(step - 1)] = True
+    for rest in range(step, steps):
+        task[_u(rest)] = 0
+        place[_u(rest)] = False
+    for e in range(len(src)):
+        target = _u(dst[e])
+        slot = _u(start[target])
+        start[target] += 1
+        pred_flat[slot], data_flat[slot] = src[e], data[e]
+
+
+@_jit
+def _plan_problems(task_off, procs, edge_off, comp, src, dst, data, topo, dst_first, divisor, upward, fastest, costs,
+                   sizes, position, order, pin, task, pred, pred_data, place, edge_src, edge_dst, edge_data, edge_mask,
                    first, last):
     """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
     priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
     order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
-    (`stream_of`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's flat
-    arrays (`FlatBatch`) and each problem's mean bandwidth `divisor`; every entry of those rows written. Only
-    the edges by destination are grouped (the stream reads them): the upward rank is taken over them, each
-    task's rank final when the reverse topological walk reaches it and passed on to its predecessors (the
-    same maxima of the same sums as `upward_rank_of`); and the positions increase along every edge, so the
+    (`_stream`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from the batch's
+    offsets (`FlatBatch`), those problems' arrays `comp`, `src`, `data`, `topo` concatenated from problem
+    `first` on (`FlatReader.read` into a chunk's arrays), `dst` from its entry `dst_first` on, and each
+    problem's mean bandwidth `divisor`; every entry of those rows written. The upward rank is one loop over
+    the edges sorted by their destination's topological position (a counting sort), from the last: when an
+    edge u -> v is reached, every successor of v has been, so rank(v) = mean(v) + best(v) is final and
+    best(u) = max(best(u), transfer(u, v) + rank(v)) takes it: the same maxima of the same sums as
+    `upward_rank_of`, without a short loop per task. The positions increase along every edge, so the
     ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
     + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
     (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
-    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads
-    (`in_chunks`)."""
+    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads (`in_chunks`)."""
     num_tasks, num_procs = costs.shape[1:]
     most, row = 1, 0
     for b in range(first, last):
         most = max(most, edge_off[b + 1] - edge_off[b])
-    for b in range(first):
-        row += (task_off[b + 1] - task_off[b]) * procs[b]
-    in_ptr, in_src, in_data = np.empty(num_tasks + 1, np.int64), np.empty(most, np.int64), np.empty(most)
+    in_src, in_dst, in_data = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
     scratch = np.empty((4, num_tasks), np.int64)  # per-task rows of integers, one per use
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
     for b in range(first, last):
-        t0, e0, e1 = task_off[b], edge_off[b], edge_off[b + 1]
-        tasks, width = task_off[b + 1] - t0, procs[b]
+        t0, e0, e1 = task_off[b] - task_off[first], edge_off[b] - edge_off[first], edge_off[b + 1] - edge_off[first]
+        tasks, width, edges = task_off[b + 1] - task_off[b], procs[b], e1 - e0
+        order_b, position_b, cost_rows = order[b], position[b], costs[b]
+        src_b, data_b, topo_b = src[e0:e1], data[e0:e1], topo[t0:t0 + tasks]
+        dst_b = dst[dst_first + e0:dst_first + e1]
         largest_sum, least = 0.0, np.inf
         load[:] = 0.0
+        comp_b = comp[row:row + tasks * width]
+        row += tasks * width
         for t in range(tasks):
-            largest = 0.0
+            largest, total = 0.0, 0.0
             for p in range(width):
-                cost = comp[row + p]
-                costs[b, t, p] = cost
+                cost = comp_b[_u(t * width + p)]
+                cost_rows[t, p] = cost
                 load[p] += cost
                 largest = max(largest, cost)
-                if cost != 0.0:
-                    least = min(least, cost)
-            for p in range(width, num_procs):
-                costs[b, t, p] = 0.0
-            mean[t] = pairwise_sum(comp, row, width) / width
+                least = min(least, cost) if cost != 0.0 else least
+                total += cost
+            mean[t] = (total if width < 8 else pairwise_sum(comp_b, t * width, width)) / width  # NumPy's order
             largest_sum += largest
-            row += width
-            topo_order[t], topo_position[topo[t0 + t]] = topo[t0 + t], t
+            node = topo_b[t]
+            topo_order[t], topo_position[_u(node)] = node, t
+        cost_rows[:tasks, width:] = 0.0
+        cost_rows[tasks:] = 0.0
         for t in range(tasks, num_tasks):
-            costs[b, t, :] = 0.0
             mean[t] = 0.0
             topo_order[t], topo_position[t] = t, t
         inputs[:] = 0
         data_sum, least_data = 0.0, np.inf
-        for e in range(e0, e1):
-            inputs[dst[e]] += 1
-            data_sum += data[e]
-            if data[e] != 0.0:
-                least_data = min(least_data, data[e])
-        in_ptr[0] = 0
-        for t in range(num_tasks):
-            in_ptr[t + 1] = in_ptr[t] + inputs[t]
-            fill[t] = in_ptr[t]
-        for e in range(e0, e1):
-            k = fill[dst[e]]
-            fill[dst[e]] += 1
-            in_src[k], in_data[k] = src[e], data[e]
+        for e in range(edges):
+            inputs[_u(dst_b[e])] += 1
+            datum = data_b[e]
+            data_sum += datum
+            if datum != 0.0:
+                least_data = min(least_data, datum)
         sizes[b, 0], sizes[b, 1], sizes[b, 2] = inputs.max(), largest_sum, data_sum
         sizes[b, 3], sizes[b, 4] = least, least_data
-        if upward:
+        if upward:  # the edges by their destination's topological position, walked from the last
+            for i in range(num_tasks):
+                fill[i] = inputs[_u(topo_order[i])]
+            total = 0
+            for i in range(num_tasks):
+                fill[i], total = total, total + fill[i]
+            for e in range(edges):
+                target = _u(dst_b[e])
+                k = _u(fill[_u(topo_position[target])])
+                fill[_u(topo_position[target])] += 1
+                in_src[k], in_dst[k], in_data[k] = src_b[e], target, data_b[e]
             best[:] = 0.0
-            linked = divisor[b] != 1.0  # data / 1.0 is the data: no division
-            for i in range(num_tasks - 1, -1, -1):
-                now = topo_order[i]
-                rank[now] = mean[now] + best[now]
-                for k in range(in_ptr[now], in_ptr[now + 1]):
-                    value = in_data[k] / divisor[b] if linked else in_data[k]
-                    best[in_src[k]] = max(best[in_src[k]], value + rank[now])
-            priority_position_of(rank, tasks, topo_order, key, index, spare, position[b])
+            scale = divisor[b]
+            linked = scale != 1.0  # data / 1.0 is the data: no division
+            for k in range(edges - 1, -1, -1):  # a task's best is final before its inputs are reached
+                now, source, datum = _u(in_dst[_u(k)]), _u(in_src[_u(k)]), in_data[_u(k)]
+                value = datum / scale if linked else datum
+                best[source] = max(best[source], value + (mean[now] + best[now]))
+            for t in range(num_tasks):
+                rank[t] = mean[t] + best[t]
+            priority_position_of(rank, tasks, topo_order, key, index, spare, position_b)
             for t in range(num_tasks):  # the ready-list order is the positions sorted (docstring)
-                order[b, position[b, t]] = t
+                order_b[_u(position_b[t])] = t
         else:
             for t in range(num_tasks):
-                position[b, t], order[b, t] = topo_position[t], topo_order[t]
+                position_b[t], order_b[t] = topo_position[t], topo_order[t]
         chosen = 0
         for p in range(1, width):
             if load[p] < load[chosen]:
                 chosen = p
-        for t in range(num_tasks):
-            pin[b, t] = chosen if fastest and t < tasks else -1
+        pin[b, :tasks] = chosen if fastest else -1
+        pin[b, tasks:] = -1
         if task.shape[1] > 0:
-            stream_of(order[b], tasks, 0, in_ptr, in_src, in_data, task[b], place[b], pred[b], pred_data[b])
-        for e in range(edge_src.shape[1]):
-            real = e < e1 - e0
-            edge_src[b, e] = src[e0 + e] if real else 0
-            edge_dst[b, e] = dst[e0 + e] if real else 0
-            edge_data[b, e] = data[e0 + e] if real else 0
-            edge_mask[b, e] = real
+            _stream(order_b, tasks, inputs, src_b, dst_b, data_b, fill, task[b], place[b], pred[b], pred_data[b])
+        if edge_src.shape[1] > 0:
+            edge_src[b, :edges], edge_dst[b, :edges], edge_data[b, :edges] = src_b, dst_b, data_b
+            edge_src[b, edges:], edge_dst[b, edges:], edge_data[b, edges:] = 0, 0, 0
+            edge_mask[b, :edges], edge_mask[b, edges:] = True, False

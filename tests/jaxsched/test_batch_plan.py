@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from jaxsched import Shape, jax_listsched
+from jaxsched import Problem, Shape, jax_listsched
 from jaxsched import _batch_plan as batch_plan
 from jaxsched._batch_plan import fused, in_chunks, plan_flat
 from jaxsched.batch import fitted_graph, pad_costs, pad_edges
@@ -136,6 +136,16 @@ def test_a_shape_given_is_kept_and_checked():
         plan_flat(problems, PRESETS["MinMin"], shape._replace(num_tasks=3))
     with pytest.raises(ValueError, match="plan_flat needs at least one problem"):
         plan_flat([], PRESETS["HEFT"], None)
+
+
+def test_a_cost_float32_cannot_hold_is_named_with_its_problem():
+    """The message reads the costs again (the chunks' arrays are gone by then): the value given, in its problem."""
+    comp = np.ones((3, 2))
+    comp[2, 1] = 1e-50
+    chain = dict(src=[0, 1], dst=[1, 2], data=[1.0, 1.0])
+    problems = [Problem(np.ones((3, 2)), **chain), Problem(comp, **chain), Problem(np.ones((2, 2)), [0], [1], [1.0])]
+    with pytest.raises(ValueError, match=r"problem 1: comp holds 1e-50, below float32's smallest normal"):
+        plan_flat(problems, PRESETS["HEFT"], None, np.float32, HostBuffers())
 
 
 def test_buffers_are_reused_and_grow():
