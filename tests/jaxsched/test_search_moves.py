@@ -26,6 +26,13 @@ def _edges(instance):
     return frozenset(zip(*map(lambda a: a.tolist(), np.nonzero(adj))))
 
 
+def _moved(instance, moves, keys) -> list:
+    """`perturb` of `instance` under each of `keys`, as one jitted, vmapped program (as the search runs it; the
+    same draws as one call per key, in a third of the time of eager calls)."""
+    batch = jax.jit(jax.vmap(lambda key: perturb(key, instance, moves)))(keys)
+    return [jax.tree.map(lambda leaf, i=i: leaf[i], batch) for i in range(len(keys))]
+
+
 @pytest.mark.parametrize(
     "name", ["CPOP", "MinMin", *(pytest.param(n, marks=pytest.mark.slow) for n in ("PEFT", "FastestNode"))]
 )
@@ -68,8 +75,8 @@ def test_add_edge_on_a_chain_has_one_choice():
     """On the chain 0 -> 1 -> 2 the only dependency PISA can add is 0 -> 2."""
     chain = related_instance([0.5, 0.5, 0.5], [1.0, 1.0], [0, 1], [1, 2], [0.5, 0.5])
     moves = MoveConfig(("add_edge",), 0.1, (0.1, 1.0), (0.1, 1.0))
-    for key in jax.random.split(jax.random.key(0), 8):
-        assert _edges(perturb(key, chain, moves)) == {(0, 1), (1, 2), (0, 2)}
+    for moved in _moved(chain, moves, jax.random.split(jax.random.key(0), 8)):
+        assert _edges(moved) == {(0, 1), (1, 2), (0, 2)}
 
 
 def test_add_edge_after_a_removal_renumbers_topologically():
@@ -82,7 +89,7 @@ def test_add_edge_after_a_removal_renumbers_topologically():
         frozenset({(0, 2), (1, 2)}),  # 0 -> 2
         frozenset({(0, 1), (0, 2)}),  # 1 -> 0: order 1, 0, 2
     }  # 2 -> 0: order 1, 2, 0, edges 0 -> 1 -> 2, as 0 -> 1
-    seen = {_edges(perturb(key, instance, moves)) for key in jax.random.split(jax.random.key(1), 40)}
+    seen = {_edges(moved) for moved in _moved(instance, moves, jax.random.split(jax.random.key(1), 40))}
     assert seen == expected
     relabelled = topological_relabel(instance._replace(adj=instance.adj.at[2, 0].set(True)))
     np.testing.assert_allclose(np.asarray(relabelled.weight), [0.2, 0.3, 0.1])  # order 1, 2, 0
@@ -92,7 +99,7 @@ def test_nudges_stay_within_step_and_range():
     """A +/- 0.1 nudge of a weight of 0.95 lands in [0.85, 1.0] (clipped at 1); redraws fall in range."""
     instance = related_instance([0.95, 0.95], [0.5], [0], [1], [0.95])
     nudge = MoveConfig(("task_weight",), 0.1, (0.1, 1.0), (0.1, 1.0))
-    weights = np.stack([perturb(k, instance, nudge).weight for k in jax.random.split(jax.random.key(2), 50)])
+    weights = np.stack([moved.weight for moved in _moved(instance, nudge, jax.random.split(jax.random.key(2), 50))])
     changed = weights[weights != np.float32(0.95)]
     assert changed.size > 40 and changed.min() >= 0.85 - 1e-6 and changed.max() <= 1.0
     assert np.any(weights == 1.0) or changed.max() > 0.99  # the clip is reached or nearly

@@ -105,7 +105,7 @@ def test_ga_on_1_2_4_devices_equals_one_device():
 
 
 def test_list_schedulers_and_their_adversarial_search_on_1_to_4_devices_equal_one_device():
-    """Batched list schedules and annealing chains on 3 and 4 fake CPU devices (a subprocess) equal the
+    """Batched list schedules on 3 fake CPU devices and annealing chains on 3 and 4 (a subprocess) equal the
     one-device run, the batch padded where the device count does not divide it."""
     print(_finish(_run(["tests.jaxsched.common.device_counts", "list_schedulers", "adversarial_search"])))
 

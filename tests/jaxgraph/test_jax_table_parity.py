@@ -1,0 +1,82 @@
+"""JaxEnv with TASO's data rules against Env, step for step (`jaxgraph.parity.replay_parity`), on graphs of planted
+TASO patterns and random op soups: in the default selection the rules that match the planted graphs (and a few that
+do not), in the slow one the whole table under every matcher."""
+
+import chex
+import pytest
+
+from jaxgraph.backends import TASO
+from jaxgraph.parity import fitting_env, replay_parity
+from jaxgraph.patterns import DATA_FAMILY, taso_rules
+from jaxgraph.random_graphs import random_taso_graph
+
+from .brute_force import planted_graphs
+from .conftest import jit
+from .test_jax_patterns import DATA_PATTERNS
+
+
+def _planted(count: int, first_seed: int = 0) -> list:
+    return planted_graphs(DATA_PATTERNS, count, first_seed)
+
+
+def _matched_rules(graphs: list, unmatched: int = 6) -> list:
+    """The hand rules and the data rules with a location in some graph of `graphs` (Env's matcher finds it), then the
+    first `unmatched` data rules that match none although every op they need occurs in the graphs (so the jitted
+    matcher keeps them and must find nothing)."""
+    rules = taso_rules()
+    ops = {node.op for g in graphs for node in g.nodes.values()}
+    data = [i for i, r in enumerate(rules) if r.family == DATA_FAMILY]
+    matched = {i for i in data if any(rules[i].find(g) for g in graphs)}
+    idle = [i for i in data if i not in matched and {o.op for o in rules[i].pattern.src} <= ops][:unmatched]
+    assert len(idle) == unmatched
+    return [r for i, r in enumerate(rules) if r.family != DATA_FAMILY or i in matched or i in idle]
+
+
+@pytest.fixture(scope="module", params=["matched", pytest.param("full", marks=pytest.mark.slow)])
+def table(request):
+    """One JaxEnv over planted graphs and its jitted reset and step, traced once, with the `padded` matcher (the
+    smallest program; the CPU default's compilation is most of a minute, the slow tests run it). `matched`: the hand
+    rules and the data rules that match the graphs plus six that do not (`_matched_rules`), a third less to compile;
+    `full`: TASO_RULES whole (the slow selection)."""
+    graphs = _planted(8)
+    rules = taso_rules() if request.param == "full" else _matched_rules(graphs)
+    env = fitting_env(graphs, TASO, rules=rules, matcher="padded")
+    return env, graphs, jit(chex.assert_max_traces(env.reset, n=1)), jit(chex.assert_max_traces(env.step, n=1))
+
+
+def test_jitted_env_with_the_table_equals_env_step_for_step(table):
+    """Random action sequences over the hand rules and TASO's data rules together: every state equal to Env's
+    (graph, masks, locations in order, slots, features, edges, cost, reward), most data rules offered and fired.
+    The slow test and `benchmarks/jax_env_parity.py --taso 40` run the target's thousands of steps."""
+    env, graphs, reset, step = table
+    reports = [replay_parity(env, reset, step, g, 3, seed) for seed, g in enumerate(graphs)]
+    assert [m for r in reports for m in r.mismatches] == []
+    data = {x for x, rule in enumerate(env.rules) if rule.family == DATA_FAMILY}
+    applied = set().union(*(r.applied for r in reports)) & data
+    assert sum(r.steps for r in reports) >= 150 and len(applied) >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("matcher", ["by-ops", "by-plan", "per-rule", "by-width"])
+def test_every_matcher_equals_env_step_for_step(matcher):
+    """The other groupings of the data rules (the fixture's is `padded`) on the same planted graphs."""
+    graphs = _planted(8)
+    env = fitting_env(graphs, TASO, rules=taso_rules(), matcher=matcher)
+    reset, step = jit(env.reset), jit(env.step)
+    reports = [replay_parity(env, reset, step, g, 3, seed) for seed, g in enumerate(graphs)]
+    assert [m for r in reports for m in r.mismatches] == []
+    assert sum(r.steps for r in reports) >= 150
+
+
+@pytest.mark.slow
+def test_full_table_parity_target():
+    """0 mismatches over 1,000+ steps on 40 planted graphs and 20 op soups, under one compilation each."""
+    rules = taso_rules()
+    steps = 0
+    for graphs in (_planted(40, 100), [random_taso_graph(seed, blocks=8) for seed in range(20)]):
+        env = fitting_env(graphs, TASO, rules=rules)
+        reset, step = jit(env.reset), jit(env.step)
+        reports = [replay_parity(env, reset, step, g, 4, seed) for seed, g in enumerate(graphs)]
+        assert [m for r in reports for m in r.mismatches] == []
+        steps += sum(r.steps for r in reports)
+    assert steps >= 1000
