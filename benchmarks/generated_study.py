@@ -4,7 +4,7 @@ setting: TASO's cost), every result checked by execution; then the deployment se
     python -m benchmarks.generated_study --rules results/generated_rules.json [--restrict all|new]
         [--models resnet18,...,imported] [--budget 100] [--bert-layers 2] [--small] [--saturation-seconds 20]
         [--max-iterations 100] [--ilp-seconds 20] [--match-graphs 20] [--stated all|reachable] [--multi 1]
-        [--repeats 20] [--out results/generated_study]
+        [--repeats 20] [--agent] [--agent-only] [--agent-epochs 15] [--out results/generated_study]
 
 Tables (`jaxgraph.rule_tables`): `taso` is `TASO_RULES` (`RULES`, then TASO's data rules; equality
 saturation states TASO's data rules and `HAND_RULES`); `generated` is `RULES`, then the generated file's rules
@@ -25,6 +25,14 @@ distinct result graph is saved as ONNX under `--out` and checked against the ori
 by op) on seeded random inputs: executed in JAX, and the saved file in onnxruntime
 (largest difference relative to the largest output magnitude).
 
+With `--agent`, the research setting's best agent too (`experiments.graphopt_rl`'s model-free agent of the
+`default` config: PPO in the host `Env` with masked (xfer, location) actions, one entry per rule of the table),
+trained on each model with each table for `--agent-epochs` epochs of 8 environments x 16 steps (15: the research
+study's 1,920 real steps) and evaluated as that study does (the cheapest graph of its most-likely episode and 8
+sampled ones), its result checked like the others'; a table of its real steps and seconds follows.
+`--agent-only` runs only the agent (no other method, no deployment setting). Every row is also written to
+`--out`/results.json.
+
 Deployment setting, cost `Roofline(backend=ONNXRUNTIME)`: TASO's search with `RULES` (the setting's table) and
 with `RULES` plus the generated rules; where the results differ, the two saved files' onnxruntime latencies,
 alternated (`--repeats` rounds, 95% interval). Then each generated rule TASO's table lacks that matches a searched
@@ -34,14 +42,18 @@ graph is applied once there, picked by no cost model, and the rewritten file is 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from benchmarks.graphopt import difference
 from benchmarks.saturation import SMALL_BERT
+from experiments.graphopt_rl.configs import CONFIGS
+from experiments.graphopt_rl.study import agent_row
 from jaxgraph import (
     MODELS,
     ONNXRUNTIME,
@@ -68,7 +80,8 @@ from jaxgraph import (
     to_graph,
 )
 from jaxgraph.onnx_io import batch_one
-from jaxsched.common import compare, machine_description
+from jaxgraph.rl import evaluate_agent, make_train, replay
+from jaxsched.common import compare, machine_description, write_json
 
 IMPORTED = "tests/data/bert-legacy-op17.onnx"
 DEFAULT_MODELS = "resnet18,resnet50,inception_v3,squeezenet1_1,bert,imported"
@@ -143,6 +156,32 @@ def research(graph, table: RuleTable, args) -> dict[str, dict]:
     rows["matching"] = dict(original=len(table.matching([graph]) & table.new), any=len(matching & table.new),
                             graphs=graphs)
     return rows
+
+
+def model_free(graph, table: RuleTable, args, key) -> dict:
+    """The research setting's model-free agent (the `default` config's, `--agent-epochs` epochs) trained on `graph`
+    with the table, then evaluated as the research study does: the cheapest graph its episodes visited, with its
+    cost, seconds (training and evaluation), real steps, the new rewrites it applies, its CPU seconds per real
+    training step after the first epoch (`Env` steps, policy and update, compiled; None with one epoch) and per
+    evaluation step (an `Env` step and one policy call)."""
+    config = CONFIGS["default"]
+    agent, model = dataclasses.replace(config.agent, epochs=args.agent_epochs), Roofline(backend=TASO)
+    train_key, eval_key = jax.random.split(key)
+    start, epochs = time.perf_counter(), []
+    trained = make_train(agent, [graph], model, rules=table.rules,
+                         on_epoch=lambda t: epochs.append((time.process_time(), t.env_steps)) and False)(train_key)
+    (first, first_steps), (last, steps) = epochs[0], epochs[-1]
+    cpu = time.process_time()
+    row = agent_row(evaluate_agent(trained, graph, agent, model, eval_key, config.eval_samples, table.rules),
+                    trained.env_steps, table.rules)
+    evaluation_step = (time.process_time() - cpu) / row["evaluation_steps"]
+    applied = [(x, location) for x, location in row["actions"] if x < len(table.rules)]
+    found = replay(graph, applied, agent.max_locations, model, table.rules)
+    return dict(cost=cost(found, model), seconds=time.perf_counter() - start, graph=found,
+                new=table.new_rewrites(applied), steps=trained.env_steps, interactions=row["interactions"],
+                step_seconds=(last - first) / (steps - first_steps) if steps > first_steps else None,
+                evaluation_step_seconds=evaluation_step,
+                note=f"{trained.env_steps} real steps, {len(applied)} rewrites")
 
 
 def describe(pattern) -> str:
@@ -222,6 +261,38 @@ def _percent(initial: float, value: float) -> str:
     return f"{100 * (1 - value / initial):.2f}%"
 
 
+def results_json(research_rows: dict, methods: tuple[str, ...], args) -> dict:
+    """The research setting's rows as JSON: per model and table, each method's cost, reduction, seconds, new
+    rewrites and note (the agent's real steps too), and the largest differences of its result graph (JAX,
+    onnxruntime)."""
+    models = {}
+    for name, (graph, rows, checks) in research_rows.items():
+        initial = cost(graph, Roofline(backend=TASO))
+        models[name] = {"ops": graph.num_ops, "initial_cost": initial, **{table: {m: {
+            **{k: v for k, v in found[m].items() if k != "graph"}, "reduction": 1 - found[m]["cost"] / initial,
+            "difference": checks[f"{name}-{table}-{m}"]} for m in methods} for table, found in rows.items()}}
+    return {"machine": machine_description(load=True), "args": {k: str(v) for k, v in vars(args).items()},
+            "models": models}
+
+
+def agent_table(research_rows: dict) -> None:
+    """Print the agent's cost reduction per model and table with its real steps and seconds."""
+    print("\nResearch setting's model-free agent (TASO's cost): cost reduction, real training steps, seconds "
+          "(training and evaluation), CPU seconds per real training step after the first epoch and per evaluation step")
+    print("| model | table | agent | real steps | seconds | CPU s per step: training / evaluation | new rewrites | "
+          "largest difference JAX / onnxruntime |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (graph, rows, checks) in research_rows.items():
+        initial = cost(graph, Roofline(backend=TASO))
+        for table, found in rows.items():
+            a = found["agent"]
+            jax_difference, ort_difference = checks[f"{name}-{table}-agent"]
+            training = "-" if a["step_seconds"] is None else f"{a['step_seconds']:.4f}"
+            print(f"| {name} | {table} | {_percent(initial, a['cost'])} | {a['steps']} | {a['seconds']:.1f} | "
+                  f"{training} / {a['evaluation_step_seconds']:.4f} | {len(a['new'])} | "
+                  f"{jax_difference:.1e} / {ort_difference:.1e} |")
+
+
 def main() -> None:
     """Run both settings on every model and print the tables and the verdict."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -240,8 +311,14 @@ def main() -> None:
                         "saturation states: all, or those reachable from the original graph")
     parser.add_argument("--multi", type=int, default=1, help="rounds in which multi-pattern rules run")
     parser.add_argument("--repeats", type=int, default=20, help="alternated latency rounds (deployment)")
+    parser.add_argument("--agent", action="store_true", help="also the research setting's model-free agent")
+    parser.add_argument("--agent-only", action="store_true", help="only the agent (implies --agent)")
+    parser.add_argument("--agent-epochs", type=int, default=15, help="the agent's epochs of 8 x 16 real steps")
     parser.add_argument("--out", type=Path, default=Path("results/generated_study"))
     args = parser.parse_args()
+    args.agent = args.agent or args.agent_only
+    if args.agent_epochs < 1:
+        parser.exit(2, f"--agent-epochs must be at least 1, got {args.agent_epochs}\n")
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     tables = (taso_table(), generated_rule_table(args.rules, args.restrict))
@@ -249,37 +326,50 @@ def main() -> None:
         f"{t.name} {len(t.rules)} rules ({len(t.new)} not in TASO's, {len(t.rejected)} rejected by the loader's "
         f"check: {list(t.rejected)})" for t in tables)
         + f", loaded in {time.perf_counter() - start:.1f} s")
+    methods = ("agent",) if args.agent_only else METHODS + (("agent",) if args.agent else ())
     research_rows, deployment_rows, forced_rows = {}, {}, {}
-    for name in args.models.split(","):
+    for i, name in enumerate(args.models.split(",")):
         graph = load_model(name, args.bert_layers, args.small)
-        rows = {t.name: research(graph, t, args) for t in tables}
-        graphs = {f"{name}-{t}-{m}": rows[t][m]["graph"] for t in rows for m in METHODS}
+        rows = {t.name: {} if args.agent_only else research(graph, t, args) for t in tables}
+        for t in tables if "agent" in methods else ():
+            rows[t.name]["agent"] = model_free(graph, t, args, jax.random.fold_in(jax.random.key(0), i))
+        graphs = {f"{name}-{t}-{m}": rows[t][m]["graph"] for t in rows for m in methods}
         research_rows[name] = (graph, rows, check(graph, graphs, args.out))
-        forced_rows[name] = forced_new_rewrites(name, rows[tables[1].name]["matching"]["graphs"], tables[1], args)
-        deployment_rows[name] = deployment(name, graph, tables[1], args)
-        print(f"{name} done ({time.perf_counter() - start:.0f} s)", flush=True)
+        if not args.agent_only:
+            forced_rows[name] = forced_new_rewrites(name, rows[tables[1].name]["matching"]["graphs"], tables[1], args)
+            deployment_rows[name] = deployment(name, graph, tables[1], args)
+        agents = ", ".join(f"{t}: {_percent(cost(graph, Roofline(backend=TASO)), rows[t]['agent']['cost'])}, "
+                           f"{rows[t]['agent']['seconds']:.0f} s" for t in rows if "agent" in methods)
+        print(f"{name} done ({time.perf_counter() - start:.0f} s)" + (f"; agent {agents}" if agents else ""),
+              flush=True)
+    write_json(args.out / "results.json", results_json(research_rows, methods, args))
+    if "agent" in methods:
+        agent_table(research_rows)
+    if args.agent_only:
+        print(f"\ntotal {time.perf_counter() - start:.0f} s wall, {time.process_time():.0f} s CPU (this process)")
+        return
 
     print("\nResearch setting (TASO's cost): cost reduction, seconds; new = rewrites applied that TASO's table lacks")
     print("| model | ops | new rules matching: original / searched | table | greedy | TASO search | e-graph (ILP) | "
-          "new rewrites (greedy / TASO) | e-graph | largest difference JAX / onnxruntime |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          + "agent | " * args.agent + "new rewrites (greedy / TASO) | e-graph | largest difference JAX / onnxruntime |")
+    print("|---" * (10 + args.agent) + "|")
     met = 0
     for name, (graph, rows, checks) in research_rows.items():
         initial = cost(graph, Roofline(backend=TASO))
-        for table, methods in rows.items():
-            cells = [f"{_percent(initial, methods[m]['cost'])}, {methods[m]['seconds']:.1f} s" for m in METHODS]
-            worst = [max(checks[f"{name}-{table}-{m}"][i] for m in METHODS) for i in (0, 1)]
-            matching = f"{methods['matching']['original']} / {methods['matching']['any']}"
+        for table, found in rows.items():
+            cells = [f"{_percent(initial, found[m]['cost'])}, {found[m]['seconds']:.1f} s" for m in methods]
+            worst = [max(checks[f"{name}-{table}-{m}"][i] for m in methods) for i in (0, 1)]
+            matching = f"{found['matching']['original']} / {found['matching']['any']}"
             print(f"| {name} | {graph.num_ops} | {matching} | {table} | " + " | ".join(cells)
-                  + f" | {len(methods['greedy']['new'])} / {len(methods['taso']['new'])} | {methods['e-graph']['note']}"
+                  + f" | {len(found['greedy']['new'])} / {len(found['taso']['new'])} | {found['e-graph']['note']}"
                   + f" | {worst[0]:.1e} / {worst[1]:.1e} |")
         generated = tables[1].name
-        best = min((rows[generated][m]["cost"] for m in METHODS
+        best = min((rows[generated][m]["cost"] for m in methods
                     if max(checks[f"{name}-{generated}-{m}"]) <= EQUAL), default=initial)
         reference = rows["taso"]["taso"]["cost"]
         met += best <= (1 - TARGET) * reference
         print(f"| {name} | | | best generated vs TASO's search (TASO's table) | {100 * (1 - best / reference):+.2f}% "
-              "| | | | | |")
+              + "| " * (5 + args.agent) + "|")
     print(f"\ntarget (best generated method >= {TARGET:.0%} below TASO's search with TASO's table on >= 2 models): "
           f"{met} models: {'met' if met >= 2 else 'not met'}")
 
