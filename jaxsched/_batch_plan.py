@@ -36,6 +36,7 @@ from jaxsched.numba_batch_graph import (
     pad_rows,
     pairwise_sum,
     priority_position_of,
+    stream_layout,
 )
 from jaxsched.problem import Problem
 
@@ -234,28 +235,11 @@ def _stream(order, tasks, inputs, src, dst, data, start, task, place, pred, pred
     [T], scratch), then each edge written at its destination's next slot, in edge order (`Problem.in_edges`
     order). One loop over the edges, where grouping them by task first and copying each task's group ends a
     short loop per task, whose exit the processor mispredicts."""
-    num_tasks = len(order)
     steps, width = pred.shape
     pred_flat, data_flat = pred.reshape(steps * width), pred_data.reshape(steps * width)
-    pred_flat[:] = num_tasks
+    pred_flat[:] = len(order)
     data_flat[:] = 0
-    step = 0
-    for i in range(num_tasks):
-        visited = order[i]
-        if visited >= tasks:
-            continue
-        start[_u(visited)] = step * width
-        chunks, rest = 1, inputs[_u(visited)] - width  # ceil(in-degree / width), at least 1, without a division
-        while rest > 0:
-            chunks, rest = chunks + 1, rest - width
-        for chunk in range(step, step + chunks):
-            task[_u(chunk)] = visited
-            place[_u(chunk)] = False
-        step += chunks
-        place[_u(step - 1)] = True
-    for rest in range(step, steps):
-        task[_u(rest)] = 0
-        place[_u(rest)] = False
+    stream_layout(order, tasks, inputs, width, task, place, start)
     for e in range(len(src)):
         target = _u(dst[e])
         slot = _u(start[target])

@@ -394,30 +394,18 @@ def priority_positions(priority, tasks, topo):
 
 
 @_jit
-def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pred_data):
-    """Writes one problem's predecessor stream (`jaxsched._pull_stream.compact_streams`) into its rows `task`,
-    `place` [M], `pred`, `pred_data` [M, W] (C-contiguous): visiting its tasks in `order` [T], ceil(in-degree /
-    W), at least 1, micro-steps per real task (t < tasks; none for padded tasks), its inputs `in_src` /
-    `in_data` at in_ptr[base + t]:in_ptr[base + t + 1] (sources numbered base + s); unused slots get the
-    sentinel T (data 0), micro-steps past the stream's end task 0 and no placing. A task's inputs fill its
-    micro-steps' slots in order, so every slot is first set to the sentinel (one vectorised fill) and each
-    input then written once at its place."""
-    num_tasks = len(order)
-    steps, width = pred.shape
-    pred_flat, data_flat = pred.reshape(steps * width), pred_data.reshape(steps * width)
-    pred_flat[:] = num_tasks
-    data_flat[:] = 0
+def stream_layout(order, tasks, inputs, width, task, place, start):
+    """Lays out one problem's predecessor stream (`stream_of`) in its rows `task`, `place` [M]: visiting its
+    tasks in `order` [T], ceil(inputs[t] / `width`), at least 1, micro-steps per real task (t < tasks; none for
+    padded tasks), the last of them placing it; micro-steps past the stream's end task 0 and no placing. Writes
+    each real task's first slot (micro-step x width) into `start` [T], where its inputs then go in order."""
     step = 0
-    for i in range(num_tasks):
+    for i in range(len(order)):
         visited = order[i]
         if visited >= tasks:
             continue
-        first, end = in_ptr[_u(base + visited)], in_ptr[_u(base + visited + 1)]
-        slot = step * width - first
-        for k in range(first, end):
-            pred_flat[_u(slot + k)] = in_src[_u(k)] - base
-            data_flat[_u(slot + k)] = in_data[_u(k)]
-        chunks, rest = 1, end - first - width  # ceil((end - first) / width), at least 1, without a division
+        start[_u(visited)] = step * width
+        chunks, rest = 1, inputs[_u(visited)] - width  # ceil(in-degree / width), at least 1, without a division
         while rest > 0:
             chunks, rest = chunks + 1, rest - width
         for chunk in range(step, step + chunks):
@@ -425,6 +413,29 @@ def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pr
             place[_u(chunk)] = False
         step += chunks
         place[_u(step - 1)] = True
-    for rest in range(step, steps):
+    for rest in range(step, len(task)):
         task[_u(rest)] = 0
         place[_u(rest)] = False
+
+
+@_jit
+def stream_of(order, tasks, base, in_ptr, in_src, in_data, task, place, pred, pred_data):
+    """Writes one problem's predecessor stream (`jaxsched._pull_stream.compact_streams`) into its rows `task`,
+    `place` [M], `pred`, `pred_data` [M, W] (C-contiguous): the micro-steps of `stream_layout` visiting its
+    tasks in `order` [T], its inputs `in_src` / `in_data` at in_ptr[base + t]:in_ptr[base + t + 1] (sources
+    numbered base + s) in a task's slots in order; unused slots get the sentinel T (data 0). Every slot is
+    first set to the sentinel (one vectorised fill) and each input then written once at its place."""
+    num_tasks = len(order)
+    steps, width = pred.shape
+    pred_flat, data_flat = pred.reshape(steps * width), pred_data.reshape(steps * width)
+    pred_flat[:] = num_tasks
+    data_flat[:] = 0
+    inputs = in_ptr[base + 1: base + num_tasks + 1] - in_ptr[base: base + num_tasks]
+    start = np.empty(num_tasks, np.int64)
+    stream_layout(order, tasks, inputs, width, task, place, start)
+    for t in range(tasks):
+        first, end = in_ptr[_u(base + t)], in_ptr[_u(base + t + 1)]
+        slot = start[_u(t)] - first
+        for k in range(first, end):
+            pred_flat[_u(slot + k)] = in_src[_u(k)] - base
+            data_flat[_u(slot + k)] = in_data[_u(k)]
