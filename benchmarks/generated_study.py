@@ -168,8 +168,12 @@ def model_free(graph, table: RuleTable, args, key) -> dict:
     agent, model = dataclasses.replace(config.agent, epochs=args.agent_epochs), Roofline(backend=TASO)
     train_key, eval_key = jax.random.split(key)
     start, epochs = time.perf_counter(), []
-    trained = make_train(agent, [graph], model, rules=table.rules,
-                         on_epoch=lambda t: epochs.append((time.process_time(), t.env_steps)) and False)(train_key)
+
+    def record(so_far) -> bool:  # after every epoch: this process's CPU clock and the real steps so far
+        epochs.append((time.process_time(), so_far.env_steps))
+        return False  # never stops the training
+
+    trained = make_train(agent, [graph], model, rules=table.rules, on_epoch=record)(train_key)
     (first, first_steps), (last, steps) = epochs[0], epochs[-1]
     cpu = time.process_time()
     row = agent_row(evaluate_agent(trained, graph, agent, model, eval_key, config.eval_samples, table.rules),
