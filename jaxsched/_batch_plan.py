@@ -197,7 +197,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
 
     def comp64() -> np.ndarray:
         full = np.zeros(comp.shape)
-        pad_rows(flat.task_offsets, flat.procs, np.concatenate([p.comp for p in problems], axis=None), full)
+        pad_rows(flat.task_offsets, flat.procs, np.concatenate(reader.arrays["comp"], axis=None), full)
         return full
 
     costs = checked_costs(problems, comp, task_mask, proc_mask, sizes, comp64, buffers, links)
