@@ -8,18 +8,16 @@ ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list v
 (`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.numba_batch_graph`, priority
 positions by one stable sort per problem.
 
-Building it reads each problem's arrays once (costs, edges, topological order: one list and one
-concatenation per array over the batch), then one compiled pass (`numba_batch_graph.build_graph`) pads the
-costs, groups the edges by task (in place of each problem's `in_edges` / `out_edges`), pads the
-topological orders and takes the mean costs and the sizes the padding checks, problem by problem while
-its arrays are in cache.
+Building it reads each problem's arrays once (`PackedBatch`: costs, edges and topological order are one block
+per problem, `Problem.packed`, so one list and one concatenation over the batch), then one compiled pass
+(`numba_batch_graph.build_graph`) pads the costs, groups the edges by task (in place of each problem's
+`in_edges` / `out_edges`), pads the topological orders and takes the mean costs and the sizes the padding
+checks, problem by problem while its arrays are in cache.
 """
 
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -105,7 +103,7 @@ def take(buffers: HostBuffers | None, name: str, shape: tuple[int, ...], dtype, 
 
 
 class FlatBatch(NamedTuple):
-    """A batch's arrays, each concatenated over its problems: what the compiled passes read."""
+    """A batch's arrays, each concatenated over its problems: what the batch graph's compiled pass reads."""
 
     task_offsets: np.ndarray  # [B + 1] where each problem's tasks start in `topo` (and its rows in `comp`)
     procs: np.ndarray  # [B] processors of each problem
@@ -116,67 +114,57 @@ class FlatBatch(NamedTuple):
     data: np.ndarray  # [E]
     topo: np.ndarray  # every problem's canonical topological order, concatenated
 
+
+class PackedBatch(NamedTuple):
+    """A batch's `Problem.packed` blocks concatenated: each problem read with one copy (its five arrays are one
+    block), under the GIL once; the compiled passes then read every problem in place, in any thread."""
+
+    blocks: np.ndarray  # every problem's block, concatenated
+    starts: np.ndarray  # [B + 1] where each problem's block starts in `blocks`, and their end
+    sizes: np.ndarray  # [B, 3] each problem's tasks, processors and edges (the blocks' headers)
+
     @classmethod
-    def read(cls, problems: Sequence[Problem], buffers: HostBuffers | None = None) -> "FlatBatch":
-        """The arrays of `problems`: one list and one concatenation per array over the batch (into `buffers`)."""
-        reader = FlatReader(problems, buffers)
-        reader.read(0, len(problems))
-        return reader.flat
+    def read(cls, problems: Sequence[Problem], buffers: HostBuffers | None = None,
+             each: Callable[[np.ndarray, np.ndarray, int, int], None] | None = None,
+             chunk: int = 32) -> "PackedBatch":
+        """The blocks of `problems`, concatenated into `buffers` when given (valid until taken again);
+        `each(blocks, starts, first, last)` runs on each range of `chunk` problems as soon as it is copied,
+        while its blocks are in cache."""
+        listed = [p.packed for p in problems]
+        starts = _offsets(listed)
+        blocks = take(buffers, "packed", (int(starts[-1]),), np.int64)
+        if each is None:
+            np.concatenate(listed, out=blocks)
+        for first in range(0, len(listed), chunk) if each is not None else ():
+            last = min(first + chunk, len(listed))
+            np.concatenate(listed[first:last], out=blocks[starts[first]:starts[last]])
+            each(blocks, starts, first, last)
+        return cls(blocks, starts, blocks[starts[:-1, None] + np.arange(3)])
 
     def check_fit(self, num_tasks: int, num_procs: int, num_edges: int | None = None) -> None:
         """Raises ValueError naming the first problem with more tasks, processors or edges than given."""
-        sizes = [("tasks", np.diff(self.task_offsets), num_tasks), ("processors", self.procs, num_procs)]
+        tasks, procs, edges = self.sizes.T
+        sizes = [("tasks", tasks, num_tasks), ("processors", procs, num_procs)]
         if num_edges is not None:
-            sizes.append(("edges", np.diff(self.edge_offsets), num_edges))
+            sizes.append(("edges", edges, num_edges))
         check_fit(sizes)
 
+    def flat(self) -> FlatBatch:
+        """The batch as a `FlatBatch` (one compiled copy of every array)."""
+        tasks, procs, edges = self.sizes.T
+        task_offsets, row_offsets, edge_offsets = (_cumulative(count) for count in (tasks, tasks * procs, edges))
+        flat = FlatBatch(task_offsets, np.ascontiguousarray(procs), edge_offsets, np.empty(row_offsets[-1]),
+                         *(np.empty(edge_offsets[-1], kind) for kind in (np.int64, np.int64, np.float64)),
+                         np.empty(task_offsets[-1], np.int64))
+        numba_batch_graph.unpack(self.blocks, self.starts, *flat)
+        return flat
 
-class FlatReader:
-    """A batch's arrays read problem range by problem range: the problems' arrays listed and their places in the
-    concatenations found once, each range then copied by `read` (one concatenation per array) into the batch's
-    `FlatBatch` or into arrays the size of one range (`longest`), so that a compiled pass can take each range
-    while its arrays are in cache, and threads can take ranges. Only the arrays named in `whole` get room for
-    the whole batch in `flat` (the others are empty there): a pass that reads range after range into the same
-    small arrays keeps them in cache and writes no batch-sized copy (HEFT's planning in one thread, 1,024
-    problems of 100 tasks on the 2-core guest measured: 0.3-0.4 us per problem less)."""
 
-    FIELDS = ("comp", "src", "dst", "data", "topo")
-    KINDS = dict(comp=np.float64, src=np.int64, dst=np.int64, data=np.float64, topo=np.int64)
-
-    def __init__(self, problems: Sequence[Problem], buffers: HostBuffers | None = None,
-                 whole: Sequence[str] = FIELDS):
-        comps, size = [p.comp for p in problems], len(problems)
-        self.arrays = dict(comp=comps, src=[p.src for p in problems], dst=[p.dst for p in problems],
-                           data=[p.data for p in problems], topo=[p.topological_order for p in problems])
-        shapes = np.fromiter(chain.from_iterable(map(attrgetter("shape"), comps)), np.int64, 2 * size)
-        tasks, procs = shapes.reshape(size, 2).T  # each comp [T_b, P_b]: one look at each (0.15 us per problem)
-        task_offsets, edge_offsets = np.zeros(size + 1, np.int64), _offsets(self.arrays["src"])
-        np.cumsum(tasks, out=task_offsets[1:])
-        row_offsets = np.zeros(size + 1, np.int64)
-        np.cumsum(tasks * procs, out=row_offsets[1:])
-        procs = np.ascontiguousarray(procs)
-        self.offsets = dict(comp=row_offsets, src=edge_offsets, dst=edge_offsets, data=edge_offsets,
-                            topo=task_offsets)
-        self.flat = FlatBatch(task_offsets, procs, edge_offsets, **{
-            name: take(buffers, name, (int(self.offsets[name][-1]) if name in whole else 0,), self.KINDS[name])
-            for name in self.FIELDS})
-
-    def longest(self, name: str, chunk: int) -> int:
-        """The most entries of the array `name` over the ranges of `chunk` problems from 0 (0, chunk, ...)."""
-        offsets = self.offsets[name]
-        starts = offsets[:-1:chunk]
-        return int(max(np.diff(starts).max(initial=0), offsets[-1] - starts[-1]))
-
-    def read(self, first: int, last: int, fields: Sequence[str] = FIELDS, into: dict | None = None) -> None:
-        """Copies the arrays `fields` of problems first..last-1 into `flat` (at their places) or, given `into`
-        ({name: array}), to the start of those arrays."""
-        for name in fields if first < last else ():
-            offsets = self.offsets[name]
-            if into is None:
-                out = getattr(self.flat, name)[offsets[first]:offsets[last]]
-            else:
-                out = into[name][:offsets[last] - offsets[first]]
-            np.concatenate(self.arrays[name][first:last], axis=None, out=out)
+def _cumulative(counts: np.ndarray) -> np.ndarray:
+    """[N + 1] the running sums of `counts` from 0."""
+    out = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 def mean_bandwidths(problems: Sequence[Problem]) -> np.ndarray:
@@ -219,8 +207,9 @@ class BatchGraph(NamedTuple):
         """The batch graph of `problems`, padded to `num_tasks` tasks and `num_procs` processors (ValueError,
         naming the first problem, when one has more), its costs `comp` in `dtype` (`comp64` gives them in
         float64 for the DAG quantities)."""
-        size, flat = len(problems), FlatBatch.read(problems)
-        flat.check_fit(num_tasks, num_procs)
+        packed = PackedBatch.read(problems)
+        packed.check_fit(num_tasks, num_procs)
+        size, flat = len(problems), packed.flat()
         task_off, procs, edge_off, flat_comp, src, dst, data, topo = flat
         tasks = np.diff(task_off)
         slots, total = size * num_tasks, len(src)

@@ -204,6 +204,25 @@ def pad_rows(task_off, procs, comp, padded):
 
 
 @_jit
+def unpack(blocks, starts, task_off, procs, edge_off, comp, src, dst, data, topo):
+    """Writes every problem's arrays from its `Problem.packed` block (concatenated in `blocks`, problem b's
+    from starts[b]) at its place in the concatenated `comp`, `src`, `dst`, `data` and `topo` (`FlatBatch`:
+    `task_off`, `procs` and `edge_off` given)."""
+    row = 0
+    for b in range(len(procs)):
+        t0, e0 = task_off[b], edge_off[b]
+        tasks, edges, first = task_off[b + 1] - t0, edge_off[b + 1] - e0, starts[b] + 3
+        cells = tasks * procs[b]
+        comp[row:row + cells] = blocks[first:first + cells].view(np.float64)
+        first += cells
+        data[e0:e0 + edges] = blocks[first:first + edges].view(np.float64)
+        src[e0:e0 + edges] = blocks[first + edges:first + 2 * edges]
+        dst[e0:e0 + edges] = blocks[first + 2 * edges:first + 3 * edges]
+        topo[t0:t0 + tasks] = blocks[first + 3 * edges:first + 3 * edges + tasks]
+        row += cells
+
+
+@_jit
 def graph_of(comp, row, width, tasks, topo, src, dst, data, base, first, in_ptr, in_src, in_data, out_ptr, out_dst,
              out_data, order, position, mean, fill_in, fill_out, sizes):
     """Builds one problem's part of a batch graph (`build_graph`) from its costs comp[row:row + tasks * width]

@@ -73,6 +73,9 @@ class Problem:
       task_arrival: optional [T] release time: a task never starts before it (default 0).
       task_priority, task_memory: optional [T] task features for the neural scheduler.
       proc_cores, proc_frequency, proc_memory: optional [P] processor features.
+      packed: [3 + T * P + 3 * E + T] int64, set on construction: the sizes T, P, E, then `comp` (raveled)
+        and `data` (as float64 bits), `src`, `dst` and `topological_order`, one block of which those five
+        are read-only views (`packed_layout`), so a batch reads each problem with one copy, not five.
 
     Raises ValueError on construction for wrong shapes, negative/NaN/inf costs, a NaN, negative, zero or
     -inf bandwidth, edge indices out of range, self loops, duplicate edges and cycles (naming one cycle).
@@ -140,7 +143,12 @@ class Problem:
             if value is not None:
                 length = num_tasks if name.startswith("task_") else num_procs
                 set_(name, _as_float_array(name, value, (length,)))
-        _ = self.topological_order  # raises on cycles
+        set_("packed", _packed(self.comp, self.data, src, dst, self.topological_order))  # raises on cycles
+        layout = packed_layout(self.packed)
+        set_("comp", layout["comp"].reshape(num_tasks, num_procs))
+        for name in ("data", "src", "dst"):
+            set_(name, layout[name])
+        self.__dict__["topological_order"] = layout["topo"]
         with np.errstate(over="ignore"):
             horizon = self.arrival.max() + self.comp.max(axis=1).sum() + self.data.sum() * self.inverse_bandwidth.max()
         if not np.isfinite(horizon):
@@ -253,6 +261,28 @@ class Problem:
             task = int(preds[remaining[preds]][0])
         cycle = path[seen[task] :][::-1]
         return cycle + [cycle[0]]
+
+
+def _packed(comp: np.ndarray, data: np.ndarray, src: np.ndarray, dst: np.ndarray, topo: np.ndarray) -> np.ndarray:
+    """`Problem.packed` of these arrays (read-only)."""
+    (num_tasks, num_procs), num_edges = comp.shape, len(src)
+    block = np.empty(3 + num_tasks * num_procs + 3 * num_edges + num_tasks, np.int64)
+    block[:3] = num_tasks, num_procs, num_edges
+    layout = packed_layout(block)
+    layout["comp"][:], layout["data"][:] = comp.ravel(), data
+    layout["src"][:], layout["dst"][:], layout["topo"][:] = src, dst, topo
+    block.setflags(write=False)
+    return block
+
+
+def packed_layout(block: np.ndarray) -> dict[str, np.ndarray]:
+    """The 1-D views of one `Problem.packed` block by name: comp (raveled) and data as float64, src, dst and
+    topo (the topological order) as int64."""
+    num_tasks, num_procs, num_edges = (int(size) for size in block[:3])
+    ends = np.cumsum([3, num_tasks * num_procs, num_edges, num_edges, num_edges, num_tasks])
+    views = [block[start:end] for start, end in zip(ends[:-1], ends[1:])]
+    return dict(comp=views[0].view(np.float64), data=views[1].view(np.float64), src=views[2], dst=views[3],
+                topo=views[4])
 
 
 def _csr(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

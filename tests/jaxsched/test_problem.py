@@ -1,9 +1,11 @@
+import pickle
 import re
 
 import numpy as np
 import pytest
 
 from jaxsched import Problem, Schedule, load_problem, load_schedule, save_problem, save_schedule
+from jaxsched.jax import schedule_batch
 from tests.jaxsched.problems import random_problem
 
 GOOD = dict(comp=np.ones((3, 2)), src=[0, 1], dst=[1, 2], data=[1.0, 2.0])
@@ -132,3 +134,32 @@ def test_a_problem_file_is_not_a_schedule_and_the_reverse(tmp_path):
         load_problem(schedule_file)
     with pytest.raises(FileNotFoundError):
         load_problem(tmp_path / "missing.npz")
+
+
+def test_packed_block_holds_every_array_the_batch_reads():
+    """`Problem.packed` against the arrays given, worked out by hand: the sizes, then comp raveled and data as
+    float64 bits, then src, dst and the canonical topological order (by level, then index); the fields are
+    read-only views of it."""
+    problem = Problem(comp=[[1.5, 2.0], [3.0, 0.25], [4.0, 5.0]], src=[2, 0], dst=[1, 1], data=[7.0, 0.5])
+    block = problem.packed
+    assert block.dtype == np.int64 and not block.flags.writeable
+    np.testing.assert_array_equal(block[:3], [3, 2, 2])
+    np.testing.assert_array_equal(block[3:9].view(np.float64), [1.5, 2.0, 3.0, 0.25, 4.0, 5.0])
+    np.testing.assert_array_equal(block[9:11].view(np.float64), [7.0, 0.5])
+    np.testing.assert_array_equal(block[11:], [2, 0, 1, 1, 0, 2, 1])  # src, dst, topological order
+    for name in ("comp", "src", "dst", "data", "topological_order"):
+        array = getattr(problem, name)
+        assert np.shares_memory(array, block) and not array.flags.writeable
+
+
+def test_a_pickled_problem_schedules_as_the_original():
+    """A pickled problem's arrays come back as copies beside its block: equal values, so equal schedules."""
+    problems = [random_problem(s, 9, 3, bandwidth=s % 2 == 0) for s in range(4)]
+    copies = pickle.loads(pickle.dumps(problems))
+    for problem, copy in zip(problems, copies):
+        np.testing.assert_array_equal(problem.packed, copy.packed)
+        np.testing.assert_array_equal(problem.comp, copy.comp)
+    for name in ("HEFT", "CPOP"):
+        want, got = schedule_batch(problems, name), schedule_batch(copies, name)
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
