@@ -15,7 +15,8 @@ tensor of the output channels) only convs with one. An add or mul
 reads two tensors of equal shape (TASO's element-wise ops; with NumPy broadcasting the concat rules 89-108 and
 114-142 would be wrong). A concat's `rank`
 is the rank of its inputs, its arity the pattern's input count; a split (target patterns only) has `parts`
-outputs, sized like the source tensors they replace.
+outputs, sized like the source tensors they replace; a transpose's `perm` is a permutation of its input's axes
+(so its length is the input's rank).
 
 `load_patterns` rejects a malformed entry, an op or attribute the patterns do not support, and a rule whose two
 sides disagree: both sides run in NumPy float64 on random inputs of a few well-typed shapes found by seeded
@@ -44,6 +45,7 @@ PATTERN_OPS: Mapping[str, tuple[int | None, tuple[str, ...]]] = {
     "relu": (1, ()),
     "concat": (None, ("axis", "rank")),
     "split": (1, ("axis", "parts")),
+    "transpose": (1, ("perm",)),
 }
 _ACTIVATIONS = ("none", "relu")
 _PADDINGS = ("SAME", "VALID", "HALF")
@@ -139,6 +141,8 @@ def ir_attrs(op: PatternOp, shapes: Sequence[Shape], split_sizes: tuple[int, ...
         return {"axis": op.attr("axis")}
     if op.op == "split":
         return {"axis": op.attr("axis"), "sizes": tuple(split_sizes)}
+    if op.op == "transpose":
+        return {"perm": tuple(op.attr("perm"))}
     return {}
 
 
@@ -197,6 +201,10 @@ def _check_attrs(op: str, attrs: Mapping[str, Any]) -> None:
     if op == "split" and not (isinstance(attrs["axis"], int) and isinstance(attrs["parts"], int)
                               and attrs["axis"] >= 0 and attrs["parts"] >= 2):
         raise ValueError(f"split needs axis >= 0 and parts >= 2, got {attrs}")
+    if op == "transpose" and not (isinstance(attrs["perm"], list) and len(attrs["perm"]) >= 2
+                                  and all(isinstance(v, int) for v in attrs["perm"])
+                                  and sorted(attrs["perm"]) == list(range(len(attrs["perm"])))):
+        raise ValueError(f"transpose needs perm, a permutation of 0..rank-1 (rank >= 2), got {attrs}")
 
 
 def _ops(raw: Any, side: str, externals: set[int] | None) -> tuple[PatternOp, ...]:
@@ -292,6 +300,8 @@ def _evaluate(op: str, attrs: Mapping[str, Any], values: list[np.ndarray]) -> tu
         return (np.concatenate(values, axis=attrs["axis"]),)
     if op in ("add", "mul"):
         return (values[0] + values[1] if op == "add" else values[0] * values[1],)
+    if op == "transpose":
+        return (np.transpose(values[0], attrs["perm"]),)
     y = values[0] if op == "relu" else (values[0] @ values[1] if op == "matmul"
                                         else _conv(values[0], values[1], attrs["stride"], attrs["pads"],
                                                               attrs["groups"]))
@@ -332,6 +342,7 @@ def split_sizes(pattern: Pattern, shape_of) -> dict[int, tuple[int, ...]]:
 
 def _rank(pattern: Pattern) -> int:
     ranks = [o.attr("rank") for o in pattern.src + pattern.dst if o.op == "concat" and o.attr("rank") != 1]
+    ranks += [len(o.attr("perm")) for o in pattern.src + pattern.dst if o.op == "transpose"]
     return ranks[0] if ranks else (4 if any(o.op == "conv2d" for o in pattern.src) else 2)
 
 

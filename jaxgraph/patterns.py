@@ -81,6 +81,8 @@ class CompiledPattern:
         if op.op == "concat":
             rank = len(shapes[0])
             return rank == op.attr("rank") and node.attrs["axis"] % rank == op.attr("axis")
+        if op.op == "transpose":
+            return tuple(node.attrs["perm"]) == op.attr("perm")
         return True
 
     def _bind(self, graph: Graph, k: int, node_id: int, nodes: dict[int, int],

@@ -20,12 +20,19 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from jaxgraph.graph import Graph
-from jaxgraph.pattern_data import DATA_FILE, Pattern, PatternOp, conv_pads, load_patterns, parse_pattern
+from jaxgraph.pattern_data import (
+    DATA_FILE,
+    PATTERN_OPS,
+    Pattern,
+    PatternOp,
+    conv_pads,
+    load_patterns,
+    parse_pattern,
+)
 from jaxgraph.patterns import pattern_rules
 from jaxgraph.rules import RULES, Rule
 
 RESTRICTIONS = ("all", "new")
-TABLE_OPS = ("matmul", "conv2d", "add", "mul", "relu", "concat", "split")  # the ops a pattern file may use
 
 
 def table_keys(entries: Sequence[Mapping[str, Any]], inputs: int = 6) -> dict[int, tuple | None]:
@@ -36,7 +43,7 @@ def table_keys(entries: Sequence[Mapping[str, Any]], inputs: int = 6) -> dict[in
     from jaxgraph.generate.enumerate import Terms, World, op_kinds
     from jaxgraph.generate.known import entry_rank, intern_entry
 
-    terms = {rank: Terms(World(rank, inputs), op_kinds(TABLE_OPS, rank)) for rank in (2, 4)}
+    terms = {rank: Terms(World(rank, inputs), op_kinds(tuple(PATTERN_OPS), rank)) for rank in (2, 4)}
     keys: dict[int, tuple | None] = {}
     for entry in entries:
         rank = entry_rank(entry)
@@ -76,6 +83,8 @@ def node_keys(graph: Graph) -> set[tuple]:
         elif node.op == "concat":
             rank = len(shapes[0])
             keys.add(("concat", len(shapes), (("axis", node.attrs["axis"] % rank), ("rank", rank))))
+        elif node.op == "transpose":
+            keys.add(("transpose", 1, (("perm", tuple(node.attrs["perm"])),)))
     return keys
 
 

@@ -12,6 +12,7 @@ Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attri
   a stride-2 HALF rule misses nodes whose pads are also SAME: a rule lost, never a wrong one); `(ConvB ... x w
   b)` with a bias (a three-input pattern conv); `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)` of
   equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
+  `(Transpose perm x)`, `perm` its axes joined by commas ("1,0");
 - `(Part axis i x a b)`: output `i` of the two-way split of `x` along `axis` whose sizes are those of the
   e-classes `a` and `b` along `axis` (part 0 the first size(a) slices, part 1 the last size(b); the e-node infers
   only where size(a) + size(b) is x's size). The witnesses are the tensors the two parts replace (a rule's mapped
@@ -78,7 +79,8 @@ from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
 
 EXTRACTIONS = ("greedy", "ilp")
-_TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Concat", "Part", "FoldW", "FoldB", "Enlarge")
+_TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Concat", "Transpose", "Part", "FoldW", "FoldB",
+             "Enlarge")
 
 # The hand-written families of `RULES` that egglog can state over these constructors, in general form (any kernel,
 # any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
@@ -144,7 +146,14 @@ def _pattern_term(op: PatternOp, args: Sequence[str]) -> str:
         if len(args) != 2:
             raise ValueError(f"a concat of {len(args)} inputs has no e-graph constructor")
         return f"(Concat {rank} {axis % rank} {args[0]} {args[1]})"
+    if op.op == "transpose":
+        return f'(Transpose "{_perm_text(op.attr("perm"))}" {args[0]})'
     return f"({op.op.capitalize()} {' '.join(args)})"
+
+
+def _perm_text(perm: Sequence[int]) -> str:
+    """A transpose's axes as the string attribute of its e-graph constructor."""
+    return ",".join(map(str, perm))
 
 
 def pattern_rule(pattern: Pattern) -> str:
@@ -210,6 +219,8 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
     if node.op == "concat" and len(args) == 2:
         rank = len(node.shape)
         return f"(Concat {rank} {attrs['axis'] % rank} {args[0]} {args[1]})"
+    if node.op == "transpose":
+        return f'(Transpose "{_perm_text(attrs["perm"])}" {args[0]})'
     return None
 
 
@@ -248,7 +259,8 @@ def _datatype() -> str:
     opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in range(MAX_OPAQUE_INPUTS + 1))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
             "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
-            "(Concat i64 i64 T T) (Part i64 i64 T T T) (FoldW i64 T T T) (FoldB i64 T T T T) (Enlarge i64 i64 T) "
+            "(Concat i64 i64 T T) (Transpose String T) (Part i64 i64 T T T) (FoldW i64 T T T) (FoldB i64 T T T T) "
+            "(Enlarge i64 i64 T) "
             f"{opaque})")
 
 
@@ -346,6 +358,8 @@ def _ir(enode: ENode, shapes: Sequence[tuple[int, ...]], classes: Mapping[int, t
         if any(len(s) != a[0] for s in shapes):
             raise ValueError("concat rank")
         return "concat", {"axis": a[1]}
+    if enode.op == "Transpose":
+        return "transpose", {"perm": tuple(map(int, a[0].split(",")))}
     if enode.op == "Part":
         axis, _, *witnesses = a
         rank = len(shapes[0])

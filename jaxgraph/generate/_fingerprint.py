@@ -82,6 +82,8 @@ def _device_op(kind: OpKind) -> Callable:
             return relu_map(a, seed)
         elif kind.op == "concat":
             return jnp.concatenate([a, b], axis=kind.attr("axis"))
+        elif kind.op == "transpose":
+            return jnp.transpose(a, kind.attr("perm"))
         else:
             raise ValueError(f"no device op for {kind.op!r}")
         return relu_map(y, seed) if kind.attr("activation") == "relu" else y

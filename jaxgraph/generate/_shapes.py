@@ -36,6 +36,8 @@ def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: 
             out = [a]
         elif op.op == "relu":
             out = [a]
+        elif op.op == "transpose":
+            out = [[a[p] for p in op.attr("perm")]]
         elif op.op == "matmul":
             equal(a[-1], args[1][-2])
             out = [a[:-1] + args[1][-1:]]

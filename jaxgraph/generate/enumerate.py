@@ -18,11 +18,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from jaxgraph.pattern_data import canonical_padding, conv_pads
+from jaxgraph.pattern_data import PATTERN_OPS, canonical_padding, conv_pads
 
 Dim = tuple[int, int]  # coef * n + const
 SymShape = tuple[Dim, ...]
-GENERATE_OPS = ("matmul", "conv2d", "add", "mul", "relu", "concat", "split")  # what the pattern format can say
+GENERATE_OPS = tuple(PATTERN_OPS)  # what the pattern format can say
 TASO_OPS = GENERATE_OPS
 INPUT, SPLIT_PART = -1, -2
 
@@ -107,7 +107,9 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
              biased: bool = False) -> tuple[OpKind, ...]:
     """The op kinds of `ops` in a world of `rank`: matmul and conv2d with activation none or relu, conv2d per
     kernel, stride and padding (SAME, VALID; `biased`: also HALF where it differs from both, and every conv with
-    a bias input), concat and split per symbolic axis (`biased`: also concat of rank-1 biases). ValueError naming
+    a bias input), concat and split per symbolic axis (`biased`: also concat of rank-1 biases), transpose of a
+    matrix (rank 2; the rank-4 world's two symbolic axes are a conv's channels, which no IR transpose swaps alone).
+    ValueError naming
     an op the pattern format (and so the IR's rule machinery) cannot express."""
     unknown = [op for op in ops if op not in GENERATE_OPS]
     if unknown:
@@ -131,6 +133,8 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
             kinds += [OpKind("vconcat", "concat", 2, (("axis", 0), ("rank", 1)))] * biased
         elif op == "split":
             kinds += [OpKind(f"split{a}", "split", 1, (("axis", a), ("parts", 2))) for a in (0, 1)]
+        elif op == "transpose" and rank == 2:
+            kinds.append(OpKind("transpose", "transpose", 1, (("perm", (1, 0)),)))
     return tuple(kinds)
 
 
@@ -156,6 +160,8 @@ def infer(kind: OpKind, shapes: Sequence[SymShape], split_size: int = 0) -> SymS
         return a if a == shapes[1] else None
     if kind.op == "relu":
         return a
+    if kind.op == "transpose":
+        return tuple(a[p] for p in kind.attr("perm")) if len(a) == len(kind.attr("perm")) else None
     if kind.op == "matmul":
         b = shapes[1]
         return (a[0], b[1]) if a[1] == b[0] else None

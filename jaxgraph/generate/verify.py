@@ -2,7 +2,7 @@
 
 Every op of the pattern format but relu is a polynomial map of its inputs' entries (matmul, conv2d with SAME,
 VALID or HALF zero padding and with or without a bias, which adds a degree-1 term, add, mul) or a rearrangement
-of them (concat, split). Relu is not, and is treated by the
+of them (concat, split, transpose). Relu is not, and is treated by the
 axioms the rules rely on, which `relu_axioms_hold` proves for the real relu with z3: relu is elementwise (relu of
 a concat is the concat of relus, a fused activation is relu after the op) and idempotent, `relu(relu(x)) =
 relu(x)`. Under these axioms relu is an uninterpreted idempotent function: each tensor is evaluated exactly in
@@ -98,6 +98,8 @@ class Evaluator:
             return self.relu(a)
         if kind.op == "concat":
             return np.concatenate(args, axis=kind.attr("axis"))
+        if kind.op == "transpose":
+            return np.transpose(a, kind.attr("perm"))
         if kind.op == "split":
             return a  # the parts are cut by `part`
         y = np.dot(a, args[1]) % PRIME if kind.op == "matmul" else _conv(kind, a, args[1])

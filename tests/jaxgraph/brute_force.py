@@ -46,6 +46,8 @@ def _fits(pop, graph: Graph, node_id: int) -> bool:
         return shapes[0] == shapes[1]
     if pop.op == "concat":
         return len(shapes[0]) == attrs["rank"] and node.attrs["axis"] % len(shapes[0]) == attrs["axis"]
+    if pop.op == "transpose":
+        return tuple(node.attrs["perm"]) == tuple(attrs["perm"])
     return pop.op == "relu"
 
 
@@ -95,6 +97,8 @@ def _target_fits(pattern, graph: Graph, binding: dict, externals: dict) -> bool:
             ir = {"stride": attrs["stride"], "pads": pads, "activation": attrs["activation"]}
         elif pop.op == "concat":
             ir = {"axis": attrs["axis"]}
+        elif pop.op == "transpose":
+            ir = {"perm": attrs["perm"]}
         elif pop.op == "split":
             replaced = {d.index: source[tuple(s)][0] for s, d in pattern.mapped if d.op == k}
             if any(len(replaced[j]) <= attrs["axis"] for j in range(attrs["parts"])):
@@ -175,6 +179,8 @@ def source_attrs(pop, shapes) -> dict:
         return {"stride": attrs["stride"], "pads": pads, "activation": attrs["activation"]}
     if pop.op == "concat":
         return {"axis": attrs["axis"]}
+    if pop.op == "transpose":
+        return {"perm": attrs["perm"]}
     return {}
 
 
