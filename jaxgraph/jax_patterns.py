@@ -91,8 +91,9 @@ def _lower_one(compiled: CompiledPattern) -> dict[str, np.ndarray]:
         raise ValueError(fail + f"an op has more than {ARITY} inputs or {PARTS} outputs")
     if any(o.op == "conv2d" and o.attr("padding") not in PADDINGS for o in src + dst):
         raise ValueError(fail + f"a conv2d's padding is none of {list(PADDINGS)}")
-    if any(o.op == "transpose" for o in src + dst):
-        raise ValueError(fail + "a transpose's perm is not in the jitted matcher's arrays (the host Env takes it)")
+    if any(o.op in ("transpose", "sigmoid", "tanh") for o in src + dst):
+        raise ValueError(fail + "transpose, sigmoid and tanh are not in the jitted matcher's arrays (the host Env "
+                         "takes them)")
     plan = (compiled.root,) + tuple(step[1] for step in compiled.steps)
     plan_of = {k: q for q, k in enumerate(plan)}
     externals = pattern.externals

@@ -16,7 +16,7 @@ reads two tensors of equal shape (TASO's element-wise ops; with NumPy broadcasti
 114-142 would be wrong). A concat's `rank`
 is the rank of its inputs, its arity the pattern's input count; a split (target patterns only) has `parts`
 outputs, sized like the source tensors they replace; a transpose's `perm` is a permutation of its input's axes
-(so its length is the input's rank).
+(so its length is the input's rank); sigmoid and tanh are element-wise and take no constraint.
 
 `load_patterns` rejects a malformed entry, an op or attribute the patterns do not support, and a rule whose two
 sides disagree: both sides run in NumPy float64 on random inputs of a few well-typed shapes found by seeded
@@ -46,6 +46,8 @@ PATTERN_OPS: Mapping[str, tuple[int | None, tuple[str, ...]]] = {
     "concat": (None, ("axis", "rank")),
     "split": (1, ("axis", "parts")),
     "transpose": (1, ("perm",)),
+    "sigmoid": (1, ()),
+    "tanh": (1, ()),
 }
 _ACTIVATIONS = ("none", "relu")
 _PADDINGS = ("SAME", "VALID", "HALF")
@@ -302,6 +304,8 @@ def _evaluate(op: str, attrs: Mapping[str, Any], values: list[np.ndarray]) -> tu
         return (values[0] + values[1] if op == "add" else values[0] * values[1],)
     if op == "transpose":
         return (np.transpose(values[0], attrs["perm"]),)
+    if op in ("sigmoid", "tanh"):
+        return (1.0 / (1.0 + np.exp(-values[0])) if op == "sigmoid" else np.tanh(values[0]),)
     y = values[0] if op == "relu" else (values[0] @ values[1] if op == "matmul"
                                         else _conv(values[0], values[1], attrs["stride"], attrs["pads"],
                                                               attrs["groups"]))
@@ -373,7 +377,7 @@ def _roles(pattern: Pattern) -> tuple[set[int], dict[int, tuple[int, int]]]:
     biases = {_key(side, o.inputs[2]) for side, ops in sides for o in ops if o.op == "conv2d" and len(o.inputs) == 3}
     biases |= {_key(side, t) for side, ops in sides for o in ops if o.op == "concat" and o.attr("rank") == 1
                for t in o.inputs}
-    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", "relu") or (
+    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", "relu", "sigmoid", "tanh") or (
         o.op == "concat" and o.attr("rank") == 1))
     kernels: dict[int, tuple[int, int]] = {}
     for side, ops in sides:

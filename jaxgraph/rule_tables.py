@@ -78,8 +78,8 @@ def node_keys(graph: Graph) -> set[tuple]:
                                                       ("padding", padding), ("stride", stride))))
         elif node.op in ("add", "mul") and shapes[0] == shapes[1]:
             keys.add((node.op, 2, ()))
-        elif node.op == "relu":
-            keys.add(("relu", 1, ()))
+        elif node.op in ("relu", "sigmoid", "tanh"):
+            keys.add((node.op, 1, ()))
         elif node.op == "concat":
             rank = len(shapes[0])
             keys.add(("concat", len(shapes), (("axis", node.attrs["axis"] % rank), ("rank", rank))))

@@ -12,7 +12,7 @@ Encoding. One egglog sort `T` (a tensor) with one constructor per TASO op, attri
   a stride-2 HALF rule misses nodes whose pads are also SAME: a rule lost, never a wrong one); `(ConvB ... x w
   b)` with a bias (a three-input pattern conv); `(AddB a b)` a broadcasting add; `(Add a b)` and `(Mul a b)` of
   equal shapes (TASO's element-wise ops); `(Relu x)`; `(Concat rank axis a b)` (two inputs, axis normalised);
-  `(Transpose perm x)`, `perm` its axes joined by commas ("1,0");
+  `(Transpose perm x)`, `perm` its axes joined by commas ("1,0"); `(Sigmoid x)`, `(Tanh x)`;
 - `(Part axis i x a b)`: output `i` of the two-way split of `x` along `axis` whose sizes are those of the
   e-classes `a` and `b` along `axis` (part 0 the first size(a) slices, part 1 the last size(b); the e-node infers
   only where size(a) + size(b) is x's size). The witnesses are the tensors the two parts replace (a rule's mapped
@@ -79,8 +79,8 @@ from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
 
 EXTRACTIONS = ("greedy", "ilp")
-_TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Concat", "Transpose", "Part", "FoldW", "FoldB",
-             "Enlarge")
+_TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Sigmoid", "Tanh", "Concat", "Transpose", "Part",
+             "FoldW", "FoldB", "Enlarge")
 
 # The hand-written families of `RULES` that egglog can state over these constructors, in general form (any kernel,
 # any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
@@ -214,8 +214,8 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
         return f"({node.op.capitalize()} {args[0]} {args[1]})"
     if node.op == "add":
         return f"(AddB {args[0]} {args[1]})"
-    if node.op == "relu":
-        return f"(Relu {args[0]})"
+    if node.op in ("relu", "sigmoid", "tanh"):
+        return f"({node.op.capitalize()} {args[0]})"
     if node.op == "concat" and len(args) == 2:
         rank = len(node.shape)
         return f"(Concat {rank} {attrs['axis'] % rank} {args[0]} {args[1]})"
@@ -258,9 +258,9 @@ def declarations(rules: Sequence[str]) -> tuple[str, ...]:
 def _datatype() -> str:
     opaque = " ".join(f"(Op{n} String i64{' T' * n})" for n in range(MAX_OPAQUE_INPUTS + 1))
     return ("(datatype T (Matmul String T T) (Conv String i64 i64 i64 i64 String T T) "
-            "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) "
-            "(Concat i64 i64 T T) (Transpose String T) (Part i64 i64 T T T) (FoldW i64 T T T) (FoldB i64 T T T T) "
-            "(Enlarge i64 i64 T) "
+            "(ConvB String i64 i64 i64 i64 String T T T) (Add T T) (AddB T T) (Mul T T) (Relu T) (Sigmoid T) "
+            "(Tanh T) (Concat i64 i64 T T) (Transpose String T) (Part i64 i64 T T T) (FoldW i64 T T T) "
+            "(FoldB i64 T T T T) (Enlarge i64 i64 T) "
             f"{opaque})")
 
 

@@ -6,7 +6,8 @@ group is one jitted, vmapped call of that kind's op alone (on device when there 
 power of two so a few compilations serve every group. Splits and their parts are slices, taken on the host.
 The values are computed in the ring of integers modulo 2^32 (uint32 arithmetic wraps), so two terms equal as
 polynomials get equal fingerprints exactly; relu is a fixed pseudo-random idempotent map (`f(f(v)) = f(v)`, the
-axiom relu obeys), so terms equal by relu's elementwise idempotence collide too. A fingerprint is the symbolic
+axiom relu obeys), so terms equal by relu's elementwise idempotence collide too; sigmoid and tanh, of which no
+axiom is used, are pseudo-random maps of their own. A fingerprint is the symbolic
 shape and two random linear forms of the value (two seeds): equal fingerprints make a candidate, which `verify`
 then proves or refutes.
 """
@@ -28,6 +29,7 @@ from jaxgraph.pattern_data import conv_pads
 SIZE = 2  # the symbol n at which tensors are fingerprinted
 _TAG, _LOW = np.uint32(0xA5), np.uint32(0xFF)
 _PRIMES = (0x9E3779B1, 0x7FEB352D, 0x846CA68B, 0x27D4EB2F)
+_SALTS = {"sigmoid": np.uint32(0x68E31DA4), "tanh": np.uint32(0xB5297A4D)}
 Fingerprint = tuple
 
 
@@ -80,6 +82,8 @@ def _device_op(kind: OpKind) -> Callable:
             return a * b
         elif kind.op == "relu":
             return relu_map(a, seed)
+        elif kind.op in ("sigmoid", "tanh"):  # uninterpreted: a pseudo-random map of its own, no fixed points
+            return _mix(a ^ seed ^ _SALTS[kind.op])
         elif kind.op == "concat":
             return jnp.concatenate([a, b], axis=kind.attr("axis"))
         elif kind.op == "transpose":

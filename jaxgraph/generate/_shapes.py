@@ -34,7 +34,7 @@ def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: 
             for x, y in zip(a, args[1]):
                 equal(x, y)
             out = [a]
-        elif op.op == "relu":
+        elif op.op in ("relu", "sigmoid", "tanh"):
             out = [a]
         elif op.op == "transpose":
             out = [[a[p] for p in op.attr("perm")]]

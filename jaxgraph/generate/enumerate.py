@@ -23,7 +23,7 @@ from jaxgraph.pattern_data import PATTERN_OPS, canonical_padding, conv_pads
 Dim = tuple[int, int]  # coef * n + const
 SymShape = tuple[Dim, ...]
 GENERATE_OPS = tuple(PATTERN_OPS)  # what the pattern format can say
-TASO_OPS = GENERATE_OPS
+TASO_OPS = ("matmul", "conv2d", "add", "mul", "relu", "concat", "split", "transpose")  # TASO's generator's, expressible
 INPUT, SPLIT_PART = -1, -2
 
 
@@ -108,7 +108,8 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
     """The op kinds of `ops` in a world of `rank`: matmul and conv2d with activation none or relu, conv2d per
     kernel, stride and padding (SAME, VALID; `biased`: also HALF where it differs from both, and every conv with
     a bias input), concat and split per symbolic axis (`biased`: also concat of rank-1 biases), transpose of a
-    matrix (rank 2; the rank-4 world's two symbolic axes are a conv's channels, which no IR transpose swaps alone).
+    matrix (rank 2; the rank-4 world's two symbolic axes are a conv's channels, which no IR transpose swaps alone),
+    relu, sigmoid and tanh.
     ValueError naming
     an op the pattern format (and so the IR's rule machinery) cannot express."""
     unknown = [op for op in ops if op not in GENERATE_OPS]
@@ -126,8 +127,8 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
                 if canonical_padding(p, (k, k), (s, s)) == p and not (p == "SAME" and k == 1)]
         elif op in ("add", "mul"):
             kinds.append(OpKind(op, op, 2, (), True))
-        elif op == "relu":
-            kinds.append(OpKind("relu", "relu", 1))
+        elif op in ("relu", "sigmoid", "tanh"):
+            kinds.append(OpKind(op, op, 1))
         elif op == "concat":
             kinds += [OpKind(f"concat{a}", "concat", 2, (("axis", a), ("rank", rank))) for a in (0, 1)]
             kinds += [OpKind("vconcat", "concat", 2, (("axis", 0), ("rank", 1)))] * biased
@@ -158,7 +159,7 @@ def infer(kind: OpKind, shapes: Sequence[SymShape], split_size: int = 0) -> SymS
     a = shapes[0]
     if kind.op in ("add", "mul"):
         return a if a == shapes[1] else None
-    if kind.op == "relu":
+    if kind.op in ("relu", "sigmoid", "tanh"):
         return a
     if kind.op == "transpose":
         return tuple(a[p] for p in kind.attr("perm")) if len(a) == len(kind.attr("perm")) else None

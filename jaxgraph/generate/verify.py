@@ -1,21 +1,24 @@
 """Prove candidate equalities: exact polynomial identity testing over GF(2^61 - 1), relu by its axioms.
 
-Every op of the pattern format but relu is a polynomial map of its inputs' entries (matmul, conv2d with SAME,
-VALID or HALF zero padding and with or without a bias, which adds a degree-1 term, add, mul) or a rearrangement
-of them (concat, split, transpose). Relu is not, and is treated by the
-axioms the rules rely on, which `relu_axioms_hold` proves for the real relu with z3: relu is elementwise (relu of
-a concat is the concat of relus, a fused activation is relu after the op) and idempotent, `relu(relu(x)) =
-relu(x)`. Under these axioms relu is an uninterpreted idempotent function: each tensor is evaluated exactly in
-the prime field with random inputs and with relu a lazily sampled random idempotent function (a value it
-returned is a fixed point, any other value maps to a fresh random element). An identity that holds for every
-idempotent function holds for relu; the converse is not needed (an identity true only of relu's particular
-shape, such as relu(x) * relu(-x) = 0, is left unproved and dropped).
+Every op of the pattern format but relu, sigmoid and tanh is a polynomial map of its inputs' entries (matmul,
+conv2d with SAME, VALID or HALF zero padding and with or without a bias, which adds a degree-1 term, add, mul) or
+a rearrangement of them (concat, split, transpose). Relu is not, and is treated by the axioms the rules rely on,
+which `relu_axioms_hold` proves for the real relu with z3: relu is elementwise (relu of a concat is the concat of
+relus, a fused activation is relu after the op) and idempotent, `relu(relu(x)) = relu(x)`. Under these axioms
+relu is an uninterpreted idempotent function: each tensor is evaluated exactly in the prime field with random
+inputs and with relu a lazily sampled random idempotent function (a value it returned is a fixed point, any
+other value maps to a fresh random element). An identity that holds for every idempotent function holds for
+relu; the converse is not needed (an identity true only of relu's particular shape, such as relu(x) * relu(-x) =
+0, is left unproved and dropped). Sigmoid and tanh are element-wise and obey no axiom here: each is a lazily
+sampled random function of its own, so only identities true of every element-wise function are proved
+(relu(sigmoid(x)) = sigmoid(x), true of the real sigmoid, is dropped).
 
 Error bound (Schwartz-Zippel). Let the two sides be built from at most `m` ops (degree of any entry in the
-inputs and relu values at most `d = 2^m`), let `R` be the number of relu applications over both sides (entries
-counted). One evaluation accepts a false identity only if either two formally different relu arguments take the
-same value (at most `R^2 / 2` pairs, each with probability at most `d / p`), or the nonzero difference of the
-two sides vanishes at the random point (probability at most `d / p`): in all at most `(R^2 / 2 + 1) d / p`.
+inputs and the functions' values at most `d = 2^m`), let `R` be the number of relu, sigmoid and tanh
+applications over both sides (entries counted). One evaluation accepts a false identity only if either two
+formally different arguments of one function take the same value (at most `R^2 / 2` pairs, each with
+probability at most `d / p`), or the nonzero difference of the two sides vanishes at the random point
+(probability at most `d / p`): in all at most `(R^2 / 2 + 1) d / p`.
 With `p = 2^61 - 1`, `m = 3` and `R <= 10^4` that is below `2 * 10^-10`; the evaluations at the two sizes
 `n = 2` and `n = 3` (`SIZES`) are independent, so a wrong candidate survives with probability below
 `4 * 10^-20`. Integer coefficients of these polynomials are far below p, so identity over the field is identity
@@ -52,6 +55,19 @@ class IdempotentRandom:
         return self.table[x]
 
 
+class RandomFunction:
+    """A lazily sampled random function of GF(p): each new argument maps to a fresh random element."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.table: dict[int, int] = {}
+
+    def __call__(self, x: int) -> int:
+        if x not in self.table:
+            self.table[x] = int(self.rng.integers(0, PRIME))
+        return self.table[x]
+
+
 def _conv(kind: OpKind, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     k, s = kind.attr("kernel")[0], kind.attr("stride")[0]
     pads = conv_pads(kind.attr("padding"), x.shape[2:], (k, k), (s, s))
@@ -74,6 +90,7 @@ class Evaluator:
         self.terms, self.n = terms, n
         rng = np.random.default_rng(seed)
         self.relu = np.vectorize(IdempotentRandom(rng), otypes=[object])
+        self.functions = {op: np.vectorize(RandomFunction(rng), otypes=[object]) for op in ("sigmoid", "tanh")}
         self.values: dict[int, np.ndarray] = {
             i: np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, concrete(shape, n), dtype=np.int64))
             for i, shape in enumerate(terms.world.shapes)}
@@ -96,6 +113,8 @@ class Evaluator:
             return (a * args[1]) % PRIME
         if kind.op == "relu":
             return self.relu(a)
+        if kind.op in self.functions:
+            return self.functions[kind.op](a)
         if kind.op == "concat":
             return np.concatenate(args, axis=kind.attr("axis"))
         if kind.op == "transpose":

@@ -1,7 +1,11 @@
-"""Transpose in the pattern format and the generator: read by the loader (its float64 check catches a wrong rule
-and a perm that is no permutation), matched by the host matcher only where the node's perm is the pattern's,
-equal to the brute-force matcher, rewritten correctly, stated in the e-graph, refused by name by the jitted
-matcher's lowering, and generated: (AB)^T = B^T A^T is found, A^T B^T never."""
+"""Ops of the pattern format beyond TASO's table: transpose, sigmoid and tanh.
+
+Transpose is read by the loader (its float64 check catches a wrong rule and a perm that is no permutation),
+matched by the host matcher only where the node's perm is the pattern's, equal to the brute-force matcher,
+rewritten correctly, stated in the e-graph, refused by name by the jitted matcher's lowering, and generated:
+(AB)^T = B^T A^T is found, A^T B^T never. Sigmoid and tanh are uninterpreted element-wise functions in the
+generator: identities of every element-wise function are found, none that needs more (idempotence, positivity,
+one function for the other)."""
 
 from __future__ import annotations
 
@@ -91,7 +95,7 @@ def test_generic_matcher_equals_brute_force_on_transpose_rules(tmp_path):
 
 
 def test_jitted_lowering_refuses_transpose_rules_by_name(tmp_path):
-    with pytest.raises(ValueError, match="xfer 3001: a transpose's perm is not in the jitted matcher's arrays"):
+    with pytest.raises(ValueError, match="xfer 3001: transpose, sigmoid and tanh are not in the jitted matcher's"):
         lower(load_patterns(_write(tmp_path, RULES[1:])))
 
 
@@ -134,3 +138,50 @@ def test_an_identity_of_two_by_two_matrices_only_is_fingerprinted_equal_and_refu
     lines = {describe(rule) for rule in json.loads(out.read_text())["rules"]}
     wrong = "mul(x1, transpose(matmul(x1, x1))) -> mul(matmul(x1, x1), transpose(x1))"
     assert wrong not in lines and not any(line.startswith(wrong) for line in lines)
+
+
+SIGMOID = [
+    # sigmoid(concat(a, b)) -> concat(sigmoid(a), sigmoid(b))
+    {"xfer": 3100, "src": [{"op": "concat", "inputs": [A, B], "attrs": {"axis": 1, "rank": 2}},
+                           {"op": "sigmoid", "inputs": [[0, 0]], "attrs": {}}],
+     "dst": [{"op": "sigmoid", "inputs": [A], "attrs": {}}, {"op": "sigmoid", "inputs": [B], "attrs": {}},
+             {"op": "concat", "inputs": [[0, 0], [1, 0]], "attrs": {"axis": 1, "rank": 2}}],
+     "mapped": [[[1, 0], [2, 0]]]},
+]
+
+
+def test_sigmoid_rules_load_apply_and_state_in_the_e_graph_and_a_wrong_one_is_caught(tmp_path):
+    pattern = load_patterns(_write(tmp_path, SIGMOID), checks=4)[0]
+    assert "(Sigmoid " in pattern_rule(pattern)
+    wrong = json.loads(json.dumps(SIGMOID[0]))  # sigmoid(a + b) -> sigmoid(a) + sigmoid(b)
+    wrong["xfer"], wrong["src"][0] = 3101, {"op": "add", "inputs": [A, B], "attrs": {}}
+    wrong["dst"][2] = {"op": "add", "inputs": [[0, 0], [1, 0]], "attrs": {}}
+    with pytest.raises(ValueError, match=r"xfer 3101\).*differ"):
+        load_patterns(_write(tmp_path, [wrong]))
+    with pytest.raises(ValueError, match="xfer 3100: transpose, sigmoid and tanh"):
+        lower([pattern])
+    b = GraphBuilder()
+    x, y = b.input("x", (3, 2)), b.input("y", (3, 4))
+    graph = b.build({"z": b.add("sigmoid", [b.add("concat", [x, y], axis=1)])})
+    rule = CompiledPattern(pattern).rule()
+    after = rule.apply(graph, rule.find(graph)[0])
+    egraph = saturate(graph, [pattern], Roofline(), hand_rules=False)
+    chex.assert_equal(egraph.conflicts, 0)
+    inputs = random_inputs(graph, 0)
+    for found in (after, to_graph(egraph, extract_greedy(egraph))):
+        np.testing.assert_allclose(execute_reference(found, inputs)["z"], execute_reference(graph, inputs)["z"],
+                                   rtol=1e-6, atol=1e-6)
+
+
+def test_generator_proves_what_holds_of_every_elementwise_function_and_nothing_more(tmp_path):
+    out = tmp_path / "rules.json"
+    generate(Config(ops=("sigmoid", "tanh", "relu", "concat"), max_ops=3, inputs=2, ranks=(2,)), out)
+    lines = {describe(rule) for rule in json.loads(out.read_text())["rules"]}
+    chex.assert_equal(len(load_patterns(out)), len(lines))
+    for op in ("sigmoid", "tanh"):  # f(concat(a, b)) -> concat(f(a), f(b)), under either naming of the inputs
+        assert any(f"{op}(concat0({a}, {b})) -> concat0({op}({a}), {op}({b}))" in lines
+                   for a, b in (("x1", "x2"), ("x2", "x1"))), op
+    for wrong in ("sigmoid(sigmoid(x1)) -> sigmoid(x1)",  # idempotence: relu's axiom, not sigmoid's
+                  "relu(sigmoid(x1)) -> sigmoid(x1)",  # true of the real sigmoid, needs its positivity
+                  "tanh(x1) -> sigmoid(x1)", "sigmoid(x1) -> tanh(x1)"):
+        assert not any(line.startswith(wrong) for line in lines), wrong
