@@ -40,31 +40,20 @@ PRIME = (1 << 61) - 1
 SIZES = (2, 3)
 
 
-class IdempotentRandom:
-    """A lazily sampled random function of GF(p) whose values are its fixed points: f(f(x)) = f(x)."""
+class RandomFunction:
+    """A lazily sampled random function of GF(p): each new argument maps to a fresh random element; `idempotent`:
+    its values are its fixed points, f(f(x)) = f(x) (relu's axiom)."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
+    def __init__(self, rng: np.random.Generator, idempotent: bool = False) -> None:
+        self.rng, self.idempotent = rng, idempotent
         self.table: dict[int, int] = {}
 
     def __call__(self, x: int) -> int:
         if x not in self.table:
             y = int(self.rng.integers(0, PRIME))
             self.table[x] = y
-            self.table.setdefault(y, y)
-        return self.table[x]
-
-
-class RandomFunction:
-    """A lazily sampled random function of GF(p): each new argument maps to a fresh random element."""
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.table: dict[int, int] = {}
-
-    def __call__(self, x: int) -> int:
-        if x not in self.table:
-            self.table[x] = int(self.rng.integers(0, PRIME))
+            if self.idempotent:
+                self.table.setdefault(y, y)
         return self.table[x]
 
 
@@ -89,7 +78,7 @@ class Evaluator:
     def __init__(self, terms: Terms, n: int, seed: int) -> None:
         self.terms, self.n = terms, n
         rng = np.random.default_rng(seed)
-        self.relu = np.vectorize(IdempotentRandom(rng), otypes=[object])
+        self.relu = np.vectorize(RandomFunction(rng, idempotent=True), otypes=[object])
         self.functions = {op: np.vectorize(RandomFunction(rng), otypes=[object]) for op in ("sigmoid", "tanh")}
         self.values: dict[int, np.ndarray] = {
             i: np.vectorize(int, otypes=[object])(rng.integers(0, PRIME, concrete(shape, n), dtype=np.int64))
