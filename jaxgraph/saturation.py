@@ -46,7 +46,8 @@ multi-pattern queries, as in Tensat; they run only in the first `multi_iteration
 there). Not stated: FuseConvMul (a scale folded into a conv: needs the scale's shape in the query),
 MergeGroupConvs (group convs are opaque), MergeConvs enlarging other than 1x1 into 3x3, FoldConvBias (needs a
 reshape of the bias), SplitOfSplit (splits of more than two parts are opaque) and ConcatOfRelus (covered by its
-data xfers); where a data xfer and a hand form say the same, both run.
+data xfers); where a data xfer and a hand form say the same, both run. It also states TransposeInverse (a transpose
+of a transpose by the inverse perm is its input, every perm of rank 2 to 4), which the pattern format cannot say.
 
 Extraction. An e-node costs `node_cost` of its op at its e-class's shapes (TASO's backend: no fusion, so a
 graph's cost is the sum of its nodes', shape-dependent only); an e-node whose inputs are all constant (weights
@@ -64,6 +65,7 @@ parsed commands, so a single program of n rules took memory quadratic in n (600 
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -86,7 +88,9 @@ _TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Sigmoid",
 # any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
 # (95, for batched inputs too), MergeLinears (95 with the bias adds), MergeConvs (116, any kernel, with biases, and
 # a 1x1 with a 3x3 by enlarging, 12-13), MergeConvsIntoAdd (145, biased convs) and SplitConcat (concat of a
-# split's two parts is its input).
+# split's two parts is its input); then TransposeInverse, a transpose of a transpose by the inverse perm is its input,
+# for every perm of rank 2 to 4: an identity the pattern format cannot state (its target has no op), without which
+# rules that move a transpose past an op (relu(x) -> transpose(relu(transpose(x)))) grow the e-graph without bound.
 HAND_RULES = """
 (rule ((= r (Relu c)) (= c (Conv "none" kh kw sh sw p x w)))
       ((union r (Conv "relu" kh kw sh sw p x w))) :ruleset single :name "FuseConvRelu")
@@ -116,7 +120,10 @@ HAND_RULES = """
 (rule ((= s (Add (ConvB "none" kh kw sh sw p x a c) (ConvB "none" kh kw sh sw p y b d))))
       ((union s (ConvB "none" kh kw sh sw p (Concat 4 1 x y) (Concat 4 1 a b) (Add c d)))) :ruleset single
       :name "MergeConvsIntoAdd")
-"""
+""" + "".join(
+    f'(rule ((= t (Transpose "{",".join(map(str, np.argsort(perm)))}" (Transpose "{",".join(map(str, perm))}" x))))'
+    f' ((union t x)) :ruleset single :name "TransposeInverse {",".join(map(str, perm))}")\n'
+    for rank in range(2, 5) for perm in itertools.permutations(range(rank)) if perm != tuple(range(rank)))
 
 
 def _bindings():

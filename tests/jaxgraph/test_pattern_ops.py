@@ -114,6 +114,22 @@ def test_e_graph_states_a_transpose_rule_and_extracts_an_equal_graph(tmp_path):
     _computes_the_same(to_graph(egraph, extract_greedy(egraph)), graph)
 
 
+def test_the_e_graph_knows_a_transpose_undoes_its_inverse_and_saturates(tmp_path):
+    """relu(x) -> transpose(relu(transpose(x))) applies again to the relu it makes: without the identity
+    transpose(transpose(x)) = x (TransposeInverse, which no data rule can state) the e-graph grows to its node
+    limit; with it, it saturates, and what it extracts computes the original."""
+    raw = {"xfer": 3003, "src": [{"op": "relu", "inputs": [A], "attrs": {}}],
+           "dst": [_t(A), {"op": "relu", "inputs": [[0, 0]], "attrs": {}}, _t([1, 0])], "mapped": [[[0, 0], [2, 0]]]}
+    pattern = load_patterns(_write(tmp_path, [raw]))[0]
+    b = GraphBuilder()
+    graph = b.build({"y": b.add("relu", [b.input("x", (3, 4))])})
+    grown = saturate(graph, [pattern], Roofline(), max_nodes=100, max_iterations=100, hand_rules=False)
+    chex.assert_equal(grown.stop, "node limit")
+    egraph = saturate(graph, [pattern], Roofline(), max_nodes=100, max_iterations=100)
+    chex.assert_equal((egraph.stop, egraph.conflicts), ("saturated", 0))
+    _computes_the_same(to_graph(egraph, extract_greedy(egraph)), graph)
+
+
 def test_generator_finds_the_transpose_of_a_product_and_never_its_wrong_order(tmp_path):
     out = tmp_path / "rules.json"
     results = generate(Config(ops=("matmul", "transpose"), max_ops=3, inputs=2, ranks=(2,)), out)
