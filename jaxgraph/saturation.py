@@ -84,6 +84,21 @@ EXTRACTIONS = ("greedy", "ilp")
 _TASO_OPS = ("Matmul", "Conv", "ConvB", "Add", "AddB", "Mul", "Relu", "Sigmoid", "Tanh", "Concat", "Transpose", "Part",
              "FoldW", "FoldB", "Enlarge")
 
+def _perm_text(perm: Sequence[int]) -> str:
+    """A transpose's axes as the string attribute of its e-graph constructor."""
+    return ",".join(map(str, perm))
+
+
+def _transpose_inverses(max_rank: int = 4) -> str:
+    """TransposeInverse: a transpose of a transpose by the inverse perm is its input, for every perm of rank 2 to
+    `max_rank`."""
+    return "".join(
+        f'(rule ((= t (Transpose "{_perm_text(np.argsort(perm))}" (Transpose "{_perm_text(perm)}" x)))) '
+        f'((union t x)) :ruleset single :name "TransposeInverse {_perm_text(perm)}")\n'
+        for rank in range(2, max_rank + 1) for perm in itertools.permutations(range(rank))
+        if perm != tuple(range(rank)))
+
+
 # The hand-written families of `RULES` that egglog can state over these constructors, in general form (any kernel,
 # any rank, biases): FuseConvRelu (xfers 0-3, 82), FuseConvBatchnorm (4-7), MergeMatmuls along the last axis
 # (95, for batched inputs too), MergeLinears (95 with the bias adds), MergeConvs (116, any kernel, with biases, and
@@ -120,10 +135,7 @@ HAND_RULES = """
 (rule ((= s (Add (ConvB "none" kh kw sh sw p x a c) (ConvB "none" kh kw sh sw p y b d))))
       ((union s (ConvB "none" kh kw sh sw p (Concat 4 1 x y) (Concat 4 1 a b) (Add c d)))) :ruleset single
       :name "MergeConvsIntoAdd")
-""" + "".join(
-    f'(rule ((= t (Transpose "{",".join(map(str, np.argsort(perm)))}" (Transpose "{",".join(map(str, perm))}" x))))'
-    f' ((union t x)) :ruleset single :name "TransposeInverse {",".join(map(str, perm))}")\n'
-    for rank in range(2, 5) for perm in itertools.permutations(range(rank)) if perm != tuple(range(rank)))
+""" + _transpose_inverses()
 
 
 def _bindings():
@@ -156,11 +168,6 @@ def _pattern_term(op: PatternOp, args: Sequence[str]) -> str:
     if op.op == "transpose":
         return f'(Transpose "{_perm_text(op.attr("perm"))}" {args[0]})'
     return f"({op.op.capitalize()} {' '.join(args)})"
-
-
-def _perm_text(perm: Sequence[int]) -> str:
-    """A transpose's axes as the string attribute of its e-graph constructor."""
-    return ",".join(map(str, perm))
 
 
 def pattern_rule(pattern: Pattern) -> str:

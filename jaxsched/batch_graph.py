@@ -61,9 +61,7 @@ def check_fit(sizes) -> None:
 
 def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
     """[N + 1] where each of `arrays` starts in their concatenation, and its end."""
-    offsets = np.zeros(len(arrays) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=offsets[1:])
-    return offsets
+    return _cumulative(np.fromiter(map(len, arrays), np.int64, len(arrays)))
 
 
 class HostBuffers:
@@ -135,10 +133,11 @@ class PackedBatch(NamedTuple):
         blocks = take(buffers, "packed", (int(starts[-1]),), np.int64)
         if each is None:
             np.concatenate(listed, out=blocks)
-        for first in range(0, len(listed), chunk) if each is not None else ():
-            last = min(first + chunk, len(listed))
-            np.concatenate(listed[first:last], out=blocks[starts[first]:starts[last]])
-            each(blocks, starts, first, last)
+        else:
+            for first in range(0, len(listed), chunk):
+                last = min(first + chunk, len(listed))
+                np.concatenate(listed[first:last], out=blocks[starts[first]:starts[last]])
+                each(blocks, starts, first, last)
         return cls(blocks, starts, blocks[starts[:-1, None] + np.arange(3)])
 
     def check_fit(self, num_tasks: int, num_procs: int, num_edges: int | None = None) -> None:

@@ -109,9 +109,8 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
     kernel, stride and padding (SAME, VALID; `biased`: also HALF where it differs from both, and every conv with
     a bias input), concat and split per symbolic axis (`biased`: also concat of rank-1 biases), transpose of a
     matrix (rank 2; the rank-4 world's two symbolic axes are a conv's channels, which no IR transpose swaps alone),
-    relu, sigmoid and tanh.
-    ValueError naming
-    an op the pattern format (and so the IR's rule machinery) cannot express."""
+    relu, sigmoid and tanh. ValueError naming an op the pattern format (and so the IR's rule machinery) cannot
+    express."""
     unknown = [op for op in ops if op not in GENERATE_OPS]
     if unknown:
         raise ValueError(f"cannot generate rules over {unknown}: the pattern format expresses {list(GENERATE_OPS)}")
