@@ -33,6 +33,7 @@ from jaxsched.batch_graph import HostBuffers, PackedBatch, check_fit, mean_bandw
 from jaxsched.common.arguments import integer
 from jaxsched.listsched import ListConfig, ListPlan, draws
 from jaxsched.numba_batch_graph import (
+    block_arrays,
     pad_rows,
     pairwise_sum,
     priority_position_of,
@@ -203,9 +204,7 @@ def _stream_lengths(blocks, starts, width, lengths, first, last):
     left = np.empty(most, np.int64)
     for b in range(first, last):
         left[:] = width
-        start = starts[b]
-        steps, edges = blocks[start], blocks[start + 2]
-        dst = blocks[start + 3 + steps * blocks[start + 1] + 2 * edges:]
+        steps, _, edges, _, _, _, dst, _ = block_arrays(blocks, starts[b])
         for e in range(edges):
             target = _u(dst[_u(e)])
             left[target] -= 1
@@ -264,14 +263,8 @@ def _plan_problems(blocks, starts, divisor, upward, fastest, costs, sizes, posit
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
     for b in range(first, last):
-        start = starts[b]
-        tasks, width, edges = blocks[start], blocks[start + 1], blocks[start + 2]
+        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(blocks, starts[b])
         order_b, position_b, cost_rows = order[b], position[b], costs[b]
-        cells = start + 3 + tasks * width
-        comp_b = blocks[start + 3:cells].view(np.float64)
-        data_b = blocks[cells:cells + edges].view(np.float64)
-        src_b, dst_b = blocks[cells + edges:cells + 2 * edges], blocks[cells + 2 * edges:cells + 3 * edges]
-        topo_b = blocks[cells + 3 * edges:cells + 3 * edges + tasks]
         largest_sum, least = 0.0, np.inf
         load[:] = 0.0
         for t in range(tasks):

@@ -204,6 +204,17 @@ def pad_rows(task_off, procs, comp, padded):
 
 
 @_jit
+def block_arrays(blocks, start):
+    """(tasks, procs, edges, comp raveled, data, src, dst, topo): the views of the `Problem.packed` block that
+    starts at `start` of `blocks` (`jaxsched.problem.packed_layout`'s layout, read in compiled code)."""
+    tasks, procs, edges = blocks[start], blocks[start + 1], blocks[start + 2]
+    cells = start + 3 + tasks * procs
+    return (tasks, procs, edges, blocks[start + 3:cells].view(np.float64), blocks[cells:cells + edges].view(np.float64),
+            blocks[cells + edges:cells + 2 * edges], blocks[cells + 2 * edges:cells + 3 * edges],
+            blocks[cells + 3 * edges:cells + 3 * edges + tasks])
+
+
+@_jit
 def unpack(blocks, starts, task_off, procs, edge_off, comp, src, dst, data, topo):
     """Writes every problem's arrays from its `Problem.packed` block (concatenated in `blocks`, problem b's
     from starts[b]) at its place in the concatenated `comp`, `src`, `dst`, `data` and `topo` (`FlatBatch`:
@@ -211,14 +222,11 @@ def unpack(blocks, starts, task_off, procs, edge_off, comp, src, dst, data, topo
     row = 0
     for b in range(len(procs)):
         t0, e0 = task_off[b], edge_off[b]
-        tasks, edges, first = task_off[b + 1] - t0, edge_off[b + 1] - e0, starts[b] + 3
-        cells = tasks * procs[b]
-        comp[row:row + cells] = blocks[first:first + cells].view(np.float64)
-        first += cells
-        data[e0:e0 + edges] = blocks[first:first + edges].view(np.float64)
-        src[e0:e0 + edges] = blocks[first + edges:first + 2 * edges]
-        dst[e0:e0 + edges] = blocks[first + 2 * edges:first + 3 * edges]
-        topo[t0:t0 + tasks] = blocks[first + 3 * edges:first + 3 * edges + tasks]
+        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(blocks, starts[b])
+        cells = tasks * width
+        comp[row:row + cells] = comp_b
+        data[e0:e0 + edges], src[e0:e0 + edges], dst[e0:e0 + edges] = data_b, src_b, dst_b
+        topo[t0:t0 + tasks] = topo_b
         row += cells
 
 
