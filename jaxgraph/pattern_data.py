@@ -49,6 +49,7 @@ PATTERN_OPS: Mapping[str, tuple[int | None, tuple[str, ...]]] = {
     "sigmoid": (1, ()),
     "tanh": (1, ()),
 }
+UNARY_OPS = ("relu", "sigmoid", "tanh")  # the element-wise ops of one input and no constraint
 _ACTIVATIONS = ("none", "relu")
 _PADDINGS = ("SAME", "VALID", "HALF")
 
@@ -377,7 +378,7 @@ def _roles(pattern: Pattern) -> tuple[set[int], dict[int, tuple[int, int]]]:
     biases = {_key(side, o.inputs[2]) for side, ops in sides for o in ops if o.op == "conv2d" and len(o.inputs) == 3}
     biases |= {_key(side, t) for side, ops in sides for o in ops if o.op == "concat" and o.attr("rank") == 1
                for t in o.inputs}
-    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", "relu", "sigmoid", "tanh") or (
+    vectors = _tied(pattern, biases, lambda o: o.op in ("add", "mul", *UNARY_OPS) or (
         o.op == "concat" and o.attr("rank") == 1))
     kernels: dict[int, tuple[int, int]] = {}
     for side, ops in sides:

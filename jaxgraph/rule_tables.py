@@ -23,6 +23,7 @@ from jaxgraph.graph import Graph
 from jaxgraph.pattern_data import (
     DATA_FILE,
     PATTERN_OPS,
+    UNARY_OPS,
     Pattern,
     PatternOp,
     conv_pads,
@@ -78,7 +79,7 @@ def node_keys(graph: Graph) -> set[tuple]:
                                                       ("padding", padding), ("stride", stride))))
         elif node.op in ("add", "mul") and shapes[0] == shapes[1]:
             keys.add((node.op, 2, ()))
-        elif node.op in ("relu", "sigmoid", "tanh"):
+        elif node.op in UNARY_OPS:
             keys.add((node.op, 1, ()))
         elif node.op == "concat":
             rank = len(shapes[0])

@@ -75,7 +75,7 @@ import numpy as np
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, cost, node_cost
 from jaxgraph.graph import Graph, GraphBuilder, Ref
 from jaxgraph.ops import OPS
-from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, conv_pads, infer, load_patterns
+from jaxgraph.pattern_data import UNARY_OPS, Pattern, PatternOp, Tensor, conv_pads, infer, load_patterns
 from jaxgraph.saturation_extract import extract_greedy, extract_ilp
 from jaxgraph.search import SearchResult
 from jaxsched.common.arguments import integer, number
@@ -228,7 +228,7 @@ def _encode_node(graph: Graph, node_id: int, args: list[str]) -> str | None:
         return f"({node.op.capitalize()} {args[0]} {args[1]})"
     if node.op == "add":
         return f"(AddB {args[0]} {args[1]})"
-    if node.op in ("relu", "sigmoid", "tanh"):
+    if node.op in UNARY_OPS:
         return f"({node.op.capitalize()} {args[0]})"
     if node.op == "concat" and len(args) == 2:
         rank = len(node.shape)

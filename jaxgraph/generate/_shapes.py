@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from jaxgraph.generate.enumerate import World
-from jaxgraph.pattern_data import Pattern, PatternOp, Tensor, check_numerics, conv_pads, parse_pattern
+from jaxgraph.pattern_data import UNARY_OPS, Pattern, PatternOp, Tensor, check_numerics, conv_pads, parse_pattern
 
 
 def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: Callable, fixed: Callable,
@@ -34,7 +34,7 @@ def _side(ops: Sequence[PatternOp], inputs: dict[int, list[np.ndarray]], equal: 
             for x, y in zip(a, args[1]):
                 equal(x, y)
             out = [a]
-        elif op.op in ("relu", "sigmoid", "tanh"):
+        elif op.op in UNARY_OPS:
             out = [a]
         elif op.op == "transpose":
             out = [[a[p] for p in op.attr("perm")]]

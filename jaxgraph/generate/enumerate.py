@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-from jaxgraph.pattern_data import PATTERN_OPS, canonical_padding, conv_pads
+from jaxgraph.pattern_data import PATTERN_OPS, UNARY_OPS, canonical_padding, conv_pads
 
 Dim = tuple[int, int]  # coef * n + const
 SymShape = tuple[Dim, ...]
@@ -126,7 +126,7 @@ def op_kinds(ops: Sequence[str], rank: int, kernels: Sequence[int] = (3,), strid
                 if canonical_padding(p, (k, k), (s, s)) == p and not (p == "SAME" and k == 1)]
         elif op in ("add", "mul"):
             kinds.append(OpKind(op, op, 2, (), True))
-        elif op in ("relu", "sigmoid", "tanh"):
+        elif op in UNARY_OPS:
             kinds.append(OpKind(op, op, 1))
         elif op == "concat":
             kinds += [OpKind(f"concat{a}", "concat", 2, (("axis", a), ("rank", rank))) for a in (0, 1)]
@@ -158,7 +158,7 @@ def infer(kind: OpKind, shapes: Sequence[SymShape], split_size: int = 0) -> SymS
     a = shapes[0]
     if kind.op in ("add", "mul"):
         return a if a == shapes[1] else None
-    if kind.op in ("relu", "sigmoid", "tanh"):
+    if kind.op in UNARY_OPS:
         return a
     if kind.op == "transpose":
         return tuple(a[p] for p in kind.attr("perm")) if len(a) == len(kind.attr("perm")) else None
