@@ -259,3 +259,13 @@ def mismatches(compiled, seeds) -> tuple[int, int]:
                 differ += set(rule.find(graph)) != expected
                 found += len(expected)
     return differ, found
+
+
+def assert_equals_brute_force(patterns, seeds=range(6)) -> None:
+    """The generic matcher finds exactly the brute-force locations of every pattern on `mismatches`' graphs, and
+    finds some."""
+    from jaxgraph.patterns import CompiledPattern
+
+    differ, found = mismatches([CompiledPattern(p) for p in patterns], seeds)
+    assert differ == 0, f"{differ} rule x graph pairs differ"
+    assert found > 0
