@@ -4,10 +4,11 @@
 selection, the predecessor streams (`jaxsched._pull_stream`) or, for a dynamic one, the padded edges: the
 values of `pad_costs`, `plan_batch`, `stream_batch` and `pad_edges`, for the configs whose plan needs only
 upward ranks or the topological order (`fused`: HEFT, ETF, and the presets that visit tasks in topological
-order, pinned or not). The problems are read with one copy each: every `Problem` keeps its costs, edges and
-topological order in one block (`Problem.packed`), and the blocks are concatenated under the GIL, a chunk of
-`CHUNK` problems at a time, each chunk's stream lengths counted while it is in cache (`PackedBatch`: 2.8 us per
-problem of 100 tasks, where five arrays per problem took 5.5). Then one compiled pass (`_plan_problems`) reads
+order, pinned or not). The problems are read in place, with no copy: every `Problem` keeps its costs, edges and
+topological order in one block (`Problem.packed`), and the compiled passes get the blocks' addresses
+(`PackedBatch`), so no part of the reading holds the GIL or runs in one thread alone (concatenating the blocks
+under the GIL took 2.8 us per problem of 100 tasks, about a quarter of the host time). A first pass counts each
+problem's stream length (the streams' padded length is the longest). Then one compiled pass (`_plan_problems`) reads
 each problem's block in place and builds its graph, upward ranks, priority positions, visit order and stream in
 scratch arrays the size of one problem, writing the batch arrays once. `BatchGraph` makes one pass over the whole
 batch per quantity, streaming each quantity of, say, 1,024 problems through memory; here a problem's scratch
@@ -70,7 +71,7 @@ def batch_draws(problems: Sequence[Problem], config: ListConfig, task_mask: np.n
 
 
 PART = 64  # the fewest problems a thread plans by default: handing work to a thread costs about 50 us
-CHUNK = 32  # problems read and planned in turn: their arrays (about 10 KB each at 100 tasks) stay in cache
+CHUNK = 32  # problems planned in turn by one thread: its scratch and their rows stay in cache
 
 
 def default_threads(size: int) -> int:
@@ -137,14 +138,11 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
     threads = default_threads(len(problems)) if threads is None else min(integer("threads", threads, 1),
                                                                          len(problems))
     size, fitted = len(problems), shape is None
-    width, lengths = stream_width(config), np.empty(size, np.int64)
-
-    def count_steps(blocks, starts, first, last):  # a chunk's stream lengths, while its blocks are in cache
-        _stream_lengths(blocks, starts, width, lengths, first, last)
-
-    packed = PackedBatch.read(problems, buffers, None if config.dynamic else count_steps, CHUNK)
-    blocks, starts = packed.blocks, packed.starts
-    tasks, procs, counts = packed.sizes.T
+    packed = PackedBatch.read(problems)
+    addresses, (tasks, procs, counts) = packed.addresses, packed.sizes.T
+    width, lengths = stream_width(config), np.zeros(size, np.int64)
+    if not config.dynamic:  # a stream's length is the longest stream's, known before any is written
+        in_chunks(lambda first, last: _stream_lengths(addresses, width, lengths, first, last), size, threads, CHUNK)
     if fitted:  # the in-degree K is read from the sizes below
         shape = Shape(int(tasks.max()), int(procs.max()), max(1, int(counts.max())), 1)
     packed.check_fit(shape.num_tasks, shape.num_procs, shape.num_edges)
@@ -160,7 +158,7 @@ def plan_flat(problems: Sequence[Problem], config: ListConfig, shape: Shape | No
         streams = empty_streams(size, lengths, num_tasks, width, dtype, buffers)
     none = np.empty((size, 0), np.int32)
     arguments = (
-        blocks, starts, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
+        addresses, mean_bandwidths(problems), config.priority == "upward", config.pinning == "fastest_processor",
         comp, sizes, position, order, pin,
         *(streams or (none, none[:, :, None], none[:, :, None].astype(dtype), none.astype(bool))),
         *(edges or (none, none, none.astype(dtype), none.astype(bool))),
@@ -193,18 +191,17 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _stream_lengths(blocks, starts, width, lengths, first, last):
+def _stream_lengths(addresses, width, lengths, first, last):
     """Writes lengths[first:last]: the micro-steps of those problems' streams (`compact_streams`) from their
-    edges' destinations in their `Problem.packed` blocks (concatenated in `blocks`, problem b's from
-    starts[b]): a task's inputs past each multiple of `width` open a micro-step (a count down per task, no
-    division)."""
+    edges' destinations in their `Problem.packed` blocks (read in place at `addresses`): a task's inputs past
+    each multiple of `width` open a micro-step (a count down per task, no division)."""
     most = 1
     for b in range(first, last):
-        most = max(most, blocks[starts[b]])
+        most = max(most, block_arrays(addresses, b)[0])
     left = np.empty(most, np.int64)
     for b in range(first, last):
         left[:] = width
-        steps, _, edges, _, _, _, dst, _ = block_arrays(blocks, starts[b])
+        steps, _, edges, _, _, _, dst, _ = block_arrays(addresses, b)
         for e in range(edges):
             target = _u(dst[_u(e)])
             left[target] -= 1
@@ -236,26 +233,25 @@ def _stream(order, tasks, inputs, src, dst, data, start, task, place, pred, pred
 
 
 @_jit
-def _plan_problems(blocks, starts, divisor, upward, fastest, costs, sizes, position, order, pin, task, pred, pred_data,
+def _plan_problems(addresses, divisor, upward, fastest, costs, sizes, position, order, pin, task, pred, pred_data,
                    place, edge_src, edge_dst, edge_data, edge_mask, first, last):
-    """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`),
-    priority positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological
-    order), pins (the processor of least total cost when `fastest`, else -1), and each problem's stream
-    (`_stream`; when task.shape[1] > 0) or padded edges (when edge_src.shape[1] > 0), from each problem's
-    `Problem.packed` block (concatenated in `blocks`, problem b's from starts[b]; `PackedBatch`), read in
-    place, and its mean bandwidth `divisor`; every entry of those rows written. The upward rank is one loop over
-    the edges sorted by their destination's topological position (a counting sort), from the last: when an
-    edge u -> v is reached, every successor of v has been, so rank(v) = mean(v) + best(v) is final and
-    best(u) = max(best(u), transfer(u, v) + rank(v)) takes it: the same maxima of the same sums as
-    `upward_rank_of`, without a short loop per task. The positions increase along every edge, so the
-    ready-list order (`ready_list_order_of`) is the positions sorted: along an edge u -> v, rank(u) = mean(u)
-    + a maximum that includes transfer(u, v) + rank(v), sums of non-negative floats, so rank(u) >= rank(v)
-    (rounding keeps that), and ties go to the topological position, where u comes first. Each call keeps its
-    scratch and writes only its problems' rows: calls on disjoint ranges run at once in threads (`in_chunks`)."""
+    """Writes the rows first..last-1 (problems) of the padded costs [B, T, P], `sizes` (`BatchGraph.sizes`), priority
+    positions and visit order [B, T] (decreasing upward rank when `upward`, else the topological order), pins (the
+    processor of least total cost when `fastest`, else -1), and each problem's stream (`_stream`; when task.shape[1] >
+    0) or padded edges (when edge_src.shape[1] > 0), from each problem's `Problem.packed` block, read in place at
+    addresses[b] (`PackedBatch`), and its mean bandwidth `divisor`; every entry of those rows written. The upward rank
+    is one loop over the edges sorted by their destination's topological position (a counting sort), from the last: when
+    an edge u -> v is reached, every successor of v has been, so rank(v) = mean(v) + best(v) is final and best(u) =
+    max(best(u), transfer(u, v) + rank(v)) takes it: the same maxima of the same sums as `upward_rank_of`, without a
+    short loop per task. The positions increase along every edge, so the ready-list order (`ready_list_order_of`) is the
+    positions sorted: along an edge u -> v, rank(u) = mean(u) + a maximum that includes transfer(u, v) + rank(v), sums
+    of non-negative floats, so rank(u) >= rank(v) (rounding keeps that), and ties go to the topological position, where
+    u comes first. Each call keeps its scratch and writes only its problems' rows: calls on disjoint ranges run at once
+    in threads (`in_chunks`)."""
     num_tasks, num_procs = costs.shape[1:]
     most = 1
     for b in range(first, last):
-        most = max(most, blocks[starts[b] + 2])
+        most = max(most, block_arrays(addresses, b)[2])
     in_src, in_dst, in_data = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most)
     topo_order, topo_position = np.empty(num_tasks, np.int64), np.empty(num_tasks, np.int64)
     mean, rank, best, key = np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks), np.empty(num_tasks)
@@ -263,7 +259,7 @@ def _plan_problems(blocks, starts, divisor, upward, fastest, costs, sizes, posit
     inputs, fill, index, spare = scratch
     load = np.empty(num_procs)
     for b in range(first, last):
-        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(blocks, starts[b])
+        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(addresses, b)
         order_b, position_b, cost_rows = order[b], position[b], costs[b]
         largest_sum, least = 0.0, np.inf
         load[:] = 0.0

@@ -8,8 +8,8 @@ ranks, the optimistic cost table, CPOP's critical-path pins and the ready-list v
 (`jaxsched.listsched.ready_list_order`) by the compiled walks of `jaxsched.numba_batch_graph`, priority
 positions by one stable sort per problem.
 
-Building it reads each problem's arrays once (`PackedBatch`: costs, edges and topological order are one block
-per problem, `Problem.packed`, so one list and one concatenation over the batch), then one compiled pass
+Building it reads each problem's arrays in place (`PackedBatch`: costs, edges and topological order are one block
+per problem, `Problem.packed`, handed to compiled code by its address), then one compiled pass
 (`numba_batch_graph.build_graph`) pads the costs, groups the edges by task (in place of each problem's
 `in_edges` / `out_edges`), pads the topological orders and takes the mean costs and the sizes the padding
 checks, problem by problem while its arrays are in cache.
@@ -17,7 +17,7 @@ checks, problem by problem while its arrays are in cache.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -57,11 +57,6 @@ def check_fit(sizes) -> None:
         if over.size:
             b = int(over[0])
             raise ValueError(f"problem {b} has {per_problem[b]} {what}, more than the padded capacity {capacity}")
-
-
-def _offsets(arrays: list[np.ndarray]) -> np.ndarray:
-    """[N + 1] where each of `arrays` starts in their concatenation, and its end."""
-    return _cumulative(np.fromiter(map(len, arrays), np.int64, len(arrays)))
 
 
 class HostBuffers:
@@ -114,31 +109,18 @@ class FlatBatch(NamedTuple):
 
 
 class PackedBatch(NamedTuple):
-    """A batch's `Problem.packed` blocks concatenated: each problem read with one copy (its five arrays are one
-    block), under the GIL once; the compiled passes then read every problem in place, in any thread."""
+    """A batch's `Problem.packed` blocks as one array of their addresses: the compiled passes read every problem
+    in place (`numba_batch_graph.block_arrays`), in any thread, with no copy; `problems` keeps the blocks alive."""
 
-    blocks: np.ndarray  # every problem's block, concatenated
-    starts: np.ndarray  # [B + 1] where each problem's block starts in `blocks`, and their end
+    problems: Sequence[Problem]
+    addresses: np.ndarray  # [B] int64 where each problem's block lies (`Problem.packed_address`)
     sizes: np.ndarray  # [B, 3] each problem's tasks, processors and edges (the blocks' headers)
 
     @classmethod
-    def read(cls, problems: Sequence[Problem], buffers: HostBuffers | None = None,
-             each: Callable[[np.ndarray, np.ndarray, int, int], None] | None = None,
-             chunk: int = 32) -> "PackedBatch":
-        """The blocks of `problems`, concatenated into `buffers` when given (valid until taken again);
-        `each(blocks, starts, first, last)` runs on each range of `chunk` problems as soon as it is copied,
-        while its blocks are in cache."""
-        listed = [p.packed for p in problems]
-        starts = _offsets(listed)
-        blocks = take(buffers, "packed", (int(starts[-1]),), np.int64)
-        if each is None:
-            np.concatenate(listed, out=blocks)
-        else:
-            for first in range(0, len(listed), chunk):
-                last = min(first + chunk, len(listed))
-                np.concatenate(listed[first:last], out=blocks[starts[first]:starts[last]])
-                each(blocks, starts, first, last)
-        return cls(blocks, starts, blocks[starts[:-1, None] + np.arange(3)])
+    def read(cls, problems: Sequence[Problem]) -> "PackedBatch":
+        """The blocks of `problems`: their addresses and sizes, no copy of their arrays."""
+        addresses = np.fromiter((p.packed_address for p in problems), np.int64, len(problems))
+        return cls(problems, addresses, numba_batch_graph.block_sizes(addresses))
 
     def check_fit(self, num_tasks: int, num_procs: int, num_edges: int | None = None) -> None:
         """Raises ValueError naming the first problem with more tasks, processors or edges than given."""
@@ -155,7 +137,7 @@ class PackedBatch(NamedTuple):
         flat = FlatBatch(task_offsets, np.ascontiguousarray(procs), edge_offsets, np.empty(row_offsets[-1]),
                          *(np.empty(edge_offsets[-1], kind) for kind in (np.int64, np.int64, np.float64)),
                          np.empty(task_offsets[-1], np.int64))
-        numba_batch_graph.unpack(self.blocks, self.starts, *flat)
+        numba_batch_graph.unpack(self.addresses, *flat)
         return flat
 
 

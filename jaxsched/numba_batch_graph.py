@@ -25,6 +25,7 @@ Every index cast is non-negative by construction.
 from __future__ import annotations
 
 import numba
+import numba.extending
 import numpy as np
 from numba import uintp as _u
 
@@ -203,26 +204,53 @@ def pad_rows(task_off, procs, comp, padded):
             row += width
 
 
-@_jit
-def block_arrays(blocks, start):
-    """(tasks, procs, edges, comp raveled, data, src, dst, topo): the views of the `Problem.packed` block that
-    starts at `start` of `blocks` (`jaxsched.problem.packed_layout`'s layout, read in compiled code)."""
-    tasks, procs, edges = blocks[start], blocks[start + 1], blocks[start + 2]
-    cells = start + 3 + tasks * procs
-    return (tasks, procs, edges, blocks[start + 3:cells].view(np.float64), blocks[cells:cells + edges].view(np.float64),
-            blocks[cells + edges:cells + 2 * edges], blocks[cells + 2 * edges:cells + 3 * edges],
-            blocks[cells + 3 * edges:cells + 3 * edges + tasks])
+@numba.extending.intrinsic
+def _int64_pointer(typingctx, address):
+    """The int64 pointer at the integer `address` (compiled code only)."""
+    if not isinstance(address, numba.types.Integer):
+        return None
+    pointer = numba.types.CPointer(numba.types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(address), codegen
 
 
 @_jit
-def unpack(blocks, starts, task_off, procs, edge_off, comp, src, dst, data, topo):
-    """Writes every problem's arrays from its `Problem.packed` block (concatenated in `blocks`, problem b's
-    from starts[b]) at its place in the concatenated `comp`, `src`, `dst`, `data` and `topo` (`FlatBatch`:
-    `task_off`, `procs` and `edge_off` given)."""
+def block_arrays(addresses, b):
+    """(tasks, procs, edges, comp raveled, data, src, dst, topo): the views of problem b's `Problem.packed`
+    block, read in place at addresses[b] (`Problem.packed_address`; `jaxsched.problem.packed_layout`'s layout,
+    read in compiled code). The caller keeps the problems alive while it reads."""
+    pointer = _int64_pointer(addresses[b])
+    header = numba.carray(pointer, 3)
+    tasks, procs, edges = header[0], header[1], header[2]
+    cells = 3 + tasks * procs
+    block = numba.carray(pointer, cells + 3 * edges + tasks)
+    return (tasks, procs, edges, block[3:cells].view(np.float64), block[cells:cells + edges].view(np.float64),
+            block[cells + edges:cells + 2 * edges], block[cells + 2 * edges:cells + 3 * edges],
+            block[cells + 3 * edges:cells + 3 * edges + tasks])
+
+
+@_jit
+def block_sizes(addresses):
+    """[B, 3] each problem's tasks, processors and edges: its block's header (`block_arrays`)."""
+    sizes = np.empty((len(addresses), 3), np.int64)
+    for b in range(len(addresses)):
+        header = numba.carray(_int64_pointer(addresses[b]), 3)
+        sizes[b, 0], sizes[b, 1], sizes[b, 2] = header[0], header[1], header[2]
+    return sizes
+
+
+@_jit
+def unpack(addresses, task_off, procs, edge_off, comp, src, dst, data, topo):
+    """Writes every problem's arrays from its `Problem.packed` block (read in place, `block_arrays`) at its
+    place in the concatenated `comp`, `src`, `dst`, `data` and `topo` (`FlatBatch`: `task_off`, `procs` and
+    `edge_off` given)."""
     row = 0
     for b in range(len(procs)):
         t0, e0 = task_off[b], edge_off[b]
-        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(blocks, starts[b])
+        tasks, width, edges, comp_b, data_b, src_b, dst_b, topo_b = block_arrays(addresses, b)
         cells = tasks * width
         comp[row:row + cells] = comp_b
         data[e0:e0 + edges], src[e0:e0 + edges], dst[e0:e0 + edges] = data_b, src_b, dst_b

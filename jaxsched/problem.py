@@ -75,7 +75,9 @@ class Problem:
       proc_cores, proc_frequency, proc_memory: optional [P] processor features.
       packed: [3 + T * P + 3 * E + T] int64, set on construction: the sizes T, P, E, then `comp` (raveled)
         and `data` (as float64 bits), `src`, `dst` and `topological_order`, one block of which those five
-        are read-only views (`packed_layout`), so a batch reads each problem with one copy, not five.
+        are read-only views (`packed_layout`), so a batch's compiled passes read each problem in place.
+      packed_address: the address of `packed`'s first byte, set on construction (and on unpickling), so a
+        batch hands its problems to compiled code as one array of addresses (`numba_batch_graph.block_arrays`).
 
     Raises ValueError on construction for wrong shapes, negative/NaN/inf costs, a NaN, negative, zero or
     -inf bandwidth, edge indices out of range, self loops, duplicate edges and cycles (naming one cycle).
@@ -144,6 +146,7 @@ class Problem:
                 length = num_tasks if name.startswith("task_") else num_procs
                 set_(name, _as_float_array(name, value, (length,)))
         set_("packed", _packed(self.comp, self.data, src, dst, self.topological_order))  # raises on cycles
+        set_("packed_address", self.packed.ctypes.data)
         layout = packed_layout(self.packed)
         set_("comp", layout["comp"].reshape(num_tasks, num_procs))
         for name in ("data", "src", "dst"):
@@ -153,6 +156,14 @@ class Problem:
             horizon = self.arrival.max() + self.comp.max(axis=1).sum() + self.data.sum() * self.inverse_bandwidth.max()
         if not np.isfinite(horizon):
             raise ValueError("times of this problem (release times plus costs plus transfers) overflow float64")
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "packed_address"}
+
+    def __setstate__(self, state: dict) -> None:
+        """An unpickled problem's block lies elsewhere: its address is taken again."""
+        self.__dict__.update(state)
+        self.__dict__["packed_address"] = self.packed.ctypes.data
 
     @property
     def num_tasks(self) -> int:

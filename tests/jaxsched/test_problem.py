@@ -1,3 +1,5 @@
+import copy as copy_module
+import gc
 import pickle
 import re
 
@@ -5,6 +7,7 @@ import numpy as np
 import pytest
 
 from jaxsched import Problem, Schedule, load_problem, load_schedule, save_problem, save_schedule
+from jaxsched.batch_graph import PackedBatch
 from jaxsched.jax import schedule_batch
 from tests.jaxsched.problems import random_problem
 
@@ -152,14 +155,39 @@ def test_packed_block_holds_every_array_the_batch_reads():
         assert np.shares_memory(array, block) and not array.flags.writeable
 
 
+def test_the_compiled_reader_reads_each_block_in_place():
+    """`PackedBatch.read` hands the blocks to compiled code by address: the sizes and the arrays it reads back
+    are the hand-worked problem's and a second one's, in batch order."""
+    first = Problem(comp=[[1.5, 2.0], [3.0, 0.25], [4.0, 5.0]], src=[2, 0], dst=[1, 1], data=[7.0, 0.5])
+    second = Problem(comp=[[9.0]], src=[], dst=[], data=[])
+    packed = PackedBatch.read([first, second])
+    np.testing.assert_array_equal(packed.addresses, [first.packed.ctypes.data, second.packed.ctypes.data])
+    np.testing.assert_array_equal(packed.sizes, [[3, 2, 2], [1, 1, 0]])
+    flat = packed.flat()
+    np.testing.assert_array_equal(flat.comp, [1.5, 2.0, 3.0, 0.25, 4.0, 5.0, 9.0])
+    np.testing.assert_array_equal(flat.data, [7.0, 0.5])
+    np.testing.assert_array_equal(flat.src, [2, 0])
+    np.testing.assert_array_equal(flat.dst, [1, 1])
+    np.testing.assert_array_equal(flat.topo, [0, 2, 1, 0])
+    np.testing.assert_array_equal(flat.task_offsets, [0, 3, 4])
+    np.testing.assert_array_equal(flat.edge_offsets, [0, 2, 2])
+
+
 def test_a_pickled_problem_schedules_as_the_original():
-    """A pickled problem's arrays come back as copies beside its block: equal values, so equal schedules."""
+    """A pickled or copied problem's arrays come back as copies beside its block, and its block's address is
+    its own: the copies schedule as the originals did once those are gone (a stale address would read freed
+    memory)."""
     problems = [random_problem(s, 9, 3, bandwidth=s % 2 == 0) for s in range(4)]
     copies = pickle.loads(pickle.dumps(problems))
     for problem, copy in zip(problems, copies):
         np.testing.assert_array_equal(problem.packed, copy.packed)
         np.testing.assert_array_equal(problem.comp, copy.comp)
+        assert copy.packed_address == copy.packed.ctypes.data != problem.packed_address
+    deep = copy_module.deepcopy(problems[0])
+    assert deep.packed_address == deep.packed.ctypes.data
+    want = {name: [np.asarray(a) for a in schedule_batch(problems, name)] for name in ("HEFT", "CPOP")}
+    del problems, deep
+    gc.collect()
     for name in ("HEFT", "CPOP"):
-        want, got = schedule_batch(problems, name), schedule_batch(copies, name)
-        for a, b in zip(want, got):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(want[name], schedule_batch(copies, name)):
+            np.testing.assert_array_equal(a, np.asarray(b))
