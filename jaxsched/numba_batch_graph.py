@@ -237,8 +237,7 @@ def block_sizes(addresses):
     """[B, 3] each problem's tasks, processors and edges: its block's header (`block_arrays`)."""
     sizes = np.empty((len(addresses), 3), np.int64)
     for b in range(len(addresses)):
-        header = numba.carray(_int64_pointer(addresses[b]), 3)
-        sizes[b, 0], sizes[b, 1], sizes[b, 2] = header[0], header[1], header[2]
+        sizes[b, 0], sizes[b, 1], sizes[b, 2] = block_arrays(addresses, b)[:3]
     return sizes
 
 
