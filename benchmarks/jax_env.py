@@ -5,7 +5,7 @@
     python benchmarks/jax_env.py --floor --models resnet18,bert   # and the floor a faster matching cannot pass
     python benchmarks/jax_env.py --profile --models resnet18   # where a vmapped step spends its time
     python benchmarks/jax_env.py --profile --models resnet18,bert --backend taso,xla,onnxruntime --pieces step,cost
-    python benchmarks/jax_env.py --full-table --models resnet18 [--doubled] [--matcher by-ops,by-plan]
+    python benchmarks/jax_env.py --full-table --models resnet18 [--doubled] [--matcher by-ops,by-plan] [--root-cut 8]
 
 Both run a uniformly random agent over valid rewrites (the NO-OP only when none is left) with the rule
 subset JaxEnv implements (`JAX_RULES`), on the same full-size graphs, resetting an environment when its
@@ -89,7 +89,7 @@ def make_rollout(env: JaxEnv, num_steps: int, observe: bool):
 
 
 def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool = True, chunk: int = 0,
-                      opt_level: int | None = None):
+                      opt_level: int | None = None, root_cut: int = 0):
     """(timer, compilation): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
     `repeats` times and returns their steps/s (median); compile_s (wall seconds of tracing, lowering and compiling),
     compile_cpu_s (the process's CPU seconds of the same: on a shared machine the work, where wall seconds wait),
@@ -98,12 +98,17 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     instructions (of the lowered StableHLO program). With `chunk`, the environments run as groups of `chunk` vmapped
     environments one after another (`lax.map`) in the same program: a group's state stays in the CPU's caches for
     its whole rollout. `opt_level`: XLA's backend optimisation level (`xla_backend_optimization_level`, the LLVM
-    passes that take most of a CPU compilation; default XLA's own)."""
+    passes that take most of a CPU compilation; default XLA's own). `root_cut` (a bound, not an environment): after
+    `params()`, every root list of the rollout's steps is cut to its first `root_cut` slots, so each step matches the
+    rules at that many roots per op (and offers no rewrite that would grow a cut list): what matching only the roots
+    around the last rewrite could at best cost."""
     groups = num_envs // chunk if chunk else 1
     shape = (groups, num_envs // groups) if chunk else (num_envs,)
     start, cpu = time.perf_counter(), time.process_time()
     params = jax.block_until_ready(env.params())
     made = {"params_s": time.perf_counter() - start, "params_cpu_s": time.process_time() - cpu}
+    if root_cut:
+        env.root_capacity = {op: min(size, root_cut) for op, size in env.root_capacity.items()}
     batched = jax.tree.map(lambda leaf: jnp.broadcast_to(leaf, (*shape, *leaf.shape)), params)
     vmapped = jax.vmap(make_rollout(env, num_steps, observe))
     run = jax.jit((lambda keys, p: jax.lax.map(lambda pair: vmapped(*pair), (keys, p))) if chunk else vmapped)
@@ -163,22 +168,25 @@ def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str |
 
 
 def full_table_rows(name: str, num_envs: int, steps: int, repeats: int, max_locations: int, cost_model: Roofline,
-                    matchers: list[str], doubled: bool, rounds: int = 2, opt_level: int | None = None) -> list[dict]:
+                    matchers: list[str], doubled: bool, rounds: int = 2, opt_level: int | None = None,
+                    root_cut: int = 0) -> list[dict]:
     """Rows (model, table, matcher, xfers, matched, groups, compile_s, compile_cpu_s, instructions, steps_per_s,
     over_hand) of `--full-table`: every environment compiled once, then timed in `rounds` alternated rounds (a
-    change of load weighs on all)."""
+    change of load weighs on all). With `root_cut`, also TASO's table with each matcher and its root lists cut to
+    `root_cut` slots (`compiled_rollouts`): a bound, table "taso, roots cut"."""
     graph = MODELS[name]()
-    setups = [("hand", "-")] + [(table, m) for table in ("taso", "doubled")[:1 + doubled] for m in matchers]
+    setups = [("hand", "-", 0)] + [(table, m, 0) for table in ("taso", "doubled")[:1 + doubled] for m in matchers]
+    setups += [("taso", m, root_cut) for m in matchers] if root_cut else []
     rows, timers = [], []
-    for table, matcher in setups:
+    for table, matcher, cut in setups:
         env = JaxEnv(graph, max_locations=max_locations, cost_model=cost_model, rules=table_rules(table),
                      matcher=None if matcher == "-" else matcher)
-        timer, first = compiled_rollouts(env, num_envs, steps, opt_level=opt_level)
+        timer, first = compiled_rollouts(env, num_envs, steps, opt_level=opt_level, root_cut=cut)
         matched = sum(r.family != DATA_FAMILY for r in env.rules) + (
             sum(len(rows) for _, _, rows in env.data_rules.groups) if env.data_rules else 0)
-        rows.append(dict(model=name, table=table, matcher=env.matcher if env.data_rules else "-",
-                         xfers=env.num_xfers, matched=matched, groups=len(env.data_rules.groups) if env.data_rules
-                         else 0, **first))
+        rows.append(dict(model=name, table=f"{table}, roots cut to {cut}" if cut else table,
+                         matcher=env.matcher if env.data_rules else "-", xfers=env.num_xfers, matched=matched,
+                         groups=len(env.data_rules.groups) if env.data_rules else 0, **first))
         timers.append(timer)
     rates = np.array([[timer(repeats, seed=1 + r * repeats) for timer in timers] for r in range(rounds)])
     for row, rate, over in zip(rows, rates.mean(0), (rates / rates[:, :1]).mean(0)):
@@ -278,6 +286,9 @@ def main() -> None:
     parser.add_argument("--matcher", default="",
                         help=f"with --full-table, the data rules' matchers, comma-separated ({', '.join(MATCHERS)}; "
                              "default: the backend's)")
+    parser.add_argument("--root-cut", type=int, default=0,
+                        help="with --full-table, also TASO's table with every root list cut to this many slots (a "
+                             "bound: matching only the roots around the last rewrite)")
     parser.add_argument("--opt-level", type=int, default=None,
                         help="with --full-table, XLA's backend optimisation level (0-3; default XLA's)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
@@ -286,10 +297,10 @@ def main() -> None:
     backends = [b for b in args.backend.split(",") if b]
     pieces = tuple(p for p in args.pieces.split(",") if p)
     unknown = sorted((set(names) - set(MODELS)) | (set(backends) - set(BACKENDS)) | (set(pieces) - set(PIECES)))
-    if unknown or not backends or min(args.num_envs, args.steps, args.repeats) < 1 or args.chunk < 0 or (
-            args.chunk and args.num_envs % args.chunk):
+    if unknown or not backends or min(args.num_envs, args.steps, args.repeats) < 1 or min(
+            args.chunk, args.root_cut) < 0 or (args.chunk and args.num_envs % args.chunk):
         parser.exit(2, f"jax_env: unknown models, backends or pieces {unknown}, no backend, non-positive sizes, or "
-                       f"a chunk that does not divide --num-envs\n")
+                       f"a chunk that does not divide --num-envs, or a negative --root-cut\n")
     if len(backends) > 1 and not args.profile:
         parser.exit(2, "jax_env: several backends only with --profile\n")
     matchers = [m for m in args.matcher.split(",") if m] or [default_matcher()]
@@ -317,8 +328,8 @@ def main() -> None:
         rows = []
         for name in names:
             rows += full_table_rows(name, args.num_envs, args.steps, args.repeats, args.max_locations, models[0],
-                                    matchers, args.doubled, opt_level=args.opt_level)
-            for r in rows[-(1 + len(matchers) * (1 + args.doubled)):]:
+                                    matchers, args.doubled, opt_level=args.opt_level, root_cut=args.root_cut)
+            for r in rows[-(1 + len(matchers) * (1 + args.doubled + bool(args.root_cut))):]:
                 print(f"| {r['model']} | {r['table']} | {r['matcher']} | {r['xfers']} ({r['matched']}) | "
                       f"{r['groups']} | {r['instructions']:,} | {r['compile_s']:.0f} | {r['compile_cpu_s']:.0f} | "
                       f"{r['params_cpu_s']:.0f} | "

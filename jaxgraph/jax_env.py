@@ -42,7 +42,7 @@ from jaxgraph.graph import Graph
 from jaxgraph.graph_codec import GraphCodec
 from jaxgraph.jax_cost import SPARE_PASSES, CostParams, node_costs
 from jaxgraph.jax_edits import apply_edit, sweep
-from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, slot_view, tensors
+from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, slot_view, stack_rows, tensors
 from jaxgraph.jax_match import MATCHERS, PatternTable, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
@@ -217,8 +217,15 @@ class JaxEnv:
                                        self.matcher, self.max_location_size) if data else None
         self.max_readers = (max(4, max(_max_readers(g) for g in self.instances)) if max_readers is None
                             else integer("max_readers", max_readers, 1))
-        position = [x for xfers in grouped for x in xfers] + data
-        self._xfer_rows = np.array([position.index(x) for x in range(len(self.rules))], np.int32)
+        # where each xfer's locations come from: (piece, row) of `_locations`' pieces, a family's then a data group's
+        families = len(self._families)
+        self._picks = [None] * len(self.rules)
+        for f, xfers in enumerate(grouped):
+            for row, x in enumerate(xfers):
+                self._picks[x] = (f, row)
+        for row, x in enumerate(data):
+            pick = self.data_rules.picks[row]
+            self._picks[x] = None if pick is None else (families + pick[0], pick[1])
         # root lists: one per root op of the rules, each with its static length N_op
         self._roots = tuple(dict.fromkeys([JAX_RULE_FAMILIES[f].root for f in self._families]
                                           + list(self.data_rules.roots if data else ())))
@@ -385,14 +392,15 @@ class JaxEnv:
             members.append(rows)
         if self.data_rules is not None:
             found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m)
-            masks.append(found)
-            members.append(rows)
-        order = jnp.asarray(self._xfer_rows)
-        location_mask, location_nodes = jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
+            masks += found
+            members += rows
+        location_mask = stack_rows(masks, self._picks, jnp.zeros(big_l, bool))
+        location_nodes = stack_rows(members, self._picks, jnp.full((big_l, big_m), capacity, jnp.int32))
         free_nodes = capacity - g.alive.sum()
         free_edges = self.edge_capacity - g.num_inputs.sum()
         growth = jnp.asarray(self._growth)
-        free_roots = jnp.stack([self.root_capacity[op] - (lists[op] < capacity).sum() for op in self._roots])
+        free_roots = jnp.stack([self.root_capacity[op] - (lists[op] < capacity).sum() for op in self._roots]
+                               ) if self._roots else jnp.zeros(0, jnp.int32)  # no roots: every data rule pruned
         room = ((free_nodes >= growth[:, 0]) & (free_edges >= growth[:, 1])
                 & (free_roots[None, :] >= jnp.asarray(self._root_growth)).all(axis=1))
         xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])

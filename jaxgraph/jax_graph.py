@@ -229,6 +229,24 @@ def first_true(found: jax.Array, size: int) -> jax.Array:
     return jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
 
 
+def stack_rows(pieces: Sequence[jax.Array], picks: Sequence[tuple[int, int] | None], fill: jax.Array) -> jax.Array:
+    """[len(picks), ...]: row `picks[i] = (piece, row)` of `pieces` (arrays [rows, ...] of `fill`'s shape and dtype),
+    or the row `fill` where a pick is None, by one concatenation of static slices: consecutive rows of one piece are
+    one slice, consecutive fills one constant. Concatenating the pieces and then gathering by a constant order would
+    copy every row twice more (under vmap on CPU, through a transposed layout)."""
+    runs: list[list] = []  # [piece or None, first row, rows]
+    for pick in picks:
+        last = runs[-1] if runs else None
+        if last is not None and (pick is None) == (last[0] is None) and (
+                pick is None or (pick[0] == last[0] and pick[1] == last[1] + last[2])):
+            last[2] += 1
+        else:
+            runs.append([None, 0, 1] if pick is None else [pick[0], pick[1], 1])
+    parts = [jnp.broadcast_to(fill, (rows, *fill.shape)) if piece is None else pieces[piece][start:start + rows]
+             for piece, start, rows in runs]
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+
+
 def clear_slots(g: GraphState, dead: jax.Array) -> GraphState:
     """Free the slots in `dead` [C]."""
     capacity = g.op.shape[0]

@@ -240,25 +240,31 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
     return valid, jnp.pad(rows, ((0, 0), (0, location_size - m)), constant_values=capacity)
 
 
-def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
-                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int
-                ) -> tuple[jax.Array, jax.Array]:
-    """`match_rule` for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped over the
-    distinct rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and
-    root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots`
-    [P, N]. Masks [P, L], slots [P, L, size]."""
+def distinct_rows(rows: LoweredPatterns, kinds: tuple[str, ...] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct, inverse): the first of each set of identical rows of `rows` [P, ...] (with their plan codes `kinds`
+    [P, M - 1] when padded), increasing, and for every row the position of its own among them: a rule listed twice
+    under two xfer ids is matched once."""
     padded = not isinstance(kinds, tuple)
     keys = [b"".join(a[i].tobytes() for a in rows) + (kinds[i].tobytes() if padded else b"")
             for i in range(len(rows.size))]
     first = {key: i for i, key in reversed(list(enumerate(keys)))}
     distinct = sorted(first.values())
-    inverse = np.array([distinct.index(first[key]) for key in keys])
-    rows = LoweredPatterns(*(a[distinct] for a in rows))
+    return np.array(distinct, np.int32), np.array([distinct.index(first[key]) for key in keys], np.int32)
+
+
+def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
+                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int
+                ) -> tuple[jax.Array, jax.Array]:
+    """`match_rule` for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped over the rows,
+    the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and root slots
+    `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots` [P, N].
+    Masks [P, L], slots [P, L, size]."""
+    padded = not isinstance(kinds, tuple)
     fixed = {name: a[0] for name, a in rows._asdict().items() if (a == a[:1]).all()}
     varying = {name: jnp.asarray(a) for name, a in rows._asdict().items() if name not in fixed}
     digits = 0
     if padded:  # the plan's kinds traced as data, and the roots of each rule's own root op
-        varying.update(kinds=jnp.asarray(kinds[distinct]), roots=roots[np.array(distinct)])
+        varying.update(kinds=jnp.asarray(kinds), roots=roots)
         digits = int(np.isin(kinds, [STEP_KINDS.index("consumer"), STEP_KINDS.index("external")]).sum(1).max())
 
     def one(traced):
@@ -267,8 +273,7 @@ def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Ar
         return match_rule(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
                           location_size, digits=digits)
 
-    found, nodes = jax.vmap(one)(varying) if varying else (x[None] for x in one({}))
-    return found[inverse], nodes[inverse]
+    return jax.vmap(one)(varying) if varying else tuple(x[None] for x in one({}))
 
 
 class PatternTable:
@@ -303,15 +308,22 @@ class PatternTable:
                        "by-plan": plans[i], "padded": ("", ()), "by-width": ("", (), width)}[matcher]
                 groups.setdefault(key, []).append(i)
         self.groups = tuple((key[0], key[1], np.array(rows, np.int32)) for key, rows in groups.items())
-        matched = [i for _, _, rows in self.groups for i in rows]
-        pruned = sorted(set(range(len(self.patterns))) - set(matched))
-        self._order = np.argsort(np.array(matched + pruned))
         self.roots = tuple(dict.fromkeys(root for root, _ in plans.values()))
         # `padded`: each matched rule's root (its index in `roots`) and its steps' codes, plans padded to the largest
         steps = max((len(kinds) for _, kinds in plans.values()), default=0)
         self._root_index = {i: self.roots.index(root) for i, (root, _) in plans.items()}
-        self._step_codes = {i: [STEP_KINDS.index(k) for k in kinds] + [len(STEP_KINDS)] * (steps - len(kinds))
-                            for i, (_, kinds) in plans.items()}
+        step_codes = {i: [STEP_KINDS.index(k) for k in kinds] + [len(STEP_KINDS)] * (steps - len(kinds))
+                      for i, (_, kinds) in plans.items()}
+        # each group matched once per distinct row: its plan (step names, or padded codes [D, M - 1]) and rules [D]
+        self._matched: list[tuple[tuple[str, ...] | np.ndarray, np.ndarray]] = []
+        self.picks: list[tuple[int, int] | None] = [None] * len(self.patterns)  # (group, row) of `locations`
+        for index, (_, kinds, rows) in enumerate(self.groups):
+            if matcher in PADDED:
+                kinds = np.array([step_codes[int(i)] for i in rows], np.int32).reshape(len(rows), -1)
+            distinct, inverse = distinct_rows(LoweredPatterns(*(a[rows] for a in self.lowered)), kinds)
+            self._matched.append((kinds[distinct] if matcher in PADDED else kinds, rows[distinct]))
+            for i, row in zip(rows, inverse):
+                self.picks[i] = (index, int(row))
 
     def growth(self, i: int) -> dict[str, int]:
         """Ops of which a rewrite of rule `i` leaves more nodes than it found, and how many more."""
@@ -319,29 +331,25 @@ class PatternTable:
         return {op: count - found[op] for op, count in made.items() if count > found[op]}
 
     def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
-                  max_locations: int, location_size: int) -> tuple[jax.Array, jax.Array]:
-        """Location mask [P, L] and slots [P, L, location_size] of every rule, in table order (pruned rules: none).
+                  max_locations: int, location_size: int) -> tuple[list[jax.Array], list[jax.Array]]:
+        """Location masks [D, L] and slots [D, L, location_size] of each group's distinct rules: rule i's are row
+        `picks[i]` of them (None: a pruned rule, no location), which `jax_graph.stack_rows` lays in table order.
         `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`."""
+        if not self.groups:
+            return [], []
         capacity = g.op.shape[0]
+        facts, table = slot_facts(g, reads), reader_table(g, max_readers)
+        size = max(lists[op].shape[0] for op in self.roots)  # padded plans: every root list, to the longest
+        stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
+                           for op in self.roots]) if self.matcher in PADDED else None
         masks, members = [], []
-        if self.groups:
-            facts, table = slot_facts(g, reads), reader_table(g, max_readers)
-            size = max(lists[op].shape[0] for op in self.roots)  # padded plans: every root list, to the longest
-            stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
-                               for op in self.roots]) if self.matcher in PADDED else None
-            for root, kinds, rows in self.groups:
-                at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
-                if stack is not None:  # each rule's own root list and step codes
-                    kinds = np.array([self._step_codes[int(i)] for i in rows], np.int32).reshape(len(rows), -1)
-                found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)),
-                                           kinds, max_locations, location_size)
-                masks.append(found)
-                members.append(nodes)
-        pruned = len(self.patterns) - sum(len(rows) for _, _, rows in self.groups)
-        masks.append(jnp.zeros((pruned, max_locations), bool))
-        members.append(jnp.full((pruned, max_locations, location_size), capacity, jnp.int32))
-        order = jnp.asarray(self._order)
-        return jnp.concatenate(masks)[order], jnp.concatenate(members)[order]
+        for (root, _, _), (kinds, rows) in zip(self.groups, self._matched):
+            at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
+            found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)), kinds,
+                                       max_locations, location_size)
+            masks.append(found)
+            members.append(nodes)
+        return masks, members
 
     def build(self, g: GraphState, location: jax.Array, index: jax.Array) -> Edit:
         """The rewrite of rule `index` (traced) at `location`."""

@@ -134,6 +134,24 @@ def test_rules_are_pruned_only_where_their_ops_never_appear():
         env.encode(c.build({"y": c.add("mul", [y, y])}))
 
 
+def test_an_environment_whose_every_rule_is_pruned_offers_the_no_op_alone():
+    """Data rules that all need a matmul, on a graph of adds: every rule pruned, nothing to match. Env finds no
+    location either; the jitted environment resets and steps with only the NO-OP offered, and it terminates."""
+    rules = [r for r in taso_rules() if r.family == DATA_FAMILY and "matmul" in {o.op for o in r.pattern.src}][:3]
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    graph = b.build({"y": b.add("add", [b.add("add", [x, x]), x])})
+    assert not any(rule.find(graph) for rule in rules)
+    env = JaxEnv(graph, rules=rules)
+    assert all(pick is None for pick in env.data_rules.picks)
+    params = env.params()
+    state, _ = jit(env.reset)(jax.random.key(0), params)
+    np.testing.assert_array_equal(np.asarray(state.xfer_mask), [False] * len(rules) + [True])
+    assert not np.asarray(state.location_mask).any() and (np.asarray(state.location_nodes) == env.node_capacity).all()
+    _, timestep = jit(env.step)(jax.random.key(1), state, jnp.array([len(rules), 0], jnp.int32), params)
+    assert float(timestep.discount) == 0.0  # terminated
+
+
 def test_hand_families_declare_every_op_their_rewrites_make():
     """`JaxRule.makes` (which the pruning trusts) against the nodes Env's hand rules add on random graphs."""
     seen = set()

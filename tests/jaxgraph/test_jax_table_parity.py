@@ -38,6 +38,7 @@ def table(request):
     smallest program; the CPU default's compilation is most of a minute, the slow tests run it). `matched`: the hand
     rules and the data rules that match the graphs plus six that do not (`_matched_rules`), a third less to compile;
     `full`: TASO_RULES whole (the slow selection)."""
+    chex.clear_trace_counter()  # a freed env's bound methods may hash as this one's
     graphs = _planted(8)
     rules = taso_rules() if request.param == "full" else _matched_rules(graphs)
     env = fitting_env(graphs, TASO, rules=rules, matcher="padded")
