@@ -86,6 +86,26 @@ def test_cloned_rules_add_data_not_program(matcher, clones, monkeypatch):
         assert sizes[1] <= (1 + SIZE_BOUND) * sizes[0] and traces[1] == traces[0] > 0
 
 
+@pytest.mark.parametrize("matcher", ["by-ops", "padded"])
+def test_a_cloned_rule_offers_its_originals_locations(matcher):
+    """Data rules that match a planted graph, then a clone of each under a new xfer id (matched once, its rows picked
+    from the original's): every clone's location mask and slots equal its original's, which are not empty."""
+    graph = planted_graphs(DATA_PATTERNS, 2)[1]
+    found = {}  # four rules with a location, each set of locations its own (Env's matcher)
+    for rule in taso_rules():
+        locations = rule.find(graph) if rule.family == DATA_FAMILY else None
+        if locations and len(found) < 4:
+            found.setdefault(repr(sorted(map(repr, locations))), rule)
+    base = list(found.values())
+    env = JaxEnv(graph, rules=cloned_rules(base, len(base)), matcher=matcher)
+    params = env.params()
+    mask, nodes = np.asarray(params.location_mask[0]), np.asarray(params.location_nodes[0])
+    assert len(base) == 4 and mask[:4].any(axis=1).all()
+    assert len({(m.tobytes(), n.tobytes()) for m, n in zip(mask[:4], nodes[:4])}) == 4  # a wrong pick would show
+    np.testing.assert_array_equal(mask[4:], mask[:4])
+    np.testing.assert_array_equal(nodes[4:], nodes[:4])
+
+
 def test_unknown_matcher_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown matcher 'fastest'"):
         JaxEnv(random_taso_graph(0), matcher="fastest")
