@@ -24,7 +24,9 @@ whole pattern (ops and constraints against `slot_facts`, the tensors each op rea
 interior tensors read only inside and not graph outputs, the hazards, and the target's shapes, `target_facts`).
 Locations are listed as `Env` lists them: roots in increasing slot order, then by the slots of the other source ops
 in pattern order; where a rule has more than L = `max_locations` candidates, only the first L that pass the
-structural checks get the shape checks.
+structural checks get the shape checks. Those rules are matched in rounds that end where the work does: a root list
+is mostly padding (its room for the nodes rewrites can make), so the structural checks run a few roots per round up
+to the list's last root, and the shape checks, the dearest, a few passes per round up to the last pass.
 """
 
 from __future__ import annotations
@@ -140,19 +142,11 @@ def _bind(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, r
     return jnp.stack(jnp.broadcast_arrays(*bound), axis=-1), live
 
 
-def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, shapes: bool = True) -> jax.Array:
-    """[...] whether each binding `slots` [..., M] is a location (`CompiledPattern._complete`'s conditions). A field
-    of `row` known at trace time traces only its own checks. Without `shapes`, the structure only: ops,
-    constraints, reads, interior tensors, externals (not hazards, not the target's shapes)."""
-    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
-    m = slots.shape[-1]
-    f = SlotFacts(*(a[slots] for a in facts))  # [..., M, ...]
-    ok = slots[..., 0] < capacity
-    plan = [slots[..., q] for q in range(m)]
-    codes = [f.code[..., q, p] for q in range(m) for p in range(ARITY)]  # input p of plan op q at q * ARITY + p
-    externals = [_either(r >= 0, pick(codes, r), facts.code[-1, 0]) for r in row.ext_reader]
-    readable = externals[::-1] + [slot * outputs for slot in plan]  # read code c at c + MAX_EXTERNALS
-    constant = [f.constant[..., q] for q in range(m)]
+def _structure(f: SlotFacts, row: LoweredPatterns, plan: list, codes: list, readable: list, ext_slot: list
+               ) -> jax.Array:
+    """`_accept`'s structural checks of the bindings `plan` (their slots' facts `f`, input codes `codes`, the codes
+    the pattern's reads may name `readable`, the externals' slots `ext_slot`)."""
+    m, ok = len(plan), True
     conv, concat = OP_ID["conv2d"], OP_ID["concat"]
     for q in range(m):  # a padded plan's ops past its size have no op, arity or constraint to check
         op = row.op[q]
@@ -172,11 +166,33 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
             ok &= unless(p >= row.arity[q], lambda: codes[q * ARITY + p] == pick(  # noqa: B023
                 readable, row.reads[q, p] + MAX_EXTERNALS))  # noqa: B023
         ok &= unless(~row.interior[q], lambda: (f.reads[..., q] == row.uses[q]) & ~f.output[..., q])  # noqa: B023
-    ext_slot = [jnp.minimum(code // outputs, capacity) for code in externals]
     for e in range(MAX_EXTERNALS):
         ok &= unless(row.ext_reader[e] < 0, lambda: functools.reduce(  # noqa: B023
             jnp.logical_and, [ext_slot[e] != slot for slot in plan]))  # noqa: B023
-    if not shapes:
+    return ok
+
+
+CHECKS = ("structure", "shapes")  # `_accept`'s two parts
+
+
+def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array,
+            checks: tuple[str, ...] = CHECKS) -> jax.Array:
+    """[...] whether each binding `slots` [..., M] is a location (`CompiledPattern._complete`'s conditions). A field
+    of `row` known at trace time traces only its own checks. `checks` names the parts checked: "structure" (ops,
+    constraints, reads, interior tensors, externals) and "shapes" (hazards and the target's shapes)."""
+    capacity, outputs = g.op.shape[0], g.shapes.shape[1]
+    m = slots.shape[-1]
+    f = SlotFacts(*(a[slots] for a in facts))  # [..., M, ...]
+    ok = slots[..., 0] < capacity
+    plan = [slots[..., q] for q in range(m)]
+    codes = [f.code[..., q, p] for q in range(m) for p in range(ARITY)]  # input p of plan op q at q * ARITY + p
+    externals = [_either(r >= 0, pick(codes, r), facts.code[-1, 0]) for r in row.ext_reader]
+    readable = externals[::-1] + [slot * outputs for slot in plan]  # read code c at c + MAX_EXTERNALS
+    constant = [f.constant[..., q] for q in range(m)]
+    ext_slot = [jnp.minimum(code // outputs, capacity) for code in externals]
+    if "structure" in checks:
+        ok &= _structure(f, row, plan, codes, readable, ext_slot)
+    if "shapes" not in checks:
         return ok
     for h in range(MAX_HAZARDS):
         k, e = row.hazard[h, 0], row.hazard[h, 1]
@@ -198,17 +214,16 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
     return ok
 
 
-def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0
-               ) -> tuple[jax.Array, jax.Array]:
-    """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps, or
-    their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root slots
-    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C."""
+def _candidates(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
+                kinds: tuple[str, ...] | jax.Array, digits: int, checks: tuple[str, ...]
+                ) -> tuple[jax.Array, jax.Array]:
+    """Every candidate binding at roots `roots` [N] in location order (roots increasing, within a root as `Env`
+    lists them): whether it passes `_accept`'s `checks` [N * W] and its slots [N * W, 2M], the plan
+    ops' in plan order, then in location order."""
     capacity = g.op.shape[0]
     m = len(kinds) + 1
     slots, live = _bind(g, facts, table, roots, row, kinds, digits)  # [N, W, M], [N, W]
-    many = slots[..., 0].size > max_locations  # then the shapes of the first L structural candidates only
-    ok = live & _accept(g, facts, row, slots, shapes=not many)
+    ok = live & _accept(g, facts, row, slots, checks)
     if isinstance(row.location, np.ndarray):
         location_order = np.argsort(np.where(row.location[:m] < 0, m, row.location[:m]))
         in_order = slots[..., location_order]
@@ -229,12 +244,82 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
         order = jnp.where(varying, order, jnp.arange(order.shape[1]))
         ok = jnp.take_along_axis(ok, order, axis=1)
         slots = jnp.take_along_axis(slots, order[..., None], axis=1)
-    ok, slots = ok.reshape(-1), slots.reshape(-1, 2 * m)
-    if many:
-        index = first_true(ok[None], max_locations)[0]
-        slots = slots[jnp.minimum(index, ok.shape[0] - 1)]
-        ok = (index < ok.shape[0]) & _accept(g, facts, row, slots[:, :m])
-    index = first_true(ok[None], max_locations)[0]
+    return ok.reshape(-1), slots.reshape(-1, 2 * m)
+
+
+ROOT_CHUNK = 8  # a long root list is matched this many roots per round, the rounds stopping past its last root
+SHAPE_BLOCK = 8  # the structural passes are checked for shapes this many per round, up to the last of them
+
+
+def _shape_checked(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, found: jax.Array
+                   ) -> jax.Array:
+    """[P] which of the structural passes `slots` [P, M] (the first `found`, the rest unset) are locations: `_accept`'s
+    shape checks on `SHAPE_BLOCK` of them per round, the rounds ending at the last pass (there are most often
+    a few, and the target's shapes are the dearest checks)."""
+    size = slots.shape[0]
+    rounds = -(-size // SHAPE_BLOCK)
+    padded = jnp.pad(slots, ((0, rounds * SHAPE_BLOCK - size), (0, 0)), constant_values=g.op.shape[0])
+
+    def round_(carry):
+        done, ok = carry
+        first = done * SHAPE_BLOCK
+        block = jax.lax.dynamic_slice_in_dim(padded, first, SHAPE_BLOCK)
+        passed = (first + jnp.arange(SHAPE_BLOCK) < found) & _accept(g, facts, row, block, ("shapes",))
+        return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, passed, first, 0)
+
+    _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < found, round_,
+                               (jnp.int32(0), jnp.zeros(rounds * SHAPE_BLOCK, bool)))
+    return ok[:size]
+
+
+def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
+               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0
+               ) -> tuple[jax.Array, jax.Array]:
+    """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps, or
+    their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root slots
+    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C.
+
+    A rule of a few candidates (at most `SHAPE_BLOCK`) has every one checked whole. Otherwise the first L that pass
+    the structural checks are collected, `ROOT_CHUNK` roots per round of a loop that ends at the list's last root (a
+    list is mostly padding where a rewrite can grow it: the rounds past its roots are not run), and only those are
+    checked for shapes (`_shape_checked`): where there are at most L candidates, all that pass, as checking each
+    whole would find."""
+    capacity, big_l = g.op.shape[0], max_locations
+    m, n = len(kinds) + 1, roots.shape[0]
+    named = isinstance(kinds, tuple)
+    width = table.shape[1] ** (sum(kind != "producer" for kind in kinds) if named else digits)
+    if n * width <= SHAPE_BLOCK:
+        ok, slots = _candidates(g, facts, table, roots, row, kinds, digits, CHECKS)
+    else:
+        size = min(big_l, n * width)  # the structural passes kept
+
+        def collect(at):  # the first `size` structural passes at roots `at`, and how many there are
+            passes, rows = _candidates(g, facts, table, at, row, kinds, digits, ("structure",))
+            index = first_true(passes[None], size)[0]
+            return (index < passes.shape[0]).sum(), rows[jnp.minimum(index, passes.shape[0] - 1)]
+
+        if n <= ROOT_CHUNK:
+            found, slots = collect(roots)
+        else:
+            rounds = -(-n // ROOT_CHUNK)
+            padded = jnp.pad(roots, (0, rounds * ROOT_CHUNK - n), constant_values=capacity)
+            last = (roots < capacity).sum()
+            position = jnp.arange(size)
+
+            def more(carry):
+                done, found, _ = carry
+                return (done < rounds) & (done * ROOT_CHUNK < last) & (found < size)
+
+            def round_(carry):  # append this round's passes after those found so far
+                done, found, slots = carry
+                new, rows = collect(jax.lax.dynamic_slice(padded, (done * ROOT_CHUNK,), (ROOT_CHUNK,)))
+                slots = jnp.where((position >= found)[:, None], rows[jnp.clip(position - found, 0, size - 1)], slots)
+                return done + 1, jnp.minimum(found + new, size), slots
+
+            _, found, slots = jax.lax.while_loop(more, round_, (jnp.int32(0), jnp.int32(0),
+                                                                jnp.full((size, 2 * m), capacity, roots.dtype)))
+        ok = _shape_checked(g, facts, row, slots[:, :m], found)
+    index = first_true(ok[None], big_l)[0]
     valid = index < ok.shape[0]
     rows = jnp.where(valid[:, None], slots[jnp.minimum(index, ok.shape[0] - 1), m:], capacity)
     return valid, jnp.pad(rows, ((0, 0), (0, location_size - m)), constant_values=capacity)

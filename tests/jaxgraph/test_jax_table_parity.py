@@ -5,6 +5,7 @@ do not), in the slow one the whole table under every matcher."""
 import chex
 import pytest
 
+from jaxgraph import jax_match
 from jaxgraph.backends import TASO
 from jaxgraph.parity import fitting_env, replay_parity
 from jaxgraph.patterns import DATA_FAMILY, taso_rules
@@ -81,3 +82,20 @@ def test_full_table_parity_target():
         assert [m for r in reports for m in r.mismatches] == []
         steps += sum(r.steps for r in reports)
     assert steps >= 1000
+
+
+@pytest.mark.parametrize("root_chunk, shape_block", [(2, 3), pytest.param(5, 1, marks=pytest.mark.slow)])
+def test_matching_in_short_rounds_equals_env_step_for_step(root_chunk, shape_block, monkeypatch):
+    """The data rules matched `root_chunk` roots per round and shape-checked `shape_block` passes per round (for
+    `jax_match.ROOT_CHUNK` and `SHAPE_BLOCK`) with L = 1 location, fewer than some rules have, so that rounds also
+    stop at the L-th structural pass: every state equal to Env's, step for step."""
+    monkeypatch.setattr(jax_match, "ROOT_CHUNK", root_chunk)
+    monkeypatch.setattr(jax_match, "SHAPE_BLOCK", shape_block)
+    graphs = _planted(3, 10)
+    rules = [r for r in _matched_rules(graphs, unmatched=2) if r.family == DATA_FAMILY]
+    assert max(max(len(r.find(g)) for r in rules) for g in graphs) > 1
+    env = fitting_env(graphs, TASO, max_locations=1, rules=rules, matcher="padded")
+    reset, step = jit(env.reset), jit(env.step)
+    reports = [replay_parity(env, reset, step, g, 3, seed) for seed, g in enumerate(graphs)]
+    assert [m for r in reports for m in r.mismatches] == []
+    assert sum(r.steps for r in reports) >= 40
