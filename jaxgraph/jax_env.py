@@ -27,6 +27,7 @@ Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import NamedTuple, Sequence
 
@@ -324,10 +325,12 @@ class JaxEnv:
     def _initial_locations(self, instances: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
         """`_locations` of every instance [N, ...], by a program of its own compiled once per instance count at
         XLA's lowest backend optimisation (it runs once per instance: the LLVM passes that level skips cost a
-        quarter of its compilation and would save microseconds)."""
+        quarter of its compilation and would save microseconds), its data rules matched without rounds
+        (`jax_match.match_rule`: the same locations from a program about half as long to compile)."""
         count = instances.op.shape[0]
         if count not in self._matchers:
-            self._matchers[count] = jax.jit(jax.vmap(self._locations)).lower(instances).compile(
+            match = functools.partial(self._locations, rounds=False)
+            self._matchers[count] = jax.jit(jax.vmap(match)).lower(instances).compile(
                 {"xla_backend_optimization_level": 0})
         return self._matchers[count](instances)
 
@@ -355,10 +358,11 @@ class JaxEnv:
             lists[op] = jnp.where(part // capacity == i, part % capacity, capacity).astype(jnp.int32)
         return lists
 
-    def _locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def _locations(self, g: GraphState, reads: jax.Array | None = None, rounds: bool = True
+                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
-        `tensor_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
-        parameters of its rules."""
+        `tensor_reads` where known; `rounds` as `jax_match.match_rule` takes it). Each family is matched once at the
+        slots of its root op, vmapped over the parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = slot_view(g, reads=reads)
         lists = self._root_lists(g)
@@ -391,7 +395,7 @@ class JaxEnv:
             masks.append(found)
             members.append(rows)
         if self.data_rules is not None:
-            found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m)
+            found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m, rounds)
             masks += found
             members += rows
         location_mask = stack_rows(masks, self._picks, jnp.zeros(big_l, bool))

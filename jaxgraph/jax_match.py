@@ -273,8 +273,8 @@ def _shape_checked(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots:
 
 
 def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0
-               ) -> tuple[jax.Array, jax.Array]:
+               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0,
+               rounds: bool = True) -> tuple[jax.Array, jax.Array]:
     """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps, or
     their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root slots
     `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C.
@@ -283,7 +283,8 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
     the structural checks are collected, `ROOT_CHUNK` roots per round of a loop that ends at the list's last root (a
     list is mostly padding where a rewrite can grow it: the rounds past its roots are not run), and only those are
     checked for shapes (`_shape_checked`): where there are at most L candidates, all that pass, as checking each
-    whole would find."""
+    whole would find. Without `rounds`, the same locations in one pass over every root and every structural pass: a
+    smaller program that does the work the rounds skip (`JaxEnv.params`, which runs once, compiles it)."""
     capacity, big_l = g.op.shape[0], max_locations
     m, n = len(kinds) + 1, roots.shape[0]
     named = isinstance(kinds, tuple)
@@ -298,7 +299,7 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
             index = first_true(passes[None], size)[0]
             return (index < passes.shape[0]).sum(), rows[jnp.minimum(index, passes.shape[0] - 1)]
 
-        if n <= ROOT_CHUNK:
+        if n <= ROOT_CHUNK or not rounds:
             found, slots = collect(roots)
         else:
             rounds = -(-n // ROOT_CHUNK)
@@ -318,7 +319,8 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
 
             _, found, slots = jax.lax.while_loop(more, round_, (jnp.int32(0), jnp.int32(0),
                                                                 jnp.full((size, 2 * m), capacity, roots.dtype)))
-        ok = _shape_checked(g, facts, row, slots[:, :m], found)
+        ok = (_shape_checked(g, facts, row, slots[:, :m], found) if rounds else
+              (jnp.arange(size) < found) & _accept(g, facts, row, slots[:, :m], ("shapes",)))
     index = first_true(ok[None], big_l)[0]
     valid = index < ok.shape[0]
     rows = jnp.where(valid[:, None], slots[jnp.minimum(index, ok.shape[0] - 1), m:], capacity)
@@ -338,12 +340,12 @@ def distinct_rows(rows: LoweredPatterns, kinds: tuple[str, ...] | np.ndarray) ->
 
 
 def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
-                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int
+                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int, rounds: bool = True
                 ) -> tuple[jax.Array, jax.Array]:
-    """`match_rule` for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped over the rows,
-    the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and root slots
-    `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots` [P, N].
-    Masks [P, L], slots [P, L, size]."""
+    """`match_rule` (with `rounds`) for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped
+    over the rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and
+    root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots`
+    [P, N]. Masks [P, L], slots [P, L, size]."""
     padded = not isinstance(kinds, tuple)
     fixed = {name: a[0] for name, a in rows._asdict().items() if (a == a[:1]).all()}
     varying = {name: jnp.asarray(a) for name, a in rows._asdict().items() if name not in fixed}
@@ -356,7 +358,7 @@ def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Ar
         traced = dict(traced)
         plan, at = traced.pop("kinds", kinds), traced.pop("roots", roots)
         return match_rule(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
-                          location_size, digits=digits)
+                          location_size, digits=digits, rounds=rounds)
 
     return jax.vmap(one)(varying) if varying else tuple(x[None] for x in one({}))
 
@@ -416,10 +418,11 @@ class PatternTable:
         return {op: count - found[op] for op, count in made.items() if count > found[op]}
 
     def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
-                  max_locations: int, location_size: int) -> tuple[list[jax.Array], list[jax.Array]]:
+                  max_locations: int, location_size: int, rounds: bool = True
+                  ) -> tuple[list[jax.Array], list[jax.Array]]:
         """Location masks [D, L] and slots [D, L, location_size] of each group's distinct rules: rule i's are row
         `picks[i]` of them (None: a pruned rule, no location), which `jax_graph.stack_rows` lays in table order.
-        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`."""
+        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`; `rounds` as `match_rule` takes it."""
         if not self.groups:
             return [], []
         capacity = g.op.shape[0]
@@ -431,7 +434,7 @@ class PatternTable:
         for (root, _, _), (kinds, rows) in zip(self.groups, self._matched):
             at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
             found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)), kinds,
-                                       max_locations, location_size)
+                                       max_locations, location_size, rounds)
             masks.append(found)
             members.append(nodes)
         return masks, members
