@@ -257,8 +257,8 @@ def _shape_checked(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots:
     shape checks on `SHAPE_BLOCK` of them per round, the rounds ending at the last pass (there are most often
     a few, and the target's shapes are the dearest checks)."""
     size = slots.shape[0]
-    rounds = -(-size // SHAPE_BLOCK)
-    padded = jnp.pad(slots, ((0, rounds * SHAPE_BLOCK - size), (0, 0)), constant_values=g.op.shape[0])
+    blocks = -(-size // SHAPE_BLOCK)
+    padded = jnp.pad(slots, ((0, blocks * SHAPE_BLOCK - size), (0, 0)), constant_values=g.op.shape[0])
 
     def round_(carry):
         done, ok = carry
@@ -268,7 +268,7 @@ def _shape_checked(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots:
         return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, passed, first, 0)
 
     _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < found, round_,
-                               (jnp.int32(0), jnp.zeros(rounds * SHAPE_BLOCK, bool)))
+                               (jnp.int32(0), jnp.zeros(blocks * SHAPE_BLOCK, bool)))
     return ok[:size]
 
 
@@ -302,14 +302,14 @@ def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Arr
         if n <= ROOT_CHUNK or not rounds:
             found, slots = collect(roots)
         else:
-            rounds = -(-n // ROOT_CHUNK)
-            padded = jnp.pad(roots, (0, rounds * ROOT_CHUNK - n), constant_values=capacity)
+            chunks = -(-n // ROOT_CHUNK)
+            padded = jnp.pad(roots, (0, chunks * ROOT_CHUNK - n), constant_values=capacity)
             last = (roots < capacity).sum()
             position = jnp.arange(size)
 
             def more(carry):
                 done, found, _ = carry
-                return (done < rounds) & (done * ROOT_CHUNK < last) & (found < size)
+                return (done < chunks) & (done * ROOT_CHUNK < last) & (found < size)
 
             def round_(carry):  # append this round's passes after those found so far
                 done, found, slots = carry
