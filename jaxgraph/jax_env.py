@@ -43,7 +43,7 @@ from jaxgraph.graph import Graph
 from jaxgraph.graph_codec import GraphCodec
 from jaxgraph.jax_cost import SPARE_PASSES, CostParams, node_costs
 from jaxgraph.jax_edits import apply_edit, sweep
-from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, slot_view, stack_rows, tensors
+from jaxgraph.jax_graph import OP_ID, GraphState, attr_code, first_true, materialized, slot_view, stack_rows, tensors
 from jaxgraph.jax_match import MATCHERS, PatternTable, default_matcher
 from jaxgraph.jax_rules import JAX_RULE_FAMILIES, JAX_RULES, sibling_table
 from jaxgraph.ops import ACTIVATIONS, OP_TYPES, OPS
@@ -460,7 +460,7 @@ class JaxEnv:
         # an invalid action commits an empty edit (cheaper than selecting between two whole graphs)
         edit = edit._replace(removed=jnp.where(valid, edit.removed, self.node_capacity),
                              present=edit.present & valid, old=jnp.where(valid, edit.old, -1))
-        graph, written = apply_edit(state.graph, edit)
+        graph, written = apply_edit(state.graph, materialized(edit))  # selected once, not per slot
         graph, reads = sweep(graph)
         costs = self._costs_after(graph, params, state.node_cost, written)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))

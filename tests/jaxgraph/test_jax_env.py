@@ -16,7 +16,7 @@ from jaxgraph.cost import node_cost
 from jaxgraph.graph import canonical_form
 from jaxgraph.jax_cost import CostParams, node_costs
 from jaxgraph.jax_env import JaxEnv
-from jaxgraph.jax_graph import first_true, stack_rows
+from jaxgraph.jax_graph import first_true, materialized, stack_rows
 from jaxgraph.jax_rules import JAX_RULES
 from jaxgraph.onnx_io import batch_one, load_onnx
 from jaxgraph.parity import replay_parity
@@ -75,6 +75,20 @@ def test_stack_rows_lays_the_picked_rows_in_order_by_slices_alone():
     np.testing.assert_array_equal(np.asarray(jit(jax.vmap(stack))(*batched))[1], table[index] + np.where(
         np.array([pick is None for pick in picks])[:, None, None], 0, 100))
     assert "gather" not in str(jax.make_jaxpr(jax.vmap(stack))(*batched))
+
+
+def test_materialized_values_are_unchanged_and_computed_before_a_loop_xla_keeps():
+    """Values pass through unchanged whatever their first entry (the trip count reads it: 0 and not 0), alone and
+    vmapped over a mix of both, and the compiled program keeps the while loop that bounds the fusion (XLA folds a
+    loop whose trip count it can prove, which would undo the boundary)."""
+    tree = {"ints": np.array([[0, 3], [4, -5]], np.int32), "flags": np.array([True, False]),
+            "floats": np.array([1.5, -2.0], np.float32)}
+    other = {"ints": tree["ints"] + 7, "flags": ~tree["flags"], "floats": tree["floats"] * 3}
+    for values in (tree, other):
+        chex.assert_trees_all_equal(jit(materialized)(values), values)
+    batched = jax.tree.map(lambda a, b: np.stack([a, b, a]), tree, other)
+    chex.assert_trees_all_equal(jit(jax.vmap(materialized))(batched), batched)
+    assert " while(" in jax.jit(jax.vmap(materialized)).lower(batched).compile().as_text()
 
 
 @pytest.mark.parametrize("name", [*SMALL, "bert", "mobilenet_v2"])
