@@ -223,10 +223,13 @@ def _running_count(found: jax.Array, block: int = 32) -> jax.Array:
 
 def first_true(found: jax.Array, size: int) -> jax.Array:
     """[V, C] bool -> [V, size] int32: the first `size` true slots of each row in increasing order, padded with
-    C (as `jnp.nonzero(size=...)`, which scatters; here a binary search of the running count, no scatter)."""
-    wanted = jnp.arange(1, size + 1, dtype=jnp.int32)
+    C (as `jnp.nonzero(size=...)`, which scatters; here a binary search of the running count, no scatter). A row
+    holds at most C true slots, so at most C are searched for."""
+    capacity = found.shape[1]
+    wanted = jnp.arange(1, min(size, capacity) + 1, dtype=jnp.int32)
     count = _running_count(found)
-    return jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
+    index = jax.vmap(lambda row: jnp.searchsorted(row, wanted, side="left", method="scan"))(count).astype(jnp.int32)
+    return jnp.pad(index, ((0, 0), (0, max(size - capacity, 0))), constant_values=capacity)
 
 
 def stack_rows(pieces: Sequence[jax.Array], picks: Sequence[tuple[int, int] | None], fill: jax.Array) -> jax.Array:
