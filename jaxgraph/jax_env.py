@@ -326,7 +326,7 @@ class JaxEnv:
         """`_locations` of every instance [N, ...], by a program of its own compiled once per instance count at
         XLA's lowest backend optimisation (it runs once per instance: the LLVM passes that level skips cost a
         quarter of its compilation and would save microseconds), its data rules matched without rounds
-        (`jax_match.match_rule`: the same locations from a program about half as long to compile)."""
+        (`jax_match.structural_passes`: the same locations from a program about half as long to compile)."""
         count = instances.op.shape[0]
         if count not in self._matchers:
             match = functools.partial(self._locations, rounds=False)
@@ -361,8 +361,8 @@ class JaxEnv:
     def _locations(self, g: GraphState, reads: jax.Array | None = None, rounds: bool = True
                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
-        `tensor_reads` where known; `rounds` as `jax_match.match_rule` takes it). Each family is matched once at the
-        slots of its root op, vmapped over the parameters of its rules."""
+        `tensor_reads` where known; `rounds` as `jax_match.structural_passes` takes it). Each family is matched once
+        at the slots of its root op, vmapped over the parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = slot_view(g, reads=reads)
         lists = self._root_lists(g)

@@ -1,12 +1,12 @@
 """Matching TASO's data rules in JAX with a program whose size does not grow with the table.
 
 A data rule is its arrays (`jaxgraph.jax_patterns.LoweredPatterns`). `PatternTable` groups the rules an
-environment can fire by the shape of their matching plan and matches each group with ONE matcher (`match_rule`)
-vmapped over the group's rule arrays: an array field equal across the group is a constant that specialises the
-traced code (no select over op kinds the group lacks), a field that differs is traced. Identical rows (a rule
-listed twice under two xfer ids) are matched once. So a rule of an existing shape adds data, not code: the program
-is at most the fully traced matcher once per group, and the groups are bounded by the shapes of plans
-(`MATCHERS` names the groupings):
+environment can fire by the shape of their matching plan and matches each group with ONE matcher
+(`structural_passes`) vmapped over the group's rule arrays: an array field equal across the group is a constant
+that specialises the traced code (no select over op kinds the group lacks), a field that differs is traced.
+Identical rows (a rule listed twice under two xfer ids) are matched once. So a rule of an existing shape adds data,
+not code: the program is at most the fully traced matcher once per group (and one shape checker for all), and the
+groups are bounded by the shapes of plans (`MATCHERS` names the groupings):
 
 - ``"per-rule"``: every rule its own group, its arrays all constants (the program grows with the table);
 - ``"by-ops"``: rules with one root op, one kind per plan step and one op per plan position share a matcher;
@@ -18,15 +18,16 @@ is at most the fully traced matcher once per group, and the groups are bounded b
 - ``"by-width"``: ``"padded"`` once per number of consumer and external steps (0, 1 or 2 with three-op plans), so
   no rule pays for candidates it does not have: at most three groups whatever the table.
 
-`match_rule` follows `CompiledPattern._complete`: a producer step takes one candidate per root, a consumer or
+The matching follows `CompiledPattern._complete`: a producer step takes one candidate per root, a consumer or
 external step the first S distinct readers of a tensor (`reader_table`); every candidate is checked against the
 whole pattern (ops and constraints against `slot_facts`, the tensors each op reads, no external produced inside,
 interior tensors read only inside and not graph outputs, the hazards, and the target's shapes, `target_facts`).
 Locations are listed as `Env` lists them: roots in increasing slot order, then by the slots of the other source ops
 in pattern order; where a rule has more than L = `max_locations` candidates, only the first L that pass the
-structural checks get the shape checks. Those rules are matched in rounds that end where the work does: a root list
-is mostly padding (its room for the nodes rewrites can make), so the structural checks run a few roots per round up
-to the list's last root, and the shape checks, the dearest, a few passes per round up to the last pass.
+structural checks get the shape checks. Each group's matcher runs the structural checks, in rounds of a few roots
+that end at the root list's last root (a list is mostly padding, its room for the nodes rewrites can make); the
+shape checks, the dearest to compile, are ONE checker for every group (`shape_checked`): the passes of all the
+rules laid end to end, each checked with its own rule's arrays traced, a few per round up to the last pass.
 """
 
 from __future__ import annotations
@@ -172,14 +173,10 @@ def _structure(f: SlotFacts, row: LoweredPatterns, plan: list, codes: list, read
     return ok
 
 
-CHECKS = ("structure", "shapes")  # `_accept`'s two parts
-
-
-def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array,
-            checks: tuple[str, ...] = CHECKS) -> jax.Array:
-    """[...] whether each binding `slots` [..., M] is a location (`CompiledPattern._complete`'s conditions). A field
-    of `row` known at trace time traces only its own checks. `checks` names the parts checked: "structure" (ops,
-    constraints, reads, interior tensors, externals) and "shapes" (hazards and the target's shapes)."""
+def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, part: str) -> jax.Array:
+    """[...] whether each binding `slots` [..., M] passes one `part` of `CompiledPattern._complete`'s conditions:
+    "structure" (ops, constraints, reads, interior tensors, externals) or "shapes" (hazards and the target's shapes);
+    a location passes both. A field of `row` known at trace time traces only its own checks."""
     capacity, outputs = g.op.shape[0], g.shapes.shape[1]
     m = slots.shape[-1]
     f = SlotFacts(*(a[slots] for a in facts))  # [..., M, ...]
@@ -190,10 +187,8 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
     readable = externals[::-1] + [slot * outputs for slot in plan]  # read code c at c + MAX_EXTERNALS
     constant = [f.constant[..., q] for q in range(m)]
     ext_slot = [jnp.minimum(code // outputs, capacity) for code in externals]
-    if "structure" in checks:
-        ok &= _structure(f, row, plan, codes, readable, ext_slot)
-    if "shapes" not in checks:
-        return ok
+    if part == "structure":
+        return ok & _structure(f, row, plan, codes, readable, ext_slot)
     for h in range(MAX_HAZARDS):
         k, e = row.hazard[h, 0], row.hazard[h, 1]
         slot = pick(ext_slot, e)
@@ -214,117 +209,155 @@ def _accept(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Ar
     return ok
 
 
+def _location_order(location: np.ndarray | jax.Array, m: int) -> np.ndarray | jax.Array:
+    """[..., m] the plan ops in location order, from rules' `location` [..., M] (a padded plan's pads last): a
+    location's slots are a binding's `slots[..., order]`."""
+    position = location[..., :m]
+    if isinstance(position, np.ndarray):
+        return np.argsort(np.where(position < 0, m, position), axis=-1, kind="stable")
+    return jnp.argsort(jnp.where(position < 0, m, position), axis=-1)
+
+
 def _candidates(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-                kinds: tuple[str, ...] | jax.Array, digits: int, checks: tuple[str, ...]
-                ) -> tuple[jax.Array, jax.Array]:
+                kinds: tuple[str, ...] | jax.Array, digits: int) -> tuple[jax.Array, jax.Array]:
     """Every candidate binding at roots `roots` [N] in location order (roots increasing, within a root as `Env`
-    lists them): whether it passes `_accept`'s `checks` [N * W] and its slots [N * W, 2M], the plan
-    ops' in plan order, then in location order."""
+    lists them): whether it passes `_accept`'s structural checks [N * W] and its plan ops' slots [N * W, M], in plan
+    order (`_location_order` puts them in location order)."""
     capacity = g.op.shape[0]
     m = len(kinds) + 1
     slots, live = _bind(g, facts, table, roots, row, kinds, digits)  # [N, W, M], [N, W]
-    ok = live & _accept(g, facts, row, slots, checks)
-    if isinstance(row.location, np.ndarray):
-        location_order = np.argsort(np.where(row.location[:m] < 0, m, row.location[:m]))
-        in_order = slots[..., location_order]
-    else:  # a padded plan's pads last
-        in_order = jnp.take(slots, jnp.argsort(jnp.where(row.location[:m] < 0, m, row.location[:m])), axis=-1)
-    slots = jnp.concatenate([slots, in_order], -1)  # plan order, location order
-    location = slots[..., m:]
+    ok = live & _accept(g, facts, row, slots, "structure")
+    order = _location_order(row.location, m)
     if isinstance(kinds, tuple):  # bindings come with earlier steps varying slower, each step's readers increasing:
         multi = [s for s, kind in enumerate(kinds) if kind != "producer"]  # in order where locations keep plan order
         varying = bool(multi) and m - 1 - multi[0] > 1 and not (
-            isinstance(row.location, np.ndarray) and (location_order == np.arange(m)).all())
+            isinstance(order, np.ndarray) and (order == np.arange(m)).all())
     else:  # a padded plan: decided per rule, from the codes
         multi = (kinds == STEP_KINDS.index("consumer")) | (kinds == STEP_KINDS.index("external"))
         varying = multi.any() & (row.size - 1 - jnp.argmax(multi) > 1)
     if varying is not False:  # two ops vary within one root: order them by their slots, in location order
+        location = jnp.take(slots, order, axis=-1)
         key = sum(location[..., t] * (capacity + 1) ** (m - 1 - t) for t in range(1, m))
-        order = jnp.argsort(jnp.where(ok, key, jnp.iinfo(jnp.int32).max), axis=1)
-        order = jnp.where(varying, order, jnp.arange(order.shape[1]))
-        ok = jnp.take_along_axis(ok, order, axis=1)
-        slots = jnp.take_along_axis(slots, order[..., None], axis=1)
-    return ok.reshape(-1), slots.reshape(-1, 2 * m)
+        by_key = jnp.argsort(jnp.where(ok, key, jnp.iinfo(jnp.int32).max), axis=1)
+        by_key = jnp.where(varying, by_key, jnp.arange(by_key.shape[1]))
+        ok = jnp.take_along_axis(ok, by_key, axis=1)
+        slots = jnp.take_along_axis(slots, by_key[..., None], axis=1)
+    return ok.reshape(-1), slots.reshape(-1, m)
 
 
 ROOT_CHUNK = 8  # a long root list is matched this many roots per round, the rounds stopping past its last root
-SHAPE_BLOCK = 8  # the structural passes are checked for shapes this many per round, up to the last of them
+SHAPE_BLOCK = 16  # the structural passes of every rule are checked for shapes this many per round, up to the last
 
 
-def _shape_checked(g: GraphState, facts: SlotFacts, row: LoweredPatterns, slots: jax.Array, found: jax.Array
-                   ) -> jax.Array:
-    """[P] which of the structural passes `slots` [P, M] (the first `found`, the rest unset) are locations: `_accept`'s
-    shape checks on `SHAPE_BLOCK` of them per round, the rounds ending at the last pass (there are most often
-    a few, and the target's shapes are the dearest checks)."""
-    size = slots.shape[0]
-    blocks = -(-size // SHAPE_BLOCK)
-    padded = jnp.pad(slots, ((0, blocks * SHAPE_BLOCK - size), (0, 0)), constant_values=g.op.shape[0])
+def structural_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
+                      kinds: tuple[str, ...] | jax.Array, max_locations: int, digits: int = 0, rounds: bool = True
+                      ) -> tuple[jax.Array, jax.Array]:
+    """The candidate bindings of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps,
+    or their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root
+    slots `roots` [N] (increasing, padded with C) that pass `_accept`'s structural checks: how many (at most
+    size = min(L, N * W)) and the first `size` of them in location order, their plan ops' slots [size, M] (unset
+    past the count). `shape_checked` checks them for shapes: where a rule has more than L candidates, only its first
+    L structural passes are, as `Env` lists them.
 
-    def round_(carry):
-        done, ok = carry
-        first = done * SHAPE_BLOCK
-        block = jax.lax.dynamic_slice_in_dim(padded, first, SHAPE_BLOCK)
-        passed = (first + jnp.arange(SHAPE_BLOCK) < found) & _accept(g, facts, row, block, ("shapes",))
-        return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, passed, first, 0)
-
-    _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < found, round_,
-                               (jnp.int32(0), jnp.zeros(blocks * SHAPE_BLOCK, bool)))
-    return ok[:size]
-
-
-def match_rule(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-               kinds: tuple[str, ...] | jax.Array, max_locations: int, location_size: int, digits: int = 0,
-               rounds: bool = True) -> tuple[jax.Array, jax.Array]:
-    """The locations of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps, or
-    their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root slots
-    `roots` [N] (increasing, padded with C): a mask [L] and the location slots [L, location_size], padded with C.
-
-    A rule of a few candidates (at most `SHAPE_BLOCK`) has every one checked whole. Otherwise the first L that pass
-    the structural checks are collected, `ROOT_CHUNK` roots per round of a loop that ends at the list's last root (a
-    list is mostly padding where a rewrite can grow it: the rounds past its roots are not run), and only those are
-    checked for shapes (`_shape_checked`): where there are at most L candidates, all that pass, as checking each
-    whole would find. Without `rounds`, the same locations in one pass over every root and every structural pass: a
-    smaller program that does the work the rounds skip (`JaxEnv.params`, which runs once, compiles it)."""
-    capacity, big_l = g.op.shape[0], max_locations
+    A long root list is matched `ROOT_CHUNK` roots per round of a loop that ends at the list's last root (a list is
+    mostly padding where a rewrite can grow it: the rounds past its roots are not run) or at the L-th pass. Without
+    `rounds`, the same passes from one pass over every root: a smaller program that does the work the rounds skip
+    (`JaxEnv.params`, which runs once, compiles it)."""
+    capacity = g.op.shape[0]
     m, n = len(kinds) + 1, roots.shape[0]
     named = isinstance(kinds, tuple)
     width = table.shape[1] ** (sum(kind != "producer" for kind in kinds) if named else digits)
-    if n * width <= SHAPE_BLOCK:
-        ok, slots = _candidates(g, facts, table, roots, row, kinds, digits, CHECKS)
+    size = min(max_locations, n * width)
+
+    def collect(at):  # the first `size` structural passes at roots `at`, and how many there are
+        passes, rows = _candidates(g, facts, table, at, row, kinds, digits)
+        index = first_true(passes[None], size)[0]
+        return (index < passes.shape[0]).sum(), rows[jnp.minimum(index, passes.shape[0] - 1)]
+
+    if n <= ROOT_CHUNK or not rounds:
+        return collect(roots)
+    chunks = -(-n // ROOT_CHUNK)
+    padded = jnp.pad(roots, (0, chunks * ROOT_CHUNK - n), constant_values=capacity)
+    last = (roots < capacity).sum()
+    position = jnp.arange(size)
+
+    def more(carry):
+        done, found, _ = carry
+        return (done * ROOT_CHUNK < last) & (found < size)
+
+    def round_(carry):  # append this round's passes after those found so far
+        done, found, slots = carry
+        new, rows = collect(jax.lax.dynamic_slice(padded, (done * ROOT_CHUNK,), (ROOT_CHUNK,)))
+        slots = jnp.where((position >= found)[:, None], rows[jnp.clip(position - found, 0, size - 1)], slots)
+        return done + 1, jnp.minimum(found + new, size), slots
+
+    _, found, slots = jax.lax.while_loop(more, round_, (jnp.int32(0), jnp.int32(0),
+                                                        jnp.full((size, m), capacity, roots.dtype)))
+    return found, slots
+
+
+def shape_checked(g: GraphState, facts: SlotFacts, lowered: LoweredPatterns,
+                  passes: Sequence[tuple[jax.Array, jax.Array]], rules: Sequence[np.ndarray], rounds: bool = True
+                  ) -> list[jax.Array]:
+    """Which structural passes are locations: `_accept`'s shape checks (hazards and the target's shapes, the dearest)
+    of every group's passes (`passes`: per group, as `group_passes` gives them, of the rules `rules` [D], indices
+    into `lowered`) by ONE checker traced once whatever the groups, each pass checked with its own rule's arrays:
+    per group [D, size]. The passes are laid end to end (rule by rule, the first `found` of each) and checked
+    `SHAPE_BLOCK` per round up to the last (without `rounds`, all at once)."""
+    capacity = g.op.shape[0]
+    rule = np.concatenate(rules)
+    found = jnp.concatenate([count for count, _ in passes])  # [R]
+    ends = jnp.cumsum(found)
+    starts, total = ends - found, ends[-1]
+    first_rule = np.cumsum([0] + [len(r) for r in rules])
+    fixed, varying = _split_fields(LoweredPatterns(*(a[rule] for a in lowered)))
+    room = sum(slots.shape[0] * slots.shape[1] for _, slots in passes)  # the passes there can be
+
+    def check(position):  # [B] positions in the laid-out passes -> [B] locations
+        r = jnp.minimum(jnp.searchsorted(ends, position, side="right"), rule.shape[0] - 1)
+        j = position - starts[r]
+        slots = jnp.full((position.shape[0], MAX_SOURCE), capacity, jnp.int32)
+        for k, (_, group) in enumerate(passes):
+            d = jnp.clip(r - first_rule[k], 0, group.shape[0] - 1)
+            mine = group[d, jnp.clip(j, 0, group.shape[1] - 1)]  # [B, m]
+            mine = jnp.pad(mine, ((0, 0), (0, MAX_SOURCE - mine.shape[1])), constant_values=capacity)
+            slots = jnp.where(((r >= first_rule[k]) & (r < first_rule[k + 1]))[:, None], mine, slots)
+        rows = {name: a[r] for name, a in varying.items()}
+        return (position < total) & jax.vmap(
+            lambda row, b: _accept(g, facts, LoweredPatterns(**fixed, **row), b, "shapes"))(rows, slots)
+
+    if rounds:
+        blocks = -(-room // SHAPE_BLOCK)
+
+        def round_(carry):
+            done, ok = carry
+            first = done * SHAPE_BLOCK
+            return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, check(first + jnp.arange(SHAPE_BLOCK)), first, 0)
+
+        _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < total, round_,
+                                   (jnp.int32(0), jnp.zeros(blocks * SHAPE_BLOCK, bool)))
     else:
-        size = min(big_l, n * width)  # the structural passes kept
+        ok = check(jnp.arange(room))
+    checked = []
+    for k, (count, group) in enumerate(passes):
+        j = jnp.arange(group.shape[1])[None, :]
+        at = starts[first_rule[k]:first_rule[k + 1], None] + j
+        checked.append((j < count[:, None]) & ok[jnp.minimum(at, ok.shape[0] - 1)])
+    return checked
 
-        def collect(at):  # the first `size` structural passes at roots `at`, and how many there are
-            passes, rows = _candidates(g, facts, table, at, row, kinds, digits, ("structure",))
-            index = first_true(passes[None], size)[0]
-            return (index < passes.shape[0]).sum(), rows[jnp.minimum(index, passes.shape[0] - 1)]
 
-        if n <= ROOT_CHUNK or not rounds:
-            found, slots = collect(roots)
-        else:
-            chunks = -(-n // ROOT_CHUNK)
-            padded = jnp.pad(roots, (0, chunks * ROOT_CHUNK - n), constant_values=capacity)
-            last = (roots < capacity).sum()
-            position = jnp.arange(size)
-
-            def more(carry):
-                done, found, _ = carry
-                return (done < chunks) & (done * ROOT_CHUNK < last) & (found < size)
-
-            def round_(carry):  # append this round's passes after those found so far
-                done, found, slots = carry
-                new, rows = collect(jax.lax.dynamic_slice(padded, (done * ROOT_CHUNK,), (ROOT_CHUNK,)))
-                slots = jnp.where((position >= found)[:, None], rows[jnp.clip(position - found, 0, size - 1)], slots)
-                return done + 1, jnp.minimum(found + new, size), slots
-
-            _, found, slots = jax.lax.while_loop(more, round_, (jnp.int32(0), jnp.int32(0),
-                                                                jnp.full((size, 2 * m), capacity, roots.dtype)))
-        ok = (_shape_checked(g, facts, row, slots[:, :m], found) if rounds else
-              (jnp.arange(size) < found) & _accept(g, facts, row, slots[:, :m], ("shapes",)))
-    index = first_true(ok[None], big_l)[0]
-    valid = index < ok.shape[0]
-    rows = jnp.where(valid[:, None], slots[jnp.minimum(index, ok.shape[0] - 1), m:], capacity)
-    return valid, jnp.pad(rows, ((0, 0), (0, location_size - m)), constant_values=capacity)
+def located(ok: jax.Array, slots: jax.Array, orders: np.ndarray, capacity: int, max_locations: int,
+            location_size: int) -> tuple[jax.Array, jax.Array]:
+    """A group's locations from its checked passes `ok` [D, size] and their plan ops' slots [D, size, m]: a mask
+    [D, L] and the location slots [D, L, location_size], the first L passes that are locations, each rule's plan ops
+    in its location order (`orders` [D, m]), padded with C = `capacity`."""
+    index = first_true(ok, max_locations)  # [D, L]
+    valid = index < ok.shape[1]
+    rows = jnp.take_along_axis(slots, jnp.minimum(index, ok.shape[1] - 1)[..., None], axis=1)  # [D, L, m]
+    if not (orders == np.arange(orders.shape[1])).all():
+        rows = jnp.take_along_axis(rows, jnp.asarray(orders)[:, None, :], axis=2)
+    rows = jnp.where(valid[..., None], rows, capacity)
+    return valid, jnp.pad(rows, ((0, 0), (0, 0), (0, location_size - rows.shape[2])), constant_values=capacity)
 
 
 def distinct_rows(rows: LoweredPatterns, kinds: tuple[str, ...] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -339,16 +372,22 @@ def distinct_rows(rows: LoweredPatterns, kinds: tuple[str, ...] | np.ndarray) ->
     return np.array(distinct, np.int32), np.array([distinct.index(first[key]) for key in keys], np.int32)
 
 
-def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
-                kinds: tuple[str, ...] | np.ndarray, max_locations: int, location_size: int, rounds: bool = True
-                ) -> tuple[jax.Array, jax.Array]:
-    """`match_rule` (with `rounds`) for every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped
-    over the rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and
-    root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots`
-    [P, N]. Masks [P, L], slots [P, L, size]."""
-    padded = not isinstance(kinds, tuple)
+def _split_fields(rows: LoweredPatterns) -> tuple[dict[str, np.ndarray], dict[str, jax.Array]]:
+    """(fixed, varying) fields of rules `rows` [P, ...]: one rule's value of each field equal in all of them (a
+    constant that specialises the traced code) and the others [P, ...] (traced)."""
     fixed = {name: a[0] for name, a in rows._asdict().items() if (a == a[:1]).all()}
-    varying = {name: jnp.asarray(a) for name, a in rows._asdict().items() if name not in fixed}
+    return fixed, {name: jnp.asarray(a) for name, a in rows._asdict().items() if name not in fixed}
+
+
+def group_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
+                 kinds: tuple[str, ...] | np.ndarray, max_locations: int, rounds: bool = True
+                 ) -> tuple[jax.Array, jax.Array]:
+    """`structural_passes` (with `rounds`) of every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher:
+    vmapped over the rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step
+    names) and root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops
+    and `roots` [P, N]. Counts [P], slots [P, size, M]."""
+    padded = not isinstance(kinds, tuple)
+    fixed, varying = _split_fields(rows)
     digits = 0
     if padded:  # the plan's kinds traced as data, and the roots of each rule's own root op
         varying.update(kinds=jnp.asarray(kinds), roots=roots)
@@ -357,8 +396,8 @@ def match_group(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Ar
     def one(traced):
         traced = dict(traced)
         plan, at = traced.pop("kinds", kinds), traced.pop("roots", roots)
-        return match_rule(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
-                          location_size, digits=digits, rounds=rounds)
+        return structural_passes(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
+                                 digits=digits, rounds=rounds)
 
     return jax.vmap(one)(varying) if varying else tuple(x[None] for x in one({}))
 
@@ -422,7 +461,7 @@ class PatternTable:
                   ) -> tuple[list[jax.Array], list[jax.Array]]:
         """Location masks [D, L] and slots [D, L, location_size] of each group's distinct rules: rule i's are row
         `picks[i]` of them (None: a pruned rule, no location), which `jax_graph.stack_rows` lays in table order.
-        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`; `rounds` as `match_rule` takes it."""
+        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`; `rounds` as `structural_passes` takes it."""
         if not self.groups:
             return [], []
         capacity = g.op.shape[0]
@@ -430,11 +469,16 @@ class PatternTable:
         size = max(lists[op].shape[0] for op in self.roots)  # padded plans: every root list, to the longest
         stack = jnp.stack([jnp.pad(lists[op], (0, size - lists[op].shape[0]), constant_values=capacity)
                            for op in self.roots]) if self.matcher in PADDED else None
-        masks, members = [], []
+        passes = []
         for (root, _, _), (kinds, rows) in zip(self.groups, self._matched):
             at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
-            found, nodes = match_group(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)), kinds,
-                                       max_locations, location_size, rounds)
+            passes.append(group_passes(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)), kinds,
+                                       max_locations, rounds))
+        checked = shape_checked(g, facts, self.lowered, passes, [rows for _, rows in self._matched], rounds)
+        masks, members = [], []
+        for (_, slots), ok, (_, rows) in zip(passes, checked, self._matched):
+            orders = _location_order(self.lowered.location[rows], slots.shape[2])
+            found, nodes = located(ok, slots, orders, capacity, max_locations, location_size)
             masks.append(found)
             members.append(nodes)
         return masks, members

@@ -60,27 +60,30 @@ CLONE_BOUND = 2  # instructions a clone of an existing rule may add to the step'
 def test_cloned_rules_add_data_not_program(matcher, clones, monkeypatch):
     """Six data rules of six plan shapes, then with `clones` clones under new xfer ids: a grouped matcher's step keeps
     its program (each clone adds at most `CLONE_BOUND` instructions, the slice of its rows) and traces the matcher as
-    often (once per group, `chex.assert_max_traces`); the per-rule matcher, the one that fails this, traces one more
-    matcher per clone."""
+    often (once per group, `chex.assert_max_traces`) and the shape checker once per program whatever the groups; the
+    per-rule matcher, the one that fails this, traces one more matcher per clone."""
     graph = random_taso_graph(0)
     data = [r for r in taso_rules() if r.family == DATA_FAMILY]
     groups = JaxEnv(graph, rules=data, matcher="by-ops").data_rules.groups
     base = [data[int(rows[0])] for _, _, rows in groups[:6]]
-    traced, sizes, traces = jax_match.match_rule, [], []
+    traced, checker, sizes, traces = jax_match.structural_passes, jax_match.shape_checked, [], []
 
-    def counting(calls: list):
-        return lambda *args, **kwargs: calls.append(1) or traced(*args, **kwargs)
+    def counting(function, calls: list):
+        return lambda *args, **kwargs: calls.append(1) or function(*args, **kwargs)
 
     for rules in (base, cloned_rules(base, clones)):
         env = JaxEnv(graph, rules=rules, matcher=matcher, max_locations=8)
         assert sum(len(rows) for _, _, rows in env.data_rules.groups) == len(rules)  # none pruned
-        calls = []  # the clones may trace the matcher no more often than the six rules did
+        calls, checks = [], []  # the clones may trace the matcher no more often than the six rules did
         chex.clear_trace_counter()  # counts are kept per code object, across the parametrized cases
         bounded = traces and matcher != "per-rule"
-        matcher_fn = chex.assert_max_traces(counting(calls), n=traces[0]) if bounded else counting(calls)
-        monkeypatch.setattr(jax_match, "match_rule", matcher_fn)
+        matcher_fn = counting(traced, calls)
+        matcher_fn = chex.assert_max_traces(matcher_fn, n=traces[0]) if bounded else matcher_fn
+        monkeypatch.setattr(jax_match, "structural_passes", matcher_fn)
+        monkeypatch.setattr(jax_match, "shape_checked", counting(checker, checks))
         sizes.append(_step_size(env))
         traces.append(len(calls))
+        assert len(checks) == 2  # once in each program: `params()`'s matching and the step's
     if matcher == "per-rule":
         assert sizes[1] > sizes[0] + 10 * CLONE_BOUND * clones and traces[1] == 2 * traces[0]
     else:

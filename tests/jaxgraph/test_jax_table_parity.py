@@ -89,8 +89,9 @@ def test_full_table_parity_target():
 def test_matching_in_short_rounds_equals_env_step_for_step(root_chunk, shape_block, max_locations, monkeypatch):
     """The data rules matched `root_chunk` roots per round and shape-checked `shape_block` passes per round (for
     `jax_match.ROOT_CHUNK` and `SHAPE_BLOCK`): with one root per round, a rule's passes at several roots are merged
-    across rounds; with L = 1 location, fewer than some rules have, the rounds stop at the L-th structural pass.
-    Every state equal to Env's, step for step."""
+    across rounds; with blocks of 3 or 1 of every rule's passes laid end to end, blocks straddle rules; with L = 1
+    location, fewer than some rules have, the rounds stop at the L-th structural pass. Every state equal to Env's,
+    step for step."""
     monkeypatch.setattr(jax_match, "ROOT_CHUNK", root_chunk)
     monkeypatch.setattr(jax_match, "SHAPE_BLOCK", shape_block)
     graphs = _planted(3, 10)
