@@ -93,7 +93,7 @@ def compiled_rollouts(env: JaxEnv, num_envs: int, num_steps: int, observe: bool 
     """(timer, compilation): `timer(repeats, seed)` runs the `num_envs` environments' `num_steps`-step rollouts
     `repeats` times and returns their steps/s (median); compile_s (wall seconds of tracing, lowering and compiling),
     compile_cpu_s (the process's CPU seconds of the same: on a shared machine the work, where wall seconds wait),
-    params_s and params_cpu_s (`env.params()`, which compiles and runs the matching of the initial graphs apart),
+    params_s and params_cpu_s (`env.params()`, which encodes the initial graphs and matches them on the host),
     first_call_s (wall seconds of the first call, apart: at a few hundred steps/s it runs for seconds) and
     instructions (of the lowered StableHLO program). With `chunk`, the environments run as groups of `chunk` vmapped
     environments one after another (`lax.map`) in the same program: a group's state stays in the CPU's caches for
@@ -157,7 +157,7 @@ def measure_table(model: str, num_envs: int, table: str = "taso", matcher: str |
                   repeats: int = 3, max_locations: int = 64, backend: str = "taso") -> dict[str, float]:
     """{compile_s, params_s, steps_per_s} of `num_envs` random-agent environments on `model` (a `MODELS` name) with
     the rules of `table` (`TABLES`) and the data rules' `matcher` (default: the backend's): the seconds of compilation
-    (the first call apart), of `env.params()` (the initial graphs' matching, compiled apart), then steps/s, the median
+    (the first call apart), of `env.params()` (the initial graphs encoded and matched), then steps/s, the median
     of `repeats` calls of `steps` steps each."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; known: {', '.join(sorted(MODELS))}")

@@ -11,8 +11,8 @@ was truncated or goes on; extras "cost" and "invalid".
 Instances (Jumanji-style generators): the environment is built for one graph or a list of graphs (a fixed list, or a
 pool drawn by `jaxgraph.instances`' seeded random-graph and trap generators); its static sizes cover them all, so one
 compilation serves every one. `params()` holds them all padded to those sizes ([N, ...] leaves), with their
-locations matched once, and `reset(key, params)` draws one uniformly with `key` (`draw`); `reset_to(index, params)`
-starts a given one.
+locations matched once (on the host, by `Env`'s matcher), and `reset(key, params)` draws one uniformly with `key`
+(`draw`); `reset_to(index, params)` starts a given one.
 
 Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 - Bounds: as `jaxgraph.jax_rules` says for siblings and splits; each root op's list holds at most `root_capacity[op]`
@@ -27,7 +27,6 @@ Slots and location ids are `Env`'s. Differences from `Env`, all deliberate:
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from typing import NamedTuple, Sequence
 
@@ -38,7 +37,7 @@ import numpy as np
 
 from jaxgraph.backends import BACKENDS, TASO
 from jaxgraph.cost import DEFAULT_COST_MODEL, CostModel, Roofline
-from jaxgraph.env import NODE_FEATURES, Observation
+from jaxgraph.env import NODE_FEATURES, Env, Observation
 from jaxgraph.graph import Graph
 from jaxgraph.graph_codec import GraphCodec
 from jaxgraph.jax_cost import SPARE_PASSES, CostParams, node_costs
@@ -248,7 +247,6 @@ class JaxEnv:
             if op in self.root_capacity:  # not the root of pruned data rules only
                 self.root_capacity[op] = size
         self._root_growth = np.array([[g.get(op, 0) for op in self._roots] for g in growths], np.int32)
-        self._matchers: dict[int, jax.stages.Compiled] = {}  # `_initial_locations`' programs, by instance count
 
     @property
     def num_xfers(self) -> int:
@@ -319,20 +317,31 @@ class JaxEnv:
             except ValueError as error:
                 raise ValueError(f"graph {index}: {error}") from None
         instances = jax.tree.map(lambda *leaves: jnp.stack(leaves), *encoded)
+        located = [self._initial_locations(graph, state) for graph, state in zip(graphs, encoded)]
         return EnvParams(instances, CostParams.of(self.model), jnp.int32(self.max_steps),
-                         jnp.float32(self.invalid_penalty), *self._initial_locations(instances))
+                         jnp.float32(self.invalid_penalty), *(jnp.stack(parts) for parts in zip(*located)))
 
-    def _initial_locations(self, instances: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """`_locations` of every instance [N, ...], by a program of its own compiled once per instance count at
-        XLA's lowest backend optimisation (it runs once per instance: the LLVM passes that level skips cost a
-        quarter of its compilation and would save microseconds), its data rules matched without rounds
-        (`jax_match.structural_passes`: the same locations from a program about half as long to compile)."""
-        count = instances.op.shape[0]
-        if count not in self._matchers:
-            match = functools.partial(self._locations, rounds=False)
-            self._matchers[count] = jax.jit(jax.vmap(match)).lower(instances).compile(
-                {"xla_backend_optimization_level": 0})
-        return self._matchers[count](instances)
+    def _initial_locations(self, graph: Graph, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """`_locations` of an initial graph (`g`: its encoding) without a program to compile: `Env`'s locations,
+        found on the host by the matcher JaxEnv equals (the same slots, location ids and order), and JaxEnv's own
+        bound on top, no rewrite offered that could overfill a root list (`_room`)."""
+        env = Env(graph, max_locations=self.max_locations, rules=self.rules, node_capacity=self.node_capacity,
+                  edge_capacity=self.edge_capacity, cost_model=self.model, max_location_size=self.max_location_size)
+        obs = env.reset().observation
+        location_mask = jnp.asarray(obs.location_mask)
+        room = self._room(g, jnp.stack([(g.op == OP_ID[op]).sum() for op in self._roots]) if self._roots else
+                          jnp.zeros(0, jnp.int32))
+        xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
+        return xfer_mask, location_mask, jnp.asarray(obs.location_nodes, jnp.int32)
+
+    def _room(self, g: GraphState, roots: jax.Array) -> jax.Array:
+        """[X] whether each xfer's rewrite fits a graph state of `roots` [R] nodes in each root list: its node,
+        edge and root-list growth within what is free (a capacity is never exceeded)."""
+        growth = jnp.asarray(self._growth)
+        free_roots = jnp.asarray([self.root_capacity[op] for op in self._roots], jnp.int32) - roots
+        return ((self.node_capacity - g.alive.sum() >= growth[:, 0])
+                & (self.edge_capacity - g.num_inputs.sum() >= growth[:, 1])
+                & (free_roots[None, :] >= jnp.asarray(self._root_growth)).all(axis=1))
 
     def node_costs(self, g: GraphState, params: EnvParams) -> jax.Array:
         """[C] float32 ms: `node_costs` under this environment's cost model."""
@@ -358,11 +367,10 @@ class JaxEnv:
             lists[op] = jnp.where(part // capacity == i, part % capacity, capacity).astype(jnp.int32)
         return lists
 
-    def _locations(self, g: GraphState, reads: jax.Array | None = None, rounds: bool = True
-                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def _locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
-        `tensor_reads` where known; `rounds` as `jax_match.structural_passes` takes it). Each family is matched once
-        at the slots of its root op, vmapped over the parameters of its rules."""
+        `tensor_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
+        parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = slot_view(g, reads=reads)
         lists = self._root_lists(g)
@@ -395,18 +403,13 @@ class JaxEnv:
             masks.append(found)
             members.append(rows)
         if self.data_rules is not None:
-            found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m, rounds)
+            found, rows = self.data_rules.locations(g, v.reads, lists, self.max_readers, big_l, big_m)
             masks += found
             members += rows
         location_mask = stack_rows(masks, self._picks, jnp.zeros(big_l, bool))
         location_nodes = stack_rows(members, self._picks, jnp.full((big_l, big_m), capacity, jnp.int32))
-        free_nodes = capacity - g.alive.sum()
-        free_edges = self.edge_capacity - g.num_inputs.sum()
-        growth = jnp.asarray(self._growth)
-        free_roots = jnp.stack([self.root_capacity[op] - (lists[op] < capacity).sum() for op in self._roots]
-                               ) if self._roots else jnp.zeros(0, jnp.int32)  # no roots: every data rule pruned
-        room = ((free_nodes >= growth[:, 0]) & (free_edges >= growth[:, 1])
-                & (free_roots[None, :] >= jnp.asarray(self._root_growth)).all(axis=1))
+        room = self._room(g, jnp.stack([(lists[op] < capacity).sum() for op in self._roots]) if self._roots else
+                          jnp.zeros(0, jnp.int32))  # no roots: every data rule pruned
         xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
         return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
 
@@ -426,8 +429,8 @@ class JaxEnv:
 
     def reset_to(self, instance: jax.Array, params: EnvParams) -> tuple[EnvState, TimeStep]:
         """The initial state of instance `instance` (an index into `params.instances`) and its FIRST time step. Its
-        locations are copied from `params` (matched by `params()`), so a program that resets holds no matcher of its
-        own."""
+        locations are copied from `params` (matched by `params()` on the host), so a program that resets holds no
+        matcher of its own."""
         g = jax.tree.map(lambda leaf: leaf[instance], params.instances)
         costs = self.node_costs(g, params)
         state = EnvState(g, jnp.asarray(instance, jnp.int32), costs, costs.sum(), costs.sum(), jnp.int32(0),

@@ -250,7 +250,7 @@ SHAPE_BLOCK = 16  # the structural passes of every rule are checked for shapes t
 
 
 def structural_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, row: LoweredPatterns,
-                      kinds: tuple[str, ...] | jax.Array, max_locations: int, digits: int = 0, rounds: bool = True
+                      kinds: tuple[str, ...] | jax.Array, max_locations: int, digits: int = 0
                       ) -> tuple[jax.Array, jax.Array]:
     """The candidate bindings of one data rule (`row`: its arrays, NumPy values or traced; `kinds`: its plan's steps,
     or their codes [M - 1] for a plan padded to M ops, `STEP_KINDS`, and `digits` as `_bind` takes them) at root
@@ -260,9 +260,7 @@ def structural_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: 
     L structural passes are, as `Env` lists them.
 
     A long root list is matched `ROOT_CHUNK` roots per round of a loop that ends at the list's last root (a list is
-    mostly padding where a rewrite can grow it: the rounds past its roots are not run) or at the L-th pass. Without
-    `rounds`, the same passes from one pass over every root: a smaller program that does the work the rounds skip
-    (`JaxEnv.params`, which runs once, compiles it)."""
+    mostly padding where a rewrite can grow it: the rounds past its roots are not run) or at the L-th pass."""
     capacity = g.op.shape[0]
     m, n = len(kinds) + 1, roots.shape[0]
     named = isinstance(kinds, tuple)
@@ -274,7 +272,7 @@ def structural_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: 
         index = first_true(passes[None], size)[0]
         return (index < passes.shape[0]).sum(), rows[jnp.minimum(index, passes.shape[0] - 1)]
 
-    if n <= ROOT_CHUNK or not rounds:
+    if n <= ROOT_CHUNK:
         return collect(roots)
     chunks = -(-n // ROOT_CHUNK)
     padded = jnp.pad(roots, (0, chunks * ROOT_CHUNK - n), constant_values=capacity)
@@ -297,13 +295,12 @@ def structural_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: 
 
 
 def shape_checked(g: GraphState, facts: SlotFacts, lowered: LoweredPatterns,
-                  passes: Sequence[tuple[jax.Array, jax.Array]], rules: Sequence[np.ndarray], rounds: bool = True
-                  ) -> list[jax.Array]:
+                  passes: Sequence[tuple[jax.Array, jax.Array]], rules: Sequence[np.ndarray]) -> list[jax.Array]:
     """Which structural passes are locations: `_accept`'s shape checks (hazards and the target's shapes, the dearest)
     of every group's passes (`passes`: per group, as `group_passes` gives them, of the rules `rules` [D], indices
     into `lowered`) by ONE checker traced once whatever the groups, each pass checked with its own rule's arrays:
     per group [D, size]. The passes are laid end to end (rule by rule, the first `found` of each) and checked
-    `SHAPE_BLOCK` per round up to the last (without `rounds`, all at once)."""
+    `SHAPE_BLOCK` per round up to the last."""
     capacity = g.op.shape[0]
     rule = np.concatenate(rules)
     found = jnp.concatenate([count for count, _ in passes])  # [R]
@@ -326,18 +323,15 @@ def shape_checked(g: GraphState, facts: SlotFacts, lowered: LoweredPatterns,
         return (position < total) & jax.vmap(
             lambda row, b: _accept(g, facts, LoweredPatterns(**fixed, **row), b, "shapes"))(rows, slots)
 
-    if rounds:
-        blocks = -(-room // SHAPE_BLOCK)
+    blocks = -(-room // SHAPE_BLOCK)
 
-        def round_(carry):
-            done, ok = carry
-            first = done * SHAPE_BLOCK
-            return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, check(first + jnp.arange(SHAPE_BLOCK)), first, 0)
+    def round_(carry):
+        done, ok = carry
+        first = done * SHAPE_BLOCK
+        return done + 1, jax.lax.dynamic_update_slice_in_dim(ok, check(first + jnp.arange(SHAPE_BLOCK)), first, 0)
 
-        _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < total, round_,
-                                   (jnp.int32(0), jnp.zeros(blocks * SHAPE_BLOCK, bool)))
-    else:
-        ok = check(jnp.arange(room))
+    _, ok = jax.lax.while_loop(lambda carry: carry[0] * SHAPE_BLOCK < total, round_,
+                               (jnp.int32(0), jnp.zeros(blocks * SHAPE_BLOCK, bool)))
     checked = []
     for k, (count, group) in enumerate(passes):
         j = jnp.arange(group.shape[1])[None, :]
@@ -380,12 +374,11 @@ def _split_fields(rows: LoweredPatterns) -> tuple[dict[str, np.ndarray], dict[st
 
 
 def group_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.Array, rows: LoweredPatterns,
-                 kinds: tuple[str, ...] | np.ndarray, max_locations: int, rounds: bool = True
-                 ) -> tuple[jax.Array, jax.Array]:
-    """`structural_passes` (with `rounds`) of every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher:
-    vmapped over the rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step
-    names) and root slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops
-    and `roots` [P, N]. Counts [P], slots [P, size, M]."""
+                 kinds: tuple[str, ...] | np.ndarray, max_locations: int) -> tuple[jax.Array, jax.Array]:
+    """`structural_passes` of every rule of `rows` [P, ...] (NumPy arrays) with one traced matcher: vmapped over the
+    rows, the fields equal in all of them constants. The rules share one plan (`kinds`, its step names) and root
+    slots `roots` [N], or each has its own: `kinds` [P, M - 1] the codes of its plan padded to M ops and `roots`
+    [P, N]. Counts [P], slots [P, size, M]."""
     padded = not isinstance(kinds, tuple)
     fixed, varying = _split_fields(rows)
     digits = 0
@@ -397,7 +390,7 @@ def group_passes(g: GraphState, facts: SlotFacts, table: jax.Array, roots: jax.A
         traced = dict(traced)
         plan, at = traced.pop("kinds", kinds), traced.pop("roots", roots)
         return structural_passes(g, facts, table, at, LoweredPatterns(**fixed, **traced), plan, max_locations,
-                                 digits=digits, rounds=rounds)
+                                 digits=digits)
 
     return jax.vmap(one)(varying) if varying else tuple(x[None] for x in one({}))
 
@@ -457,11 +450,10 @@ class PatternTable:
         return {op: count - found[op] for op, count in made.items() if count > found[op]}
 
     def locations(self, g: GraphState, reads: jax.Array, lists: dict[str, jax.Array], max_readers: int,
-                  max_locations: int, location_size: int, rounds: bool = True
-                  ) -> tuple[list[jax.Array], list[jax.Array]]:
+                  max_locations: int, location_size: int) -> tuple[list[jax.Array], list[jax.Array]]:
         """Location masks [D, L] and slots [D, L, location_size] of each group's distinct rules: rule i's are row
         `picks[i]` of them (None: a pruned rule, no location), which `jax_graph.stack_rows` lays in table order.
-        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`; `rounds` as `structural_passes` takes it."""
+        `reads` is `tensor_reads(g)`, `lists` the root lists of `JaxEnv`."""
         if not self.groups:
             return [], []
         capacity = g.op.shape[0]
@@ -473,8 +465,8 @@ class PatternTable:
         for (root, _, _), (kinds, rows) in zip(self.groups, self._matched):
             at = lists[root] if stack is None else stack[np.array([self._root_index[int(i)] for i in rows])]
             passes.append(group_passes(g, facts, table, at, LoweredPatterns(*(a[rows] for a in self.lowered)), kinds,
-                                       max_locations, rounds))
-        checked = shape_checked(g, facts, self.lowered, passes, [rows for _, rows in self._matched], rounds)
+                                       max_locations))
+        checked = shape_checked(g, facts, self.lowered, passes, [rows for _, rows in self._matched])
         masks, members = [], []
         for (_, slots), ok, (_, rows) in zip(passes, checked, self._matched):
             orders = _location_order(self.lowered.location[rows], slots.shape[2])
