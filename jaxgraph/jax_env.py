@@ -322,7 +322,7 @@ class JaxEnv:
                          jnp.float32(self.invalid_penalty), *(jnp.stack(parts) for parts in zip(*located)))
 
     def _initial_locations(self, graph: Graph, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """`_locations` of an initial graph (`g`: its encoding) without a program to compile: `Env`'s locations,
+        """`locations` of an initial graph (`g`: its encoding) without a program to compile: `Env`'s locations,
         found on the host by the matcher JaxEnv equals (the same slots, location ids and order), and JaxEnv's own
         bound on top, no rewrite offered that could overfill a root list (`_room`)."""
         env = Env(graph, max_locations=self.max_locations, rules=self.rules, node_capacity=self.node_capacity,
@@ -367,10 +367,10 @@ class JaxEnv:
             lists[op] = jnp.where(part // capacity == i, part % capacity, capacity).astype(jnp.int32)
         return lists
 
-    def _locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def locations(self, g: GraphState, reads: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
         """xfer mask [X + 1], location mask [X, L], location slots [X, L, M] of a graph state (`reads`: its
-        `tensor_reads` where known). Each family is matched once at the slots of its root op, vmapped over the
-        parameters of its rules."""
+        `tensor_reads` where known), matched in JAX as every step matches its new state. Each family is matched once
+        at the slots of its root op, vmapped over the parameters of its rules."""
         capacity, big_l, big_m = self.node_capacity, self.max_locations, self.max_location_size
         v = slot_view(g, reads=reads)
         lists = self._root_lists(g)
@@ -468,7 +468,7 @@ class JaxEnv:
         costs = self._costs_after(graph, params, state.node_cost, written)
         reward = jnp.where(valid, (state.node_cost - costs).sum(), jnp.where(noop, 0.0, -params.invalid_penalty))
         steps = state.steps + jnp.where(noop, 0, 1)
-        xfer_mask, location_mask, location_nodes = self._locations(graph, reads)
+        xfer_mask, location_mask, location_nodes = self.locations(graph, reads)
         new_state = EnvState(graph, state.instance, costs, state.cost - jnp.where(valid, reward, 0.0),
                              state.initial_cost, steps, xfer_mask, location_mask, location_nodes)
         terminated = noop | ~xfer_mask[:-1].any()

@@ -3,6 +3,8 @@ TASO patterns and random op soups: in the default selection the rules that match
 do not), in the slow one the whole table under every matcher."""
 
 import chex
+import jax
+import numpy as np
 import pytest
 
 from jaxgraph import jax_match
@@ -56,6 +58,22 @@ def test_jitted_env_with_the_table_equals_env_step_for_step(table):
     data = {x for x, rule in enumerate(env.rules) if rule.family == DATA_FAMILY}
     applied = set().union(*(r.applied for r in reports)) & data
     assert sum(r.steps for r in reports) >= 150 and len(applied) >= 30
+
+
+def test_jitted_matching_of_the_initial_graphs_equals_envs(table):
+    """`JaxEnv.locations`, the jitted matching every step runs, on each initial graph: the xfer mask, location mask and
+    slots (in order) that `params()` takes from Env's matcher, data rules among them."""
+    env, graphs, _, _ = table
+    locate = jit(env.locations)
+    data = np.array([rule.family == DATA_FAMILY for rule in env.rules] + [False])
+    offered = 0
+    for graph in graphs:
+        params = env.params(graph)
+        mine = locate(jax.tree.map(lambda leaf: leaf[0], params.instances))
+        for got, want in zip(mine, (params.xfer_mask[0], params.location_mask[0], params.location_nodes[0])):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        offered += int(np.asarray(params.xfer_mask[0])[data].sum())
+    assert offered >= len(graphs)
 
 
 @pytest.mark.slow
