@@ -324,24 +324,25 @@ class JaxEnv:
     def _initial_locations(self, graph: Graph, g: GraphState) -> tuple[jax.Array, jax.Array, jax.Array]:
         """`locations` of an initial graph (`g`: its encoding) without a program to compile: `Env`'s locations,
         found on the host by the matcher JaxEnv equals (the same slots, location ids and order), and JaxEnv's own
-        bound on top, no rewrite offered that could overfill a root list (`_room`)."""
+        bound on top, no rewrite offered that could overfill a root list (`_xfer_mask`)."""
         env = Env(graph, max_locations=self.max_locations, rules=self.rules, node_capacity=self.node_capacity,
                   edge_capacity=self.edge_capacity, cost_model=self.model, max_location_size=self.max_location_size)
         obs = env.reset().observation
         location_mask = jnp.asarray(obs.location_mask)
-        room = self._room(g, jnp.stack([(g.op == OP_ID[op]).sum() for op in self._roots]) if self._roots else
-                          jnp.zeros(0, jnp.int32))
-        xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
+        xfer_mask = self._xfer_mask(g, location_mask, [(g.op == OP_ID[op]).sum() for op in self._roots])
         return xfer_mask, location_mask, jnp.asarray(obs.location_nodes, jnp.int32)
 
-    def _room(self, g: GraphState, roots: jax.Array) -> jax.Array:
-        """[X] whether each xfer's rewrite fits a graph state of `roots` [R] nodes in each root list: its node,
-        edge and root-list growth within what is free (a capacity is never exceeded)."""
+    def _xfer_mask(self, g: GraphState, location_mask: jax.Array, roots: list) -> jax.Array:
+        """[X + 1] the xfers offered in a graph state of `roots` nodes in each root list (one per root op; none
+        where every data rule is pruned): those with a location whose rewrite fits, its node, edge and root-list
+        growth within what is free (a capacity is never exceeded), then the NO-OP."""
         growth = jnp.asarray(self._growth)
-        free_roots = jnp.asarray([self.root_capacity[op] for op in self._roots], jnp.int32) - roots
-        return ((self.node_capacity - g.alive.sum() >= growth[:, 0])
+        free_roots = jnp.asarray([self.root_capacity[op] for op in self._roots], jnp.int32) - jnp.asarray(
+            roots, jnp.int32)
+        room = ((self.node_capacity - g.alive.sum() >= growth[:, 0])
                 & (self.edge_capacity - g.num_inputs.sum() >= growth[:, 1])
                 & (free_roots[None, :] >= jnp.asarray(self._root_growth)).all(axis=1))
+        return jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
 
     def node_costs(self, g: GraphState, params: EnvParams) -> jax.Array:
         """[C] float32 ms: `node_costs` under this environment's cost model."""
@@ -408,9 +409,7 @@ class JaxEnv:
             members += rows
         location_mask = stack_rows(masks, self._picks, jnp.zeros(big_l, bool))
         location_nodes = stack_rows(members, self._picks, jnp.full((big_l, big_m), capacity, jnp.int32))
-        room = self._room(g, jnp.stack([(lists[op] < capacity).sum() for op in self._roots]) if self._roots else
-                          jnp.zeros(0, jnp.int32))  # no roots: every data rule pruned
-        xfer_mask = jnp.concatenate([location_mask.any(axis=1) & room, jnp.ones(1, bool)])
+        xfer_mask = self._xfer_mask(g, location_mask, [(lists[op] < capacity).sum() for op in self._roots])
         return xfer_mask, location_mask, location_nodes.astype(jnp.int32)
 
     def _costs_after(self, g: GraphState, params: EnvParams, before: jax.Array, written: jax.Array) -> jax.Array:
